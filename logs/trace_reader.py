@@ -1,0 +1,359 @@
+"""Reader for the structured trace (DESIGN section 5): ours and PyTorch's TORCH_TRACE logs.
+
+Wire format, one record per glog line::
+
+    V1122 12:19:24.863000 6195 torch/_dynamo/convert_frame.py:303] {"dynamo_start": {...}, "frame_id": 0, ...}
+    <TAB>payload line 1
+    <TAB>payload line 2
+
+`has_payload` in the envelope is the md5 of the payload (its lines joined by newlines).
+
+Reading is lazy so that a 100,000-event trace opens at once: `read_trace` only finds where
+each record starts (one regex pass in C over the file's bytes) and collects the `str` string
+table; an envelope is JSON-decoded the first time its event is touched, and a payload the first
+time `.payload` is read. Nothing from a trace is ever executed (no pickle, no eval): envelopes
+and json payloads go through `json.loads` only.
+
+Damage never stops the reader. A record that cannot be parsed (truncated line, flipped byte,
+stray text) is dropped and listed in `Trace.skipped` as (line number, reason); a record whose
+payload does not match its md5 is kept (nothing lost) and listed in `Trace.damaged`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+try:  # share the compile id type with the writer when `logs` provides it
+    from logs import CompileId  # type: ignore[attr-defined]
+except ImportError:  # `logs` not built yet (or mid-import): same fields, same str()
+
+    @dataclasses.dataclass(frozen=True, order=True)
+    class CompileId:  # type: ignore[no-redef]
+        frame_id: int
+        frame_compile_id: int
+        attempt: int = 0
+
+        def __str__(self) -> str:
+            base = f"{self.frame_id}/{self.frame_compile_id}"
+            return f"{base}_{self.attempt}" if self.attempt else base
+
+
+__all__ = ["CompileId", "Trace", "TraceEvent", "TraceError", "read_trace", "find_trace_files"]
+
+# Envelope keys that describe the record's context rather than its kind.
+CONTEXT_KEYS = frozenset(
+    {"rank", "compiled_autograd_id", "frame_id", "frame_compile_id", "attempt", "has_payload",
+     "stack", "subgraph_name", "severity", "timestamp", "pathname", "thread"}
+)
+
+# glog prefix: level, MMDD HH:MM:SS.micro, pid (or thread id), path:line] then the envelope.
+_PREFIX = re.compile(
+    r"(?:\[rank\d+\]:)?([A-Z])(\d{4} \d\d:\d\d:\d\d\.\d+) +(\d+) ([^\]\n]*?):(\d+)\] (.*)\Z", re.S
+)
+# Start of every record: a line that does not begin with a tab (payload lines do).
+_RECORD_START = re.compile(rb"^(?!\t)", re.M)
+_STR_RECORD = re.compile(rb'^[^\t\n][^\n]*?\] \{"str": \[("(?:[^"\\\n]|\\.)*"), (\d+)\]\}', re.M)
+
+
+class TraceError(Exception):
+    """The path cannot be read as a trace at all (missing, unreadable, no trace files)."""
+
+
+def _make_compile_id(env: dict) -> CompileId | None:
+    fid, fcid = env.get("frame_id"), env.get("frame_compile_id")
+    if not isinstance(fid, int) or not isinstance(fcid, int):
+        return None
+    attempt = env.get("attempt", 0)
+    return CompileId(fid, fcid, attempt if isinstance(attempt, int) else 0)
+
+
+class TraceEvent:
+    """One record. The envelope is parsed on first attribute access; the payload on `.payload`."""
+
+    __slots__ = ("_trace", "index", "lineno", "file_index", "_start", "_head_end", "_end",
+                 "_parsed", "key", "compile_id", "level", "time", "pid", "pathname",
+                 "source_line", "metadata", "envelope", "_payload", "_payload_ok", "error")
+
+    def __init__(self, trace: "Trace", index: int, lineno: int, file_index: int,
+                 start: int, head_end: int, end: int):
+        self._trace, self.index, self.lineno, self.file_index = trace, index, lineno, file_index
+        self._start, self._head_end, self._end = start, head_end, end
+        self._parsed = False
+        self._payload: str | None = None
+        self._payload_ok = True
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for envelope fields not set yet: parse, then answer.
+        if name.startswith("_") or self._parsed:
+            raise AttributeError(name)
+        self._parse()
+        return object.__getattribute__(self, name)
+
+    def _parse(self) -> None:
+        self._parsed = True
+        self.key, self.compile_id, self.level, self.time, self.pid = "", None, "", "", 0
+        self.pathname, self.source_line, self.metadata, self.envelope = "", 0, {}, {}
+        self.error = None
+        data = self._trace._data[self.file_index]
+        head = data[self._start:self._head_end].decode("utf-8", "replace").rstrip("\r")
+        m = _PREFIX.match(head)
+        if m is None:
+            self.error = "not a trace record (no glog prefix)"
+            return
+        self.level, self.time, pid, self.pathname, line, rest = m.groups()
+        self.pid, self.source_line = int(pid), int(line)
+        try:
+            env = json.loads(rest)
+        except ValueError as e:
+            self.error = f"envelope is not valid JSON ({e.msg} at column {e.pos})"
+            return
+        if not isinstance(env, dict):
+            self.error = "envelope is not a JSON object"
+            return
+        key = next((k for k in env if k not in CONTEXT_KEYS), None)
+        if key is None:
+            self.error = "envelope has no record kind"
+            return
+        meta = env[key]
+        self.envelope, self.metadata = env, meta if isinstance(meta, dict) else {"value": meta}
+        self.key = key
+        if key == "artifact" and isinstance(meta, dict) and isinstance(meta.get("name"), str):
+            self.key = meta["name"]
+        self.compile_id = _make_compile_id(env)
+
+    # -- payload ---------------------------------------------------------------------------
+    @property
+    def has_payload(self) -> bool:
+        return "has_payload" in self.envelope
+
+    @property
+    def is_artifact(self) -> bool:
+        return "artifact" in self.envelope
+
+    @property
+    def encoding(self) -> str | None:
+        return self.metadata.get("encoding") if self.is_artifact else None
+
+    @property
+    def payload(self) -> str:
+        if self._payload is None:
+            data = self._trace._data[self.file_index]
+            raw = data[self._head_end:self._end]  # "\n\tline1\n\tline2..." (maybe trailing \n)
+            if raw.endswith(b"\n"):
+                raw = raw[:-1]
+            text = raw.replace(b"\n\t", b"\n")[1:].decode("utf-8", "replace") if raw else ""
+            expected = self.envelope.get("has_payload")
+            if isinstance(expected, str):
+                got = hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest()
+                self._payload_ok = got == expected
+            self._payload = text
+        return self._payload
+
+    @property
+    def payload_ok(self) -> bool:
+        """False when the payload does not match the envelope's md5 (truncated or edited)."""
+        self.payload  # noqa: B018 - reading it checks the md5
+        return self._payload_ok
+
+    def payload_json(self) -> Any:
+        """The payload decoded as JSON, or None when it is absent or not JSON."""
+        text = self.payload
+        if not text:
+            return None
+        try:
+            return json.loads(text)
+        except ValueError:
+            return None
+
+    @property
+    def stack(self) -> list[dict]:
+        """Stack frames of the record (`stack` in the envelope or in dynamo_start), filenames resolved."""
+        frames = self.envelope.get("stack") or self.metadata.get("stack") or []
+        return self._trace.resolve_frames(frames)
+
+    def __repr__(self) -> str:
+        return f"TraceEvent({self.index}, line {self.lineno}, {self.key!r}, {self.compile_id})"
+
+
+class _Events(Sequence[TraceEvent]):
+    """The events in order; TraceEvent objects are created on first access."""
+
+    def __init__(self, trace: "Trace"):
+        self._trace = trace
+
+    def __len__(self) -> int:
+        return len(self._trace._records)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return self._trace._event(i)
+
+    def __iter__(self) -> Iterator[TraceEvent]:
+        for i in range(len(self)):
+            yield self._trace._event(i)
+
+
+class Trace:
+    """An opened trace: `events`, `skipped`, `damaged`, `compile_ids()`, `strings`."""
+
+    def __init__(self, path: Path, files: list[Path]):
+        self.path, self.files = path, files
+        self._data: list[bytes] = []
+        self._records: list[tuple[int, int, int, int, int]] = []  # file, start, head_end, end, lineno
+        self._file_starts: list[int] = []  # first record index of each file
+        self._cache: dict[int, TraceEvent] = {}
+        self._bad: list[int] = []  # record indexes that failed to parse
+        self._scanned = False
+        self._skipped: list[tuple[int, str]] = []
+        self._damaged: list[tuple[int, str]] = []
+        self.strings: dict[int, str] = {}
+        for fi, f in enumerate(files):
+            try:
+                data = f.read_bytes()
+            except OSError as e:
+                raise TraceError(f"cannot read {f}: {e.strerror or e}") from None
+            self._data.append(data)
+            self._file_starts.append(len(self._records))
+            self._index(fi, data)
+        self._events = _Events(self)
+
+    @property
+    def events(self) -> _Events:
+        """The parsed events, without the records listed in `skipped` (forces `scan()`)."""
+        self.scan()
+        return self._events
+
+    @property
+    def raw_events(self) -> _Events:
+        """Every record as indexed, unvalidated (`.error` set on bad ones): for a fast first look."""
+        return self._events
+
+    def _index(self, fi: int, data: bytes) -> None:
+        starts = [m.start() for m in _RECORD_START.finditer(data)]
+        if starts and starts[-1] == len(data):
+            starts.pop()  # the empty "line" after a final newline
+        lineno, prev = 1, 0
+        count = data.count
+        for n, s in enumerate(starts):
+            lineno += count(b"\n", prev, s)
+            prev = s
+            head_end = data.find(b"\n", s)
+            if head_end < 0:
+                head_end = len(data)
+            end = starts[n + 1] if n + 1 < len(starts) else len(data)
+            self._records.append((fi, s, head_end, end, lineno))
+        for m in _STR_RECORD.finditer(data):
+            try:
+                self.strings[int(m.group(2))] = json.loads(m.group(1))
+            except ValueError:
+                pass  # a damaged string entry: frames using it show the index instead
+
+    def _event(self, i: int) -> TraceEvent:
+        ev = self._cache.get(i)
+        if ev is None:
+            if i < 0:
+                i += len(self._records)
+            fi, s, he, e, ln = self._records[i]
+            ev = self._cache[i] = TraceEvent(self, i, ln, fi, s, he, e)
+        return ev
+
+    def where(self, ev: TraceEvent) -> str:
+        """'line N' (or 'file:line N' for a folder of several files) for messages."""
+        if len(self.files) > 1:
+            return f"{self.files[ev.file_index].name} line {ev.lineno}"
+        return f"line {ev.lineno}"
+
+    # -- full scan (validation) -------------------------------------------------------------
+    def scan(self) -> None:
+        """Parse every envelope and check every payload; fills `skipped` and `damaged`, and
+        drops unparseable records from `events` (their line numbers stay in `skipped`)."""
+        if self._scanned:
+            return
+        good: list[tuple[int, int, int, int, int]] = []
+        cache: dict[int, TraceEvent] = {}
+        for i in range(len(self._records)):
+            ev = self._event(i)
+            if not ev._parsed:
+                ev._parse()
+            if ev.error:
+                self._skipped.append((ev.lineno, f"{self.where(ev)}: {ev.error}"))
+                continue
+            if ev.has_payload:
+                if not ev.payload_ok:
+                    self._damaged.append((ev.lineno, f"{self.where(ev)}: payload of {ev.key!r} does "
+                                          "not match its md5 (truncated or edited)"))
+            ev.index = len(good)
+            cache[ev.index] = ev
+            good.append(self._records[i])
+        self._records, self._cache, self._scanned = good, cache, True
+
+    @property
+    def skipped(self) -> list[tuple[int, str]]:
+        self.scan()
+        return self._skipped
+
+    @property
+    def damaged(self) -> list[tuple[int, str]]:
+        self.scan()
+        return self._damaged
+
+    def compile_ids(self) -> list[CompileId]:
+        """Compile ids in order of first appearance."""
+        seen: dict[CompileId, None] = {}
+        for ev in self.events:
+            if ev.compile_id is not None:
+                seen.setdefault(ev.compile_id, None)
+        return list(seen)
+
+    def resolve_frames(self, frames: Any) -> list[dict]:
+        out = []
+        for fr in frames if isinstance(frames, list) else []:
+            if not isinstance(fr, dict):
+                continue
+            fr = dict(fr)
+            fn = fr.get("filename")
+            if isinstance(fn, int):
+                fr["filename"] = self.strings.get(fn, f"<string {fn}>")
+            out.append(fr)
+        return out
+
+
+def find_trace_files(folder: Path) -> list[Path]:
+    """Trace files of a folder: ours (trace_*.log, trace.log), PyTorch's
+    (dedicated_log_torch_trace_*.log), else any *.log; oldest first."""
+    for pattern in ("trace.log", "trace_*.log", "dedicated_log_torch_trace_*.log", "*.log"):
+        found = sorted((p for p in folder.glob(pattern) if p.is_file()),
+                       key=lambda p: (p.stat().st_mtime, p.name))
+        if found:
+            return found
+    return []
+
+
+def read_trace(path: str | Path) -> Trace:
+    """Open a trace file, or a folder of trace files (all of them, in time order)."""
+    p = Path(path)
+    if not p.exists():
+        raise TraceError(f"no such file or folder: {p}")
+    if p.is_dir():
+        files = find_trace_files(p)
+        if not files:
+            raise TraceError(f"no trace files (*.log) in folder {p}")
+    else:
+        files = [p]
+    return Trace(p, files)
+
+
+def first_matching(events: Sequence[TraceEvent], start: int, step: int, keys: set[str]) -> int | None:
+    """Index of the next event (from start, going by step) whose key is in keys."""
+    i = start
+    while 0 <= i < len(events):
+        if events[i].key in keys:
+            return i
+        i += step
+    return None
