@@ -1,0 +1,368 @@
+"""Side-by-side benchmark of the workload suite (scripts/workloads.py), issue 4.
+
+For every workload and dtype, in ONE process so the numbers are comparable:
+  eager          the program as written
+  ours_backend   torch.compile(fn, backend=compiler.backend)   (PyTorch's Dynamo, our backend)
+  ours_compile   compiler.compile(fn)                          (our frontend and backend)
+  inductor       torch.compile(fn)                             (PyTorch's own, for comparison)
+
+Measured: median time (triton.testing.do_bench on CUDA, a median of perf_counter runs on CPU),
+achieved GB/s for memory-bound workloads (fewest bytes moved / time) and its fraction of the
+measured device copy bandwidth, device kernels launched per call (CUDA: counted with
+torch.profiler, the same way for every variant), cold compile time (first call in this process,
+empty disk caches) and warm compile time (first call in a second process that shares the disk
+caches), and a check of every compiled result against eager.
+
+    PYTHONPATH=. python scripts/bench.py --device cuda --dtype float32,bfloat16 --json out.json
+    PYTHONPATH=. python scripts/bench.py --device cpu --quick --only softmax
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from scripts import workloads as W  # noqa: E402
+
+VARIANTS = ["eager", "ours_backend", "ours_compile", "inductor"]
+COMPILED = VARIANTS[1:]
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# Relative-norm error ||out - eager|| / ||eager|| allowed per dtype (compiled code may reorder sums).
+REL_TOL = {torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 5e-3}
+
+
+# ---------------------------------------------------------------- variants and timing
+
+def reset_all():
+    torch._dynamo.reset()
+    try:
+        import compiler
+        compiler.reset()
+    except Exception:
+        pass
+
+
+def make_variant(variant, fn):
+    if variant == "eager":
+        return fn
+    if variant == "ours_backend":
+        import compiler
+        return torch.compile(fn, backend=compiler.backend)
+    if variant == "ours_compile":
+        import compiler
+        return compiler.compile(fn)
+    if variant == "inductor":
+        return torch.compile(fn, backend="inductor")
+    raise ValueError(variant)
+
+
+def sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def median_ms(call, device, quick):
+    if device == "cuda":
+        import triton.testing
+        return triton.testing.do_bench(call, warmup=25 if quick else 100, rep=50 if quick else 300,
+                                       return_mode="median")
+    call()   # warm-up
+    times, budget, start = [], (0.2 if quick else 1.0), time.perf_counter()
+    while len(times) < 5 or (time.perf_counter() - start < budget and len(times) < 200):
+        t0 = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def copy_bandwidth_gbps(device, quick):
+    """Measured device copy bandwidth, counting bytes read plus bytes written."""
+    n = (1 << 26) if device == "cuda" and not quick else (1 << 22)
+    src = torch.randn(n, device=device)
+    dst = torch.empty_like(src)
+    ms = median_ms(lambda: dst.copy_(src), device, quick)
+    return 2 * n * 4 / (ms * 1e-3) / 1e9
+
+
+def count_cuda_kernels(call):
+    """Device kernels launched by one call (memcpy/memset excluded)."""
+    from torch.profiler import ProfilerActivity, profile
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    n = 0
+    for e in prof.events():
+        if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA and \
+                not e.name.lower().startswith(("memcpy", "memset")):
+            n += 1
+    return n
+
+
+def count_our_kernels(fn):
+    """Kernels our backend generated while `fn` ran: counts the `kernel` events logs emits."""
+    try:
+        import logs
+    except ImportError:
+        fn()
+        return "n/a: no logs"
+    names = []
+
+    def sink(event):
+        if event.name in ("kernel", "kernel_code"):
+            names.append(event.fields.get("kernel_name") or event.fields.get("name") or "?")
+    logs.add_sink(sink)
+    try:
+        fn()
+    finally:
+        logs.remove_sink(sink)
+    return len(names)
+
+
+def rel_error(out, ref):
+    outs, refs = torch.utils._pytree.tree_leaves(out), torch.utils._pytree.tree_leaves(ref)
+    if len(outs) != len(refs):
+        return float("inf")
+    worst = 0.0
+    for o, r in zip(outs, refs):
+        if not isinstance(r, torch.Tensor):
+            continue
+        if o.shape != r.shape or o.dtype != r.dtype:
+            return float("inf")
+        o64, r64 = o.double(), r.double()
+        if not torch.isfinite(o64).eq(torch.isfinite(r64)).all():
+            return float("inf")
+        denom = r64.nan_to_num().norm().item() or 1.0
+        worst = max(worst, (o64 - r64).nan_to_num().norm().item() / denom)
+    return worst
+
+
+def fmt_err(e: Exception) -> str:
+    return f"n/a: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+
+
+# ---------------------------------------------------------------- one workload
+
+def run_workload(wl, dtype, args, copy_bw):
+    torch.manual_seed(0)
+    fn, inputs = wl.build(args.device, dtype, args.preset)
+    ref = fn(*inputs)
+    sync(args.device)
+    nbytes = wl.min_bytes(inputs, ref)
+    rows = []
+    for variant in args.variants:
+        row = {"workload": wl.name, "dtype": str(dtype).replace("torch.", ""), "variant": variant}
+        rows.append(row)
+        reset_all()
+        try:
+            compiled = make_variant(variant, fn)
+            t0 = time.perf_counter()
+            box = []
+            if variant.startswith("ours"):
+                row["kernels_generated"] = count_our_kernels(lambda: box.append(compiled(*inputs)))
+            else:
+                box.append(compiled(*inputs))
+            out = box[0]
+            sync(args.device)
+            if variant != "eager":
+                row["cold_compile_s"] = time.perf_counter() - t0
+            err = rel_error(out, ref)
+            row["rel_error"] = err
+            row["check"] = "ok" if err <= REL_TOL[dtype] else "MISMATCH"
+            row["ms"] = median_ms(lambda: compiled(*inputs), args.device, args.quick)
+            if wl.memory_bound:
+                row["gbps"] = nbytes / (row["ms"] * 1e-3) / 1e9
+                row["pct_copy_bw"] = 100.0 * row["gbps"] / copy_bw
+            if args.device == "cuda":
+                row["kernels"] = count_cuda_kernels(lambda: compiled(*inputs))
+        except Exception as e:  # a failing variant is reported, never hidden
+            row["error"] = fmt_err(e)
+    eager_ms = rows[0].get("ms") if rows and rows[0]["variant"] == "eager" else None
+    for row in rows:
+        if eager_ms and row.get("ms"):
+            row["speedup"] = eager_ms / row["ms"]
+    return rows
+
+
+# ---------------------------------------------------------------- warm compile (second process)
+
+def warm_compile_times(args, dtype_name):
+    """Re-run only the compiles in fresh processes that share this process's disk caches."""
+    out = {}
+    for variant in [v for v in args.variants if v != "eager"]:
+        cmd = [sys.executable, os.path.abspath(__file__), "--device", args.device, "--dtype", dtype_name,
+               "--preset", args.preset, "--_warm", variant, "--only", ",".join(args.only)]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.warm_timeout,
+                               env=os.environ.copy())
+            line = [ln for ln in p.stdout.splitlines() if ln.startswith("WARM_JSON ")]
+            if not line:
+                tail = (p.stderr.strip().splitlines() or ["no output"])[-1][:120]
+                out[variant] = {"_error": f"n/a: warm process failed: {tail}"}
+            else:
+                out[variant] = json.loads(line[-1][len("WARM_JSON "):])
+        except subprocess.TimeoutExpired:
+            out[variant] = {"_error": f"n/a: warm process exceeded {args.warm_timeout}s"}
+    return out
+
+
+def warm_main(args):
+    variant, dtype = args._warm, DTYPES[args.dtype.split(",")[0]]
+    res = {}
+    for name in args.only:
+        try:
+            torch.manual_seed(0)
+            fn, inputs = W.get(name).build(args.device, dtype, args.preset)
+            reset_all()
+            compiled = make_variant(variant, fn)
+            t0 = time.perf_counter()
+            compiled(*inputs)
+            sync(args.device)
+            res[name] = time.perf_counter() - t0
+        except Exception as e:
+            res[name] = fmt_err(e)
+    print("WARM_JSON " + json.dumps(res))
+
+
+# ---------------------------------------------------------------- report
+
+def _f(v, spec):
+    return format(v, spec) if isinstance(v, (int, float)) else "-"
+
+
+def _gen(r):
+    g = r.get("kernels_generated")
+    return f" ({g})" if isinstance(g, int) else ""
+
+
+def markdown(rows):
+    head = ("| workload | dtype | variant | median ms | speedup vs eager | GB/s | % copy BW "
+            "| kernels (gen) | cold compile s | warm compile s | check |")
+    lines = [head, "|" + "---|" * 11]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['workload']} | {r['dtype']} | {r['variant']} | {r['error']} |"
+                         + " |" * 7)
+            continue
+        check = r.get("check", "-") + (f" ({r['rel_error']:.1e})" if "rel_error" in r else "")
+        lines.append(
+            f"| {r['workload']} | {r['dtype']} | {r['variant']} | {_f(r.get('ms'), '.4f')} "
+            f"| {_f(r.get('speedup'), '.2f')} | {_f(r.get('gbps'), '.0f')} "
+            f"| {_f(r.get('pct_copy_bw'), '.0f')} | {r.get('kernels', '-')}{_gen(r)} "
+            f"| {_f(r.get('cold_compile_s'), '.2f')} | {r.get('warm_compile_s', '-') if isinstance(r.get('warm_compile_s'), str) else _f(r.get('warm_compile_s'), '.2f')} "
+            f"| {check} |")
+    return "\n".join(lines)
+
+
+def summarize(rows, variants):
+    summary = {}
+    for dt in sorted({r["dtype"] for r in rows}):
+        s = {}
+        for v in variants:
+            if v == "eager":
+                continue
+            sel = [r for r in rows if r["dtype"] == dt and r["variant"] == v]
+            ok = [r for r in sel if r.get("check") == "ok" and r.get("speedup")]
+            s[v] = {"geomean_speedup": W.geomean([r["speedup"] for r in ok]),
+                    "workloads_ok": len(ok), "workloads": len(sel),
+                    "geomean_cold_compile_s": W.geomean([r.get("cold_compile_s") for r in ok])}
+        ind = s.get("inductor", {}).get("geomean_speedup")
+        for v in ("ours_backend", "ours_compile"):
+            if v in s and ind:
+                s[v]["speedup_over_inductor_speedup"] = s[v]["geomean_speedup"] / ind
+        summary[dt] = s
+    return summary
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--dtype", default="float32", help="comma list: float32,bfloat16,float16")
+    p.add_argument("--only", default="", help="comma list of workload names (default: all)")
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--quick", action="store_true", help="small sizes, short timing")
+    p.add_argument("--preset", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--json", default=None, help="write results here")
+    p.add_argument("--no-warm", action="store_true", help="skip the second-process warm compiles")
+    p.add_argument("--warm-timeout", type=int, default=900)
+    p.add_argument("--_warm", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    args.only = [s for s in args.only.split(",") if s] or list(W.WORKLOADS)
+    args.variants = [v for v in args.variants.split(",") if v]
+    if args.preset is None:
+        args.preset = "quick" if args.quick else args.device
+    torch.set_grad_enabled(False)
+    if args._warm:
+        return warm_main(args)
+
+    # Empty disk caches for the cold numbers; the warm processes inherit these variables.
+    base = tempfile.mkdtemp(prefix="tracetorch_bench_")
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(base, "inductor"))
+    os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(base, "triton"))
+    os.environ.setdefault("TRACE_BACKEND_CACHE_DIR", os.path.join(base, "tracetorch"))
+    if args.device == "cuda":
+        torch.ones(1, device="cuda").add_(1)    # CUDA context outside every measurement
+    copy_bw = copy_bandwidth_gbps(args.device, args.quick)
+    meta = {"device": torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or "cpu",
+            "torch": torch.__version__, "python": platform.python_version(),
+            "copy_bw_gbps": copy_bw, "preset": args.preset, "argv": sys.argv[1:],
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "notes": "cold = first call in this process with empty disk caches (CUDA context "
+                     "created before); warm = first call in a new process sharing the caches; "
+                     "kernels on CUDA = device kernels per call counted by torch.profiler"}
+    try:
+        import triton
+        meta["triton"] = triton.__version__
+    except Exception:
+        meta["triton"] = None
+    print(f"# device {meta['device']}; copy bandwidth {copy_bw:.0f} GB/s", flush=True)
+
+    rows = []
+    for dtype_name in args.dtype.split(","):
+        dtype = DTYPES[dtype_name]
+        drows = []
+        for name in args.only:
+            try:
+                drows += run_workload(W.get(name), dtype, args, copy_bw)
+            except Exception as e:
+                drows.append({"workload": name, "dtype": dtype_name, "variant": "eager",
+                              "error": fmt_err(e)})
+            print("\n".join(markdown([r for r in drows if r["workload"] == name]).splitlines()[2:]),
+                  flush=True)
+        if not args.no_warm:
+            warm = warm_compile_times(args, dtype_name)
+            for r in drows:
+                w = warm.get(r["variant"])
+                if w is not None:
+                    r["warm_compile_s"] = w.get(r["workload"], w.get("_error", "n/a"))
+        rows += drows
+    summary = summarize(rows, args.variants)
+    print()
+    print(markdown(rows))
+    print()
+    for dt, s in summary.items():
+        for v, d in s.items():
+            extra = (f", {d['speedup_over_inductor_speedup']:.2f}x of inductor's"
+                     if "speedup_over_inductor_speedup" in d else "")
+            print(f"{dt} {v}: geomean speedup over eager {d['geomean_speedup']:.2f}x on "
+                  f"{d['workloads_ok']}/{d['workloads']} workloads{extra}; "
+                  f"geomean cold compile {d['geomean_cold_compile_s']:.2f}s")
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "results": rows, "summary": summary}, f, indent=1, default=str)
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
