@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 try:  # share the compile id type with the writer when `logs` provides it
-    from logs import CompileId  # type: ignore[attr-defined]
+    from logs.compile_ids import CompileId  # type: ignore[assignment]
 except ImportError:  # `logs` not built yet (or mid-import): same fields, same str()
 
     @dataclasses.dataclass(frozen=True, order=True)
@@ -55,8 +55,9 @@ CONTEXT_KEYS = frozenset(
 _PREFIX = re.compile(
     r"(?:\[rank\d+\]:)?([A-Z])(\d{4} \d\d:\d\d:\d\d\.\d+) +(\d+) ([^\]\n]*?):(\d+)\] (.*)\Z", re.S
 )
-# Start of every record: a line that does not begin with a tab (payload lines do).
-_RECORD_START = re.compile(rb"^(?!\t)", re.M)
+# Start of every record but the first: a newline not followed by a tab (payload lines start
+# with one). A literal first character lets the regex engine skip ahead fast.
+_RECORD_START = re.compile(rb"\n[^\t]")
 _STR_RECORD = re.compile(rb'^[^\t\n][^\n]*?\] \{"str": \[("(?:[^"\\\n]|\\.)*"), (\d+)\]\}', re.M)
 
 
@@ -235,9 +236,9 @@ class Trace:
         return self._events
 
     def _index(self, fi: int, data: bytes) -> None:
-        starts = [m.start() for m in _RECORD_START.finditer(data)]
-        if starts and starts[-1] == len(data):
-            starts.pop()  # the empty "line" after a final newline
+        starts = [m.start() + 1 for m in _RECORD_START.finditer(data)]
+        if data and data[:1] != b"\t":
+            starts.insert(0, 0)
         lineno, prev = 1, 0
         count = data.count
         for n, s in enumerate(starts):

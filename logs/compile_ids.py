@@ -1,0 +1,56 @@
+"""Compile ids: which compilation an event belongs to, carried by a contextvar.
+
+`[frame_id/frame_compile_id]` as in TORCH_LOGS, with `_attempt` when the frontend restarted
+the analysis of the same frame (attempt > 0). A contextvar (not a global) so that threads
+and nested compiles each see their own id.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from typing import Iterator, NamedTuple
+
+
+class CompileId(NamedTuple):
+    frame_id: int
+    frame_compile_id: int
+    attempt: int = 0
+
+    def __str__(self) -> str:
+        base = f"{self.frame_id}/{self.frame_compile_id}"
+        return f"{base}_{self.attempt}" if self.attempt else base
+
+    @property
+    def folder_name(self) -> str:
+        """Name of this compile id's debug-folder subdirectory: `0_1` or `0_1_2`."""
+        return str(self).replace("/", "_")
+
+    @classmethod
+    def parse(cls, text: str) -> "CompileId":
+        """Inverse of str(): '0/1' -> CompileId(0, 1, 0); '0/1_2' -> CompileId(0, 1, 2)."""
+        frame, _, rest = text.strip().strip("[]").partition("/")
+        fcid, _, attempt = rest.partition("_")
+        try:
+            return cls(int(frame), int(fcid), int(attempt or 0))
+        except ValueError:
+            raise ValueError(f"not a compile id: {text!r} (expected 'frame/compile' or "
+                             f"'frame/compile_attempt', e.g. '0/1' or '0/1_2')") from None
+
+
+_current: contextvars.ContextVar[CompileId | None] = contextvars.ContextVar(
+    "tracetorch_compile_id", default=None)
+
+
+def current_compile_id() -> CompileId | None:
+    return _current.get()
+
+
+@contextlib.contextmanager
+def compile_context(frame_id: int, frame_compile_id: int, attempt: int = 0) -> Iterator[CompileId]:
+    """Every event inside the block carries this compile id."""
+    cid = CompileId(frame_id, frame_compile_id, attempt)
+    token = _current.set(cid)
+    try:
+        yield cid
+    finally:
+        _current.reset(token)

@@ -1,0 +1,241 @@
+"""Routing: who wants which event (console, trace files, sinks), and the cheap checks.
+
+All decisions about *whether* something is logged are precomputed into two module globals
+(`_ON`, a set of wanted artifact names, and `_ALL`, true when some consumer wants every
+artifact) whenever the settings change, so that a disabled `artifact()` call is one function
+call plus one set lookup and never builds its payload.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+
+from logs import registry
+from logs.compile_ids import current_compile_id
+from logs.events import Event
+from logs.render import FORMATS, render
+from logs.settings import LogSettings
+from logs.trace_writer import TraceWriter, capture_stack, encode_payload
+
+_ON: frozenset = frozenset()          # artifact names some consumer wants
+_ALL: bool = False                    # some consumer wants every artifact / trace-only record
+
+_LOGS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_STRUCTLOG_DIR = None
+
+
+@dataclass(eq=False)
+class SinkEntry:
+    fn: object
+    level: int | None                 # None: follow the console settings
+    artifacts: object                 # None (console's), "all", or a set of names
+
+    def wants_artifact(self, name: str) -> bool:
+        if self.artifacts == "all":
+            return True
+        if isinstance(self.artifacts, (set, frozenset)) and name in self.artifacts:
+            return True
+        return name in _state.console_artifacts
+
+
+@dataclass
+class _State:
+    settings: LogSettings = field(default_factory=LogSettings)
+    console_artifacts: frozenset = frozenset()
+    fmt: str = "glog"
+    out_path: str | None = None
+    out_file: object = None
+    traces: list = field(default_factory=list)          # TraceWriter
+    sinks: list = field(default_factory=list)           # SinkEntry
+    from_env: bool = False                              # TRACE_LOGS was set: set_logs is ignored
+    foreign_handlers: list = field(default_factory=list)
+    refresh_hooks: list = field(default_factory=list)
+
+
+_state = _State()
+
+
+# -- the cheap checks --------------------------------------------------------------------------
+def enabled(name: str) -> bool:
+    """True if any consumer (console, trace, sink) wants the artifact/record `name`."""
+    return _ALL or name in _ON
+
+
+def artifact(name: str, payload_fn=None, /, **fields) -> None:
+    """Emit artifact/trace-only record `name`; `payload_fn()` is called only if someone wants it."""
+    if _ALL or name in _ON:
+        _emit_artifact(name, payload_fn, fields, sys._getframe(1))
+
+
+def trace_record(key: str, metadata_fn, payload_fn=None) -> None:
+    """A raw structured-trace record with a PyTorch envelope key; no-op without a trace."""
+    if _state.traces:
+        _emit_trace_record(key, metadata_fn, payload_fn, sys._getframe(1))
+
+
+# -- emission (only reached when enabled) --------------------------------------------------------
+def _emit_artifact(name, payload_fn, fields, frame) -> None:
+    payload = payload_fn() if payload_fn is not None else None
+    art = registry.ARTIFACTS.get(name)
+    event = Event(name, current_compile_id(), fields, payload, time.time(),
+                  frame.f_code.co_filename, frame.f_lineno, logging.DEBUG, "artifact",
+                  art.component if art else "trace", art.component if art else "")
+    if name in _state.console_artifacts:
+        console_write(event)
+    if _state.traces:
+        from logs.trace_keys import envelope_for
+        key, metadata, body = envelope_for(name, payload, fields)
+        text = encode_payload(body)
+        stack = capture_stack((_LOGS_DIR,)) if event.compile_id is None else None
+        for writer in list(_state.traces):
+            writer.write(key, metadata, text, event.compile_id, event.pathname, event.lineno,
+                         event.time, stack)
+    deliver(event, lambda s: s.wants_artifact(name))
+
+
+def _emit_trace_record(key, metadata_fn, payload_fn, frame) -> None:
+    metadata = metadata_fn() if metadata_fn is not None else {}
+    payload = encode_payload(payload_fn()) if payload_fn is not None else None
+    cid = current_compile_id()
+    stack = capture_stack((_LOGS_DIR,)) if cid is None else None
+    for writer in list(_state.traces):
+        writer.write(key, metadata, payload, cid, frame.f_code.co_filename, frame.f_lineno,
+                     time.time(), stack)
+
+
+def deliver(event: Event, wants) -> None:
+    for sink in list(_state.sinks):
+        if wants(sink):
+            try:
+                sink.fn(event)
+            except Exception as exc:     # a broken sink must not break compilation
+                warnings.warn(f"logs: sink {sink.fn!r} raised {type(exc).__name__}: {exc}",
+                              RuntimeWarning, stacklevel=2)
+
+
+def console_write(event: Event) -> None:
+    stream = sys.stderr
+    text = render(event, _state.fmt, colors=_state.fmt == "console" and _isatty(stream))
+    stream.write(text + "\n")
+    if _state.out_file is not None:
+        plain = render(event, _state.fmt) if _state.fmt == "console" else text
+        _state.out_file.write(plain + "\n")
+        _state.out_file.flush()
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except Exception:
+        return False
+
+
+# -- configuration -------------------------------------------------------------------------------
+def sink_min_level() -> int | None:
+    levels = [s.level for s in _state.sinks if s.level is not None]
+    return min(levels) if levels else None
+
+
+def refresh() -> None:
+    """Recompute the cheap-check globals and every logger's level after any change."""
+    global _ON, _ALL
+    console = frozenset(_state.settings.enabled_artifacts())
+    _state.console_artifacts = console
+    on = set(console)
+    for s in _state.sinks:
+        if isinstance(s.artifacts, (set, frozenset)):
+            on |= s.artifacts
+    _ALL = bool(_state.traces) or any(s.artifacts == "all" for s in _state.sinks)
+    _ON = frozenset(on)
+    _apply_foreign(_state.settings)
+    for hook in list(_state.refresh_hooks):
+        hook()
+
+
+def set_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise ValueError(f"TRACE_LOGS_FORMAT={fmt!r} is not a format; use one of "
+                         f"{', '.join(FORMATS)} (glog is the default TORCH_LOGS look)")
+    _state.fmt = fmt
+
+
+def set_out(path: str | None) -> None:
+    if _state.out_file is not None:
+        _state.out_file.close()
+        _state.out_file = None
+    _state.out_path = path
+    if path:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        _state.out_file = open(path, "a", encoding="utf-8")
+
+
+class _ForeignHandler(logging.Handler):
+    """Prints another library's stdlib records (named in TRACE_LOGS) in our console format."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            event = Event(record.getMessage(), current_compile_id(), {}, None, record.created,
+                          record.pathname, record.lineno, record.levelno, "log", record.name)
+            console_write(event)
+        except Exception:
+            self.handleError(record)
+
+
+def _apply_foreign(settings: LogSettings) -> None:
+    for logger, handler, old_level in _state.foreign_handlers:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+    _state.foreign_handlers = []
+    for name, level in settings.foreign.items():
+        logger = logging.getLogger(name)
+        handler = _ForeignHandler(level)
+        _state.foreign_handlers.append((logger, handler, logger.level))
+        logger.setLevel(level)
+        logger.addHandler(handler)
+
+
+# -- sinks and traces ------------------------------------------------------------------------------
+def add_sink(sink, *, level: int | None = None, artifacts=None):
+    """Call `sink(event)` for every event it wants.
+
+    level: None follows the console settings (TRACE_LOGS / set_logs); an int asks for every
+      component's log records at that level or above (logging.DEBUG for a debug.log).
+    artifacts: None follows the console; "all" asks for every artifact and trace-only record;
+      an iterable of names asks for those in addition to the console's.
+    Returns `sink`, for remove_sink."""
+    if artifacts is not None and artifacts != "all":
+        artifacts = frozenset(artifacts)
+    _state.sinks.append(SinkEntry(sink, level, artifacts))
+    refresh()
+    return sink
+
+
+def remove_sink(sink) -> None:
+    _state.sinks = [s for s in _state.sinks if s.fn is not sink]
+    refresh()
+
+
+def open_trace(path: str) -> TraceWriter:
+    """Also write the structured trace to the file `path` (e.g. a debug folder's trace.log)."""
+    writer = TraceWriter(path)
+    _state.traces.append(writer)
+    refresh()
+    return writer
+
+
+def open_trace_dir(directory: str) -> TraceWriter:
+    """Write `trace_<pid>.log` into `directory` (what TRACE_DIR does)."""
+    writer = TraceWriter(directory=directory)
+    _state.traces.append(writer)
+    refresh()
+    return writer
+
+
+def close_trace(writer: TraceWriter) -> None:
+    writer.close()
+    _state.traces = [w for w in _state.traces if w is not writer]
+    refresh()
