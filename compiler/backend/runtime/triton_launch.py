@@ -1,0 +1,150 @@
+"""Run generated Triton kernels: write the source to a file, import it, launch it with a grid.
+
+Triton's @jit reads the kernel's source back through `inspect`, so a generated kernel must live in
+a real file. Files are named after the hash of their source (`<dir>/<h[:2]>/k_<h>.py`), so the
+same kernel compiled twice (another graph, another process) maps to the same file, and Triton's
+own on-disk cache of compiled binaries then hits too.
+
+CPU tensors run through Triton's interpreter (TRITON_INTERPRET=1, used by the CPU tests and by
+`backend.cpu_codegen = "triton"`). The interpreter must be on both when @jit runs (it decides what
+kind of function the decorator returns) and while the kernel runs, so `interpreter_mode()` sets it
+around both; on a machine without a GPU the tests simply run the whole process with it set.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import logs
+
+log = logs.get_logger(__name__)
+
+_LOCK = threading.Lock()
+_MODULES: dict[str, Any] = {}          # file path -> imported module (one import per process)
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def kernel_dir() -> str:
+    """Where kernel files go: config.triton.kernel_dir, else <tmp>/tracetorch_<user>/triton."""
+    try:
+        from compiler import config
+        d = config.triton.kernel_dir
+    except (ImportError, AttributeError):
+        d = None
+    if not d:
+        user = os.environ.get("USER") or str(os.getuid())
+        d = os.path.join(tempfile.gettempdir(), f"tracetorch_{user}", "triton")
+    return d
+
+
+def write_source(source: str) -> str:
+    """Write `source` under its hash (atomically: another process may be writing it too)."""
+    h = source_hash(source)
+    path = os.path.join(kernel_dir(), h[:2], f"k_{h[:40]}.py")
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)
+        log.debug("triton_source_written", path=path)
+    return path
+
+
+def interpreter_active() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+@contextlib.contextmanager
+def interpreter_mode(on: bool):
+    """Set TRITON_INTERPRET for the duration (Triton reads it at @jit time and at launch)."""
+    if on == interpreter_active():
+        yield
+        return
+    old = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1" if on else "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = old
+
+
+def import_source(source: str, interpret: bool = False):
+    """Import the module holding `source` (once per process per file) and return it."""
+    path = write_source(source)
+    key = f"{path}:{int(interpret)}"
+    with _LOCK:
+        mod = _MODULES.get(key)
+        if mod is None:
+            name = f"tracetorch_triton_{os.path.basename(path)[:-3]}{'_interp' if interpret else ''}"
+            spec = importlib.util.spec_from_file_location(name, path)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod   # Triton looks functions up by module for nested @jit calls
+            with interpreter_mode(interpret):
+                spec.loader.exec_module(mod)
+            _MODULES[key] = mod
+    return mod
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass
+class LaunchConfig:
+    """One point of the autotuning space: constexpr block sizes plus Triton launch options."""
+    meta: dict[str, int]                       # e.g. {"XBLOCK": 1024} or {"XBLOCK": 1, "RBLOCK": 2048}
+    num_warps: int = 4
+    num_stages: int = 1
+
+    def key(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in sorted(self.meta.items())) + \
+            f",num_warps={self.num_warps},num_stages={self.num_stages}"
+
+    def to_json(self) -> dict:
+        return {"meta": dict(self.meta), "num_warps": self.num_warps, "num_stages": self.num_stages}
+
+    @staticmethod
+    def from_json(d: dict) -> "LaunchConfig":
+        return LaunchConfig(dict(d["meta"]), int(d["num_warps"]), int(d["num_stages"]))
+
+
+@dataclass
+class TritonKernel:
+    """A generated kernel, loaded and ready to launch.
+
+    grid_fn(meta, *size_args) -> (gx, gy, gz) computes the launch grid from the chosen block sizes
+    and the kernel's size arguments (symbolic sizes arrive at run time as ints)."""
+    name: str
+    source: str
+    grid_fn: Callable[..., tuple]
+    interpret: bool = False
+    fn: Any = field(default=None, repr=False)
+
+    def __post_init__(self):
+        if self.fn is None:
+            mod = import_source(self.source, self.interpret)
+            self.fn = getattr(mod, self.name)
+
+    def launch(self, args: list, size_args: list, config: LaunchConfig):
+        grid = self.grid_fn(config.meta, *size_args)
+        if self.interpret:
+            with interpreter_mode(True):
+                # The interpreter ignores warps and stages; passing them keeps one call path.
+                return self.fn[grid](*args, *size_args, **config.meta,
+                                     num_warps=config.num_warps, num_stages=config.num_stages)
+        return self.fn[grid](*args, *size_args, **config.meta,
+                             num_warps=config.num_warps, num_stages=config.num_stages)

@@ -1,0 +1,96 @@
+"""triton_launch + autotune: source files keyed by hash, import, launch under the interpreter,
+autotune skipped on the interpreter (default config), decisions logged, disk cache round trip."""
+import os
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+
+import logs  # noqa: E402
+from compiler import config  # noqa: E402
+from compiler.backend import autotune  # noqa: E402
+from compiler.backend.runtime import triton_launch as tl_launch  # noqa: E402
+
+ADD_SRC = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    xmask = xindex < xnumel
+    a = tl.load(in_ptr0 + xindex, mask=xmask, other=0.0).to(tl.float32)
+    b = tl.load(in_ptr1 + xindex, mask=xmask, other=0.0).to(tl.float32)
+    tl.store(out_ptr0 + xindex, (a + b).to(out_ptr0.dtype.element_ty), mask=xmask)
+'''
+
+
+def grid_1d(meta, xnumel):
+    return (tl_launch.cdiv(xnumel, meta["XBLOCK"]), 1, 1)
+
+
+@pytest.fixture
+def kdir(tmp_path, monkeypatch):
+    monkeypatch.setattr(tl_launch, "kernel_dir", lambda: str(tmp_path))
+    autotune.clear_memory_cache()
+    yield tmp_path
+    autotune.clear_memory_cache()
+
+
+def test_source_written_once_under_hash(kdir):
+    p1 = tl_launch.write_source(ADD_SRC)
+    p2 = tl_launch.write_source(ADD_SRC)
+    assert p1 == p2 and os.path.exists(p1)
+    assert tl_launch.source_hash(ADD_SRC)[:40] in os.path.basename(p1)
+    with open(p1) as f:
+        assert f.read() == ADD_SRC
+
+
+@pytest.mark.parametrize("n", [1, 100, 1000, 4097])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_launch_interpreted_matches_eager(kdir, n, dtype):
+    k = tl_launch.TritonKernel("add_kernel", ADD_SRC, grid_1d, interpret=True)
+    x, y = torch.randn(n).to(dtype), torch.randn(n).to(dtype)
+    out = torch.full((n,), float("nan"), dtype=dtype)      # poisoned: every element must be written
+    cfgs = autotune.pointwise_configs(n)
+    cfg = autotune.choose_config(k, cfgs, [x, y, out], [n])
+    k.launch([x, y, out], [n], cfg)
+    torch.testing.assert_close(out, x + y)
+
+
+def test_interpreter_skips_autotune_and_logs(kdir):
+    events = []
+    sink = logs.add_sink(events.append, artifacts={"autotuning"})
+    try:
+        k = tl_launch.TritonKernel("add_kernel", ADD_SRC, grid_1d, interpret=True)
+        n = 5000
+        cfgs = autotune.pointwise_configs(n)
+        assert len(cfgs) > 1
+        x = torch.randn(n)
+        cfg = autotune.choose_config(k, cfgs, [x, x, torch.empty(n)], [n])
+    finally:
+        logs.remove_sink(sink)
+    assert cfg == cfgs[0]
+    ev = [e for e in events if e.name == "autotuning"]
+    assert len(ev) == 1 and "interpreter" in ev[0].fields["reason"]
+    assert ev[0].payload["chosen"] == cfg.key()
+
+
+def test_disk_cache_round_trip(kdir):
+    cfg = tl_launch.LaunchConfig({"XBLOCK": 256}, num_warps=2)
+    autotune._store_disk("ab" * 20, (1024,), cfg)
+    assert autotune._load_disk("ab" * 20, (1024,)) == cfg
+    assert autotune._load_disk("ab" * 20, (2048,)) is None
+
+
+def test_candidates_respect_config():
+    with config.patch(**{"triton.max_block": 256, "triton.num_warps_choices": [2, 4]}):
+        for c in autotune.pointwise_configs(1 << 20):
+            assert c.meta["XBLOCK"] <= 256 and c.num_warps in (2, 4)
+    for c in autotune.reduction_configs(4096, 300, persistent=True):
+        assert c.meta["RBLOCK"] == 512
+    for c in autotune.reduction_configs(8, 100000, persistent=False):
+        assert c.meta["RBLOCK"] <= 2048 and c.meta["XBLOCK"] <= 8
+    assert autotune.size_bucket([1, 3, 1000]) == (1, 4, 1024)
