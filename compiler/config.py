@@ -61,12 +61,20 @@ SECTIONS: dict[str, dict[str, Option]] = {
         "cache_enabled": _opt(True, "reuse compiled code across runs (on-disk cache)"),
         "cache_dir": _opt("", "compiled-code cache folder; empty means ~/.cache/tracetorch"),
         "fallback_on_error": _opt(True, "run the ATen op when lowering fails instead of raising"),
+        "cpu_codegen": _opt("cpp", "code generator for CPU tensors; 'triton' runs Triton kernels "
+                                   "through its interpreter (tests of the Triton codegen on CPU)",
+                            choices=("cpp", "triton")),
     },
     "triton": {
         "autotune": _opt(True, "benchmark block sizes / warps and keep the fastest"),
         "max_block": _opt(1024, "largest block size tried for a Triton kernel"),
         "num_warps_choices": _opt([2, 4, 8], "num_warps values tried when autotuning",
                                   kind="list[int]"),
+        "kernel_dir": _opt("", "folder for generated Triton kernel files and autotune winners; "
+                               "empty means <tmp>/tracetorch_<user>/triton"),
+        "persistent_reduction_max": _opt(1024, "largest reduction size done in one block "
+                                               "(persistent); larger ones loop over RBLOCK chunks"),
+        "autotune_max_configs": _opt(4, "most candidate configs benchmarked per kernel"),
     },
     "cpp": {
         "cxx": _opt("g++", "C++ compiler used for CPU kernels"),
