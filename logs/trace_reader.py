@@ -26,7 +26,9 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
 
 try:  # share the compile id type with the writer when `logs` provides it
     from logs.compile_ids import CompileId  # type: ignore[assignment]
@@ -58,7 +60,8 @@ _PREFIX = re.compile(
 # Start of every record but the first: a newline not followed by a tab (payload lines start
 # with one). A literal first character lets the regex engine skip ahead fast.
 _RECORD_START = re.compile(rb"\n[^\t]")
-_STR_RECORD = re.compile(rb'^[^\t\n][^\n]*?\] \{"str": \[("(?:[^"\\\n]|\\.)*"), (\d+)\]\}', re.M)
+# A string-table record (literal first, for a fast search; matches inside payloads are dropped).
+_STR_RECORD = re.compile(rb'\] \{"str": \[("(?:[^"\\\n]|\\.)*"), (\d+)\]\}')
 
 
 class TraceError(Exception):
@@ -188,7 +191,7 @@ class _Events(Sequence[TraceEvent]):
         self._trace = trace
 
     def __len__(self) -> int:
-        return len(self._trace._records)
+        return len(self._trace)
 
     def __getitem__(self, i):  # type: ignore[override]
         if isinstance(i, slice):
@@ -206,8 +209,8 @@ class Trace:
     def __init__(self, path: Path, files: list[Path]):
         self.path, self.files = path, files
         self._data: list[bytes] = []
-        self._records: list[tuple[int, int, int, int, int]] = []  # file, start, head_end, end, lineno
-        self._file_starts: list[int] = []  # first record index of each file
+        # one row per record: byte offsets of its start, header end and end; its line; its file
+        self._cols = {k: np.zeros(0, dtype=np.int64) for k in ("start", "head", "end", "line", "file")}
         self._cache: dict[int, TraceEvent] = {}
         self._bad: list[int] = []  # record indexes that failed to parse
         self._scanned = False
@@ -220,7 +223,6 @@ class Trace:
             except OSError as e:
                 raise TraceError(f"cannot read {f}: {e.strerror or e}") from None
             self._data.append(data)
-            self._file_starts.append(len(self._records))
             self._index(fi, data)
         self._events = _Events(self)
 
@@ -236,32 +238,50 @@ class Trace:
         return self._events
 
     def _index(self, fi: int, data: bytes) -> None:
-        starts = [m.start() + 1 for m in _RECORD_START.finditer(data)]
-        if data and data[:1] != b"\t":
-            starts.insert(0, 0)
-        lineno, prev = 1, 0
-        count = data.count
-        for n, s in enumerate(starts):
-            lineno += count(b"\n", prev, s)
-            prev = s
-            head_end = data.find(b"\n", s)
-            if head_end < 0:
-                head_end = len(data)
-            end = starts[n + 1] if n + 1 < len(starts) else len(data)
-            self._records.append((fi, s, head_end, end, lineno))
+        # Vectorised: every newline not followed by a tab starts a record. numpy turns a
+        # 30 MB / 100,000-record file into columns of offsets in a few tens of milliseconds.
+        buf = np.frombuffer(data, dtype=np.uint8)
+        nl = np.flatnonzero(buf == 10)
+        after = nl + 1
+        inside = after < len(buf)
+        is_start = np.zeros(len(nl), dtype=bool)
+        is_start[inside] = buf[after[inside]] != 9
+        which = np.flatnonzero(is_start)  # index into nl of the newline before each record
+        starts = after[which]
+        lines = which + 2  # the line after newline number k (0-based) is line k + 2
+        # header end: the newline after the one that opened the record (or the end of data)
+        nxt = which + 1
+        padded = np.append(nl, len(buf))
+        head = padded[nxt]
+        if len(buf) and buf[0] != 9:  # the first line is a record too
+            starts = np.concatenate(([0], starts))
+            lines = np.concatenate(([1], lines))
+            head = np.concatenate(([nl[0] if len(nl) else len(buf)], head))
+        ends = np.append(starts[1:], len(buf))
+        n = len(starts)
+        cols = (starts, head, ends, lines, np.full(n, fi))
+        for name, col in zip(("start", "head", "end", "line", "file"), cols):
+            self._cols[name] = np.concatenate((self._cols[name], col.astype(np.int64)))
         for m in _STR_RECORD.finditer(data):
+            line_start = data.rfind(b"\n", 0, m.start()) + 1
+            if data[line_start:line_start + 1] == b"\t":
+                continue  # inside a payload
             try:
                 self.strings[int(m.group(2))] = json.loads(m.group(1))
             except ValueError:
                 pass  # a damaged string entry: frames using it show the index instead
 
+    def __len__(self) -> int:
+        return len(self._cols["start"])
+
     def _event(self, i: int) -> TraceEvent:
         ev = self._cache.get(i)
         if ev is None:
             if i < 0:
-                i += len(self._records)
-            fi, s, he, e, ln = self._records[i]
-            ev = self._cache[i] = TraceEvent(self, i, ln, fi, s, he, e)
+                i += len(self)
+            c = self._cols
+            ev = self._cache[i] = TraceEvent(self, i, int(c["line"][i]), int(c["file"][i]),
+                                             int(c["start"][i]), int(c["head"][i]), int(c["end"][i]))
         return ev
 
     def where(self, ev: TraceEvent) -> str:
@@ -271,28 +291,37 @@ class Trace:
         return f"line {ev.lineno}"
 
     # -- full scan (validation) -------------------------------------------------------------
-    def scan(self) -> None:
+    def scan(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Parse every envelope and check every payload; fills `skipped` and `damaged`, and
-        drops unparseable records from `events` (their line numbers stay in `skipped`)."""
+        drops unparseable records from `events` (their line numbers stay in `skipped`).
+        `progress(done, total)` is called every few thousand records."""
         if self._scanned:
             return
-        good: list[tuple[int, int, int, int, int]] = []
-        cache: dict[int, TraceEvent] = {}
-        for i in range(len(self._records)):
+        n = len(self)
+        keep = np.ones(n, dtype=bool)
+        for i in range(n):
+            if progress is not None and i % 5000 == 0:
+                progress(i, n)
             ev = self._event(i)
             if not ev._parsed:
                 ev._parse()
             if ev.error:
+                keep[i] = False
                 self._skipped.append((ev.lineno, f"{self.where(ev)}: {ev.error}"))
-                continue
-            if ev.has_payload:
-                if not ev.payload_ok:
-                    self._damaged.append((ev.lineno, f"{self.where(ev)}: payload of {ev.key!r} does "
-                                          "not match its md5 (truncated or edited)"))
-            ev.index = len(good)
-            cache[ev.index] = ev
-            good.append(self._records[i])
-        self._records, self._cache, self._scanned = good, cache, True
+            elif ev.has_payload and not ev.payload_ok:
+                self._damaged.append((ev.lineno, f"{self.where(ev)}: payload of {ev.key!r} does "
+                                      "not match its md5 (truncated or edited)"))
+        if not keep.all():
+            old = self._cache
+            self._cols = {k: v[keep] for k, v in self._cols.items()}
+            self._cache = {}
+            for new_i, old_i in enumerate(np.flatnonzero(keep)):
+                ev = old[int(old_i)]
+                ev.index = new_i
+                self._cache[new_i] = ev
+        self._scanned = True
+        if progress is not None:
+            progress(n, n)
 
     @property
     def skipped(self) -> list[tuple[int, str]]:
