@@ -1,0 +1,95 @@
+"""Cache entries and compile ids.
+
+One `FrameCache` per compiled function object (a `compiler.compile` wrapper, or a resume function
+or callee wrapped lazily by the same machinery). Its `entries` list is newest first and holds
+`(check, run)` pairs that the hot path walks without touching anything else.
+
+Compile ids follow Dynamo: `frame_id` numbers code objects in the order of their first compile
+(process-wide, so a resume function gets its own), `frame_compile_id` counts the compiles of that
+code object. `reset()` forgets all of it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import types
+import weakref
+
+import logs
+from compiler.frontend.dynamic import DynamicDims
+from compiler.frontend.guards import Guard, GuardSet
+
+log = logs.get_logger(__name__)
+
+_lock = threading.RLock()
+_frame_ids: dict[types.CodeType, list[int]] = {}   # code -> [frame_id, compiles so far]
+_next_frame_id = [0]
+_all_caches: "weakref.WeakSet[FrameCache]" = weakref.WeakSet()
+
+
+def next_compile_id(code: types.CodeType) -> logs.CompileId:
+    with _lock:
+        info = _frame_ids.get(code)
+        if info is None:
+            info = _frame_ids[code] = [_next_frame_id[0], 0]
+            _next_frame_id[0] += 1
+        cid = logs.CompileId(info[0], info[1])
+        info[1] += 1
+        return cid
+
+
+@dataclasses.dataclass(eq=False)
+class CacheEntry:
+    compile_id: logs.CompileId
+    guard_set: GuardSet
+    run: object                    # the transformed function (capture's result.fn)
+    graphs: list
+    graph_breaks: list
+
+    @property
+    def guards(self) -> list[Guard]:
+        return self.guard_set.guards
+
+
+class FrameCache:
+    """Everything remembered about one compiled function object."""
+
+    def __init__(self, fn: types.FunctionType, options):
+        self.fn = fn
+        self.code = fn.__code__
+        self.options = options
+        self.entries: list[CacheEntry] = []
+        self.fast: list[tuple] = []      # (check, run) newest first: what the hot path reads
+        self.dynamic = DynamicDims(options.dynamic)
+        self.run_eagerly = False         # recompile limit hit: misses run the original function
+        self.compiling = False
+        with _lock:
+            _all_caches.add(self)
+
+    @property
+    def name(self) -> str:
+        return self.code.co_name
+
+    @property
+    def location(self) -> str:
+        return f"{self.code.co_filename}:{self.code.co_firstlineno}"
+
+    def add(self, entry: CacheEntry) -> None:
+        self.entries.insert(0, entry)
+        self.fast.insert(0, (entry.guard_set.check, entry.run))
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.fast.clear()     # in place: the hot path holds this very list
+        self.dynamic = DynamicDims(self.options.dynamic)
+        self.run_eagerly = False
+
+
+def reset() -> None:
+    """Forget every cache entry, compile id and dynamic mark (compiler.reset())."""
+    with _lock:
+        for cache in list(_all_caches):
+            cache.clear()
+        _frame_ids.clear()
+        _next_frame_id[0] = 0
+    log.debug("cache_reset")

@@ -1,0 +1,501 @@
+"""Guards: the conditions under which a cache entry's compiled code may be reused.
+
+`capture_frame` returns a list of `Guard`s. This module turns that list into
+  * ONE fast Python function per cache entry (`GuardSet.check`), generated as source text
+    and compiled once. It has the user function's own signature, so CPython binds the call's
+    arguments for us and `L['x']` becomes the plain local `x`: no dict, no inspect, no loop.
+  * a slow path (`GuardSet.failures`) that re-checks each guard on its own and explains in
+    words why it failed ("tensor 'x' size mismatch at index 0. expected 100, actual 101"). It
+    only runs on a cache miss, to log `recompiles`.
+  * a readable rendering in Dynamo's style for the `guards` artifact.
+
+`expected` by kind (the contract with frontend-capture, docs/CONTRACTS.md section 6):
+  TENSOR_MATCH     `TensorMeta`, a dict with keys dtype, device, shape (None = dynamic dim),
+                   stride (None entries / None = unchecked), requires_grad, optionally type;
+                   or a tuple (dtype, device, shape, stride, requires_grad); or a real tensor.
+  CONSTANT_MATCH   the value (None, bool, int, float, str, tuples of those, ...); type and == checked
+  TYPE_MATCH       the type (the value's type must be exactly it)
+  ID_MATCH         the object itself (kept alive by the guard, so its id cannot be reused)
+  LENGTH_CHECK     the length (int)
+  NN_MODULE_TRAINING  bool; source is the module (or its `.training`)
+  GRAD_MODE        bool (source ignored)
+  DEFAULT_DTYPE    torch.dtype (source ignored)
+  SYMBOLIC         a Python expression over sources (str), a sympy relation whose only symbol
+                   stands for `source`, or (sympy relation, {symbol name: source})
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+import re
+import types
+from typing import Any
+
+import torch
+
+KINDS = ("TENSOR_MATCH", "CONSTANT_MATCH", "TYPE_MATCH", "ID_MATCH", "LENGTH_CHECK",
+         "NN_MODULE_TRAINING", "GRAD_MODE", "DEFAULT_DTYPE", "SYMBOLIC")
+
+# Global-state guards are cheapest and most often the cause of a miss: check them first.
+_ORDER = {"GRAD_MODE": 0, "DEFAULT_DTYPE": 1, "NN_MODULE_TRAINING": 2, "ID_MATCH": 3,
+          "TYPE_MATCH": 4, "CONSTANT_MATCH": 5, "LENGTH_CHECK": 6, "TENSOR_MATCH": 7,
+          "SYMBOLIC": 8}
+
+
+@dataclasses.dataclass(eq=False)
+class Guard:
+    source: str
+    kind: str
+    expected: Any
+    user_location: str | None = None
+
+    def __repr__(self):
+        return f"Guard({self.source!r}, {self.kind}, {_short(self.expected)}, {self.user_location!r})"
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorMeta:
+    dtype: torch.dtype
+    device: torch.device
+    shape: tuple            # int per dim, None where the dim is dynamic
+    stride: tuple | None    # int per dim, None where unchecked (depends on a dynamic size)
+    requires_grad: bool
+    type: type | None = None  # exact Python type when known (Tensor, Parameter, ...)
+
+    @classmethod
+    def of(cls, t: torch.Tensor, dynamic_dims=()) -> "TensorMeta":
+        """Meta of a real tensor; dims in dynamic_dims become None (and strides that use them)."""
+        dyn = set(dynamic_dims)
+        shape = tuple(None if i in dyn else int(s) for i, s in enumerate(t.shape))
+        stride = tuple(int(s) for s in t.stride())
+        if dyn:
+            # A stride is a product of the sizes of later dims; unknown when one of them is dynamic.
+            stride = tuple(None if any(j in dyn for j in range(i + 1, t.dim())) else s
+                           for i, s in enumerate(stride))
+        return cls(t.dtype, t.device, shape, stride, bool(t.requires_grad), type(t))
+
+
+def tensor_meta(expected) -> TensorMeta:
+    """Normalize the forms of TENSOR_MATCH's `expected` that capture may hand us."""
+    if isinstance(expected, TensorMeta):
+        return expected
+    if isinstance(expected, torch.Tensor):
+        return TensorMeta.of(expected)
+    if isinstance(expected, dict):
+        d = expected
+        shape = d.get("shape", d.get("size", d.get("sizes")))
+        stride = d.get("stride", d.get("strides"))
+        return TensorMeta(d["dtype"], torch.device(d["device"]), tuple(shape),
+                          None if stride is None else tuple(stride),
+                          bool(d.get("requires_grad", False)), d.get("type"))
+    if isinstance(expected, (tuple, list)):
+        dtype, device, shape, stride, rg = expected[:5]
+        return TensorMeta(dtype, torch.device(device), tuple(shape),
+                          None if stride is None else tuple(stride), bool(rg),
+                          expected[5] if len(expected) > 5 else None)
+    # any object with the attributes
+    stride = getattr(expected, "stride", None)
+    return TensorMeta(expected.dtype, torch.device(expected.device), tuple(expected.shape),
+                      None if stride is None or callable(stride) else tuple(stride),
+                      bool(expected.requires_grad), getattr(expected, "type", None))
+
+
+# ---------------------------------------------------------------------------------------
+# sources -> Python expressions
+# ---------------------------------------------------------------------------------------
+_L_RE = re.compile(r"""L\[(['"])([A-Za-z_][A-Za-z0-9_]*)\1\]""")
+
+
+def pretty_source(source: str) -> str:
+    """L['x'] -> x, L['self'].lin -> self.lin (how messages name values, like Dynamo's)."""
+    return _L_RE.sub(lambda m: m.group(2), source)
+
+
+class _Scope:
+    """How the generated guard function reaches `L[...]` names of one code object."""
+
+    def __init__(self, code: types.CodeType):
+        self.code = code
+        self.params = _param_names(code)
+        self.freevars = code.co_freevars
+
+    def translate(self, source: str) -> str:
+        def sub(m):
+            name = m.group(2)
+            if name in self.params:
+                return name
+            if name in self.freevars:
+                return f"___cells[{self.freevars.index(name)}].cell_contents"
+            return m.group(0)   # not reachable from the call: evaluated through ___L (a miss)
+        return _L_RE.sub(sub, source)
+
+
+def _param_names(code: types.CodeType) -> tuple:
+    n = code.co_argcount + code.co_kwonlyargcount
+    n += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    return code.co_varnames[:n]
+
+
+def _signature_source(code: types.CodeType) -> str:
+    names = code.co_varnames
+    pos = list(names[:code.co_argcount])
+    if code.co_posonlyargcount:
+        pos.insert(code.co_posonlyargcount, "/")
+    i = code.co_argcount
+    kwonly = list(names[i:i + code.co_kwonlyargcount])
+    i += code.co_kwonlyargcount
+    parts = pos
+    if code.co_flags & inspect.CO_VARARGS:
+        parts.append("*" + names[i])
+        i += 1
+    elif kwonly:
+        parts.append("*")
+    parts += kwonly
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        parts.append("**" + names[i])
+    return ", ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------
+# the fast function
+# ---------------------------------------------------------------------------------------
+class _Codegen:
+    def __init__(self, scope: _Scope):
+        self.scope = scope
+        self.consts: dict[str, Any] = {}
+        self.lines: list[str] = []
+        self.n = 0
+
+    def const(self, value) -> str:
+        name = f"___c{len(self.consts)}"
+        self.consts[name] = value
+        return name
+
+    def check(self, cond: str, comment: str | None):
+        self.lines.append(f"if not ({cond}): return False" + (f"  # {comment}" if comment else ""))
+
+    def tmp(self, expr: str) -> str:
+        name = f"___v{self.n}"
+        self.n += 1
+        self.lines.append(f"{name} = {expr}")
+        return name
+
+    def guard(self, g: Guard):
+        kind, where = g.kind, g.user_location
+        if kind == "GRAD_MODE":
+            self.check(f"___is_grad_enabled() is {bool(g.expected)}", where)
+        elif kind == "DEFAULT_DTYPE":
+            self.check(f"___get_default_dtype() is {self.const(g.expected)}", where)
+        elif kind == "TENSOR_MATCH":
+            self.tensor(g)
+        else:
+            v = self.scope.translate(g.source)
+            if kind == "CONSTANT_MATCH":
+                c = self.const(g.expected)
+                if g.expected is None or isinstance(g.expected, bool):
+                    self.check(f"{v} is {c}", where)
+                else:
+                    self.check(f"type({v}) is {self.const(type(g.expected))} and {v} == {c}", where)
+            elif kind == "TYPE_MATCH":
+                self.check(f"type({v}) is {self.const(g.expected)}", where)
+            elif kind == "ID_MATCH":
+                self.check(f"{v} is {self.const(g.expected)}", where)
+            elif kind == "LENGTH_CHECK":
+                self.check(f"len({v}) == {int(g.expected)}", where)
+            elif kind == "NN_MODULE_TRAINING":
+                attr = v if g.source.endswith(".training") else f"{v}.training"
+                self.check(f"{attr} is {bool(g.expected)}", where)
+            elif kind == "SYMBOLIC":
+                self.check(symbolic_python(g, self.scope.translate), where)
+            else:
+                raise ValueError(f"unknown guard kind {kind!r}; valid kinds: {', '.join(KINDS)}")
+
+    def tensor(self, g: Guard):
+        m = tensor_meta(g.expected)
+        t = self.tmp(self.scope.translate(g.source))
+        if m.type is not None:
+            self.check(f"type({t}) is {self.const(m.type)}", g.user_location)
+        else:
+            self.check(f"isinstance({t}, ___Tensor)", g.user_location)
+        conds = [f"{t}.dtype is {self.const(m.dtype)}", f"{t}.device == {self.const(m.device)}"]
+        if all(s is not None for s in m.shape):
+            # torch.Size == tuple compares in C: one call checks rank and every size.
+            conds.append(f"{t}.shape == {self.const(tuple(m.shape))}")
+        else:
+            s = f"{t}.shape"
+            conds.append(f"len({s}) == {len(m.shape)}")
+            conds += [f"{s}[{i}] == {d}" for i, d in enumerate(m.shape) if d is not None]
+        if m.stride is not None:
+            if all(s is not None for s in m.stride):
+                conds.append(f"{t}.stride() == {self.const(tuple(m.stride))}")
+            elif any(s is not None for s in m.stride):
+                st = f"{t}.stride()"
+                conds += [f"{st}[{i}] == {d}" for i, d in enumerate(m.stride) if d is not None]
+        conds.append(f"{t}.requires_grad is {m.requires_grad}")
+        self.check(" and ".join(conds), g.user_location)
+
+
+def symbolic_python(g: Guard, translate=lambda s: s) -> str:
+    """A SYMBOLIC guard as a Python expression over (translated) sources."""
+    exp = g.expected
+    if isinstance(exp, str):
+        return translate(exp)
+    if isinstance(exp, tuple) and len(exp) == 2 and isinstance(exp[1], dict):
+        expr, mapping = exp
+    else:
+        expr = exp
+        syms = sorted(expr.free_symbols, key=str)
+        if len(syms) != 1:
+            raise ValueError(f"SYMBOLIC guard on {g.source!r} over {syms}: pass "
+                             "(relation, {symbol: source}) when there is not exactly one symbol")
+        mapping = {str(syms[0]): g.source}
+    import sympy
+    from sympy.printing.pycode import pycode
+    subs = {}
+    names = {}
+    for i, sym in enumerate(sorted(expr.free_symbols, key=str)):
+        d = sympy.Symbol(f"___sym{i}", integer=True)
+        subs[sym] = d
+        names[f"___sym{i}"] = "(" + translate(mapping[str(sym)]) + ")"
+    text = pycode(expr.xreplace(subs), fully_qualified_modules=False)
+    return re.sub(r"___sym\d+", lambda m: names[m.group(0)], text)
+
+
+class GuardSet:
+    """The compiled guards of one cache entry."""
+
+    def __init__(self, guards: list[Guard], fn: types.FunctionType):
+        self.guards = sorted(guards, key=lambda g: _ORDER.get(g.kind, 9))
+        self.fn = fn
+        self.scope = _Scope(fn.__code__)
+        gen = _Codegen(self.scope)
+        for g in self.guards:
+            gen.guard(g)
+        body = "\n".join("        " + line for line in gen.lines) or "        pass"
+        self.source = (f"def ___check_guards({_signature_source(fn.__code__)}):\n"
+                       f"    try:\n{body}\n        return True\n"
+                       f"    except Exception:\n        return False\n")
+        ns = dict(gen.consts, ___Tensor=torch.Tensor, ___is_grad_enabled=torch.is_grad_enabled,
+                  ___get_default_dtype=torch.get_default_dtype, ___cells=fn.__closure__ or (),
+                  G=fn.__globals__, math=math, ___L=_Unreachable())
+        exec(compile(self.source, f"<guards of {fn.__code__.co_name}>", "exec"), ns)
+        check = ns["___check_guards"]
+        check.__defaults__ = fn.__defaults__
+        check.__kwdefaults__ = fn.__kwdefaults__
+        self.check = check
+
+    # ---- slow path: why did it fail? -----------------------------------------------------
+    def failures(self, args: tuple, kwargs: dict, *, first_only: bool = False) -> list[str]:
+        """Every failing guard of this entry as a readable reason (only on a cache miss)."""
+        env = frame_locals(self.fn, args, kwargs)
+        out = []
+        for g in self.guards:
+            reason = explain_failure(g, env, self.fn.__globals__)
+            if reason:
+                out.append(reason)
+                if first_only:
+                    break
+        return out
+
+    # ---- rendering for the `guards` artifact ---------------------------------------------
+    def render(self) -> str:
+        return render_guards(self.guards)
+
+
+class _Unreachable:
+    def __getitem__(self, key):
+        raise KeyError(key)
+
+
+def frame_locals(fn: types.FunctionType, args: tuple, kwargs: dict, strict: bool = False) -> dict:
+    """What Dynamo calls L: the bound arguments, plus closure cell contents."""
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+        bound.apply_defaults()
+        env = dict(bound.arguments)
+    except TypeError:
+        if strict:
+            raise
+        env = {}
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            env[name] = cell.cell_contents
+        except ValueError:
+            pass
+    return env
+
+
+def evaluate_source(source: str, env: dict, globals_: dict):
+    return eval(source, {"L": env, "G": globals_, "math": math}, {})
+
+
+_DTYPE_NAMES = {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
+                torch.bfloat16: "BFloat16", torch.int64: "Long", torch.int32: "Int",
+                torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte", torch.bool: "Bool",
+                torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble"}
+
+
+def _dtype_name(d):
+    return _DTYPE_NAMES.get(d, str(d).replace("torch.", ""))
+
+
+def explain_failure(g: Guard, env: dict, globals_: dict) -> str | None:
+    """None if the guard holds, else the reason in words."""
+    kind = g.kind
+    name = pretty_source(g.source)
+    if kind == "GRAD_MODE":
+        actual = torch.is_grad_enabled()
+        return None if actual == bool(g.expected) else (
+            f"global state changed: grad mode. expected {bool(g.expected)}, actual {actual}")
+    if kind == "DEFAULT_DTYPE":
+        actual = torch.get_default_dtype()
+        return None if actual is g.expected else (
+            f"global state changed: default dtype. expected {g.expected}, actual {actual}")
+    if kind == "SYMBOLIC":
+        text = symbolic_python(g)
+        try:
+            ok = bool(eval(text, {"L": env, "G": globals_, "math": math}, {}))
+        except Exception as e:
+            return f"{text} could not be evaluated: {type(e).__name__}: {e}"
+        return None if ok else f"symbolic shape guard failed: {pretty_source(text)} ({_symbolic_values(text, env, globals_)})"
+    try:
+        value = evaluate_source(g.source, env, globals_)
+    except Exception as e:
+        return f"{name} could not be read: {type(e).__name__}: {e}"
+    if kind == "TENSOR_MATCH":
+        return _tensor_failure(name, tensor_meta(g.expected), value)
+    if kind == "CONSTANT_MATCH":
+        same = (value is g.expected if g.expected is None or isinstance(g.expected, bool)
+                else type(value) is type(g.expected) and _safe_eq(value, g.expected))
+        if same:
+            return None
+        if type(value) is not type(g.expected):
+            return (f"{g.source} == {g.expected!r}: expected type of '{name}' to be "
+                    f"{type(g.expected).__name__}, but found {type(value).__name__} ({_short(value)})")
+        return f"{g.source} == {g.expected!r}: '{name}' value mismatch. expected {g.expected!r}, actual {_short(value)}"
+    if kind == "TYPE_MATCH":
+        return None if type(value) is g.expected else (
+            f"type mismatch for '{name}'. expected {_qualname(g.expected)}, actual {_qualname(type(value))}")
+    if kind == "ID_MATCH":
+        return None if value is g.expected else (
+            f"identity mismatch for '{name}'. expected the object {_short(g.expected)} "
+            f"(id {id(g.expected)}), actual {_short(value)} (id {id(value)})")
+    if kind == "LENGTH_CHECK":
+        try:
+            n = len(value)
+        except TypeError:
+            return f"len({g.source}) == {g.expected}: '{name}' has no len() (found {type(value).__name__})"
+        return None if n == g.expected else (
+            f"len({g.source}) == {g.expected}: length mismatch for '{name}'. expected {g.expected}, actual {n}")
+    if kind == "NN_MODULE_TRAINING":
+        flag = value if g.source.endswith(".training") else getattr(value, "training", None)
+        label = name if g.source.endswith(".training") else f"{name}.training"
+        return None if flag is bool(g.expected) else (
+            f"'{label}' mismatch (module training flag). expected {bool(g.expected)}, actual {flag}")
+    return f"unknown guard kind {kind!r}"
+
+
+def _tensor_failure(name: str, m: TensorMeta, t) -> str | None:
+    if not isinstance(t, torch.Tensor):
+        return f"expected type of '{name}' to be a tensor type, but found {type(t)}"
+    if m.type is not None and type(t) is not m.type:
+        return f"tensor '{name}' Python type mismatch. expected {_qualname(m.type)}, actual {_qualname(type(t))}"
+    if t.dtype is not m.dtype:
+        return f"tensor '{name}' dtype mismatch. expected {_dtype_name(m.dtype)}, actual {_dtype_name(t.dtype)}"
+    if t.device != m.device:
+        return f"tensor '{name}' device mismatch. expected {m.device}, actual {t.device}"
+    if t.dim() != len(m.shape):
+        return f"tensor '{name}' rank mismatch. expected {len(m.shape)}, actual {t.dim()}"
+    for i, (e, a) in enumerate(zip(m.shape, t.shape)):
+        if e is not None and e != a:
+            return f"tensor '{name}' size mismatch at index {i}. expected {e}, actual {a}"
+    if m.stride is not None:
+        for i, (e, a) in enumerate(zip(m.stride, t.stride())):
+            if e is not None and e != a:
+                return f"tensor '{name}' stride mismatch at index {i}. expected {e}, actual {a}"
+    if bool(t.requires_grad) != m.requires_grad:
+        return f"tensor '{name}' requires_grad mismatch. expected requires_grad={int(m.requires_grad)}"
+    return None
+
+
+def _symbolic_values(text, env, globals_):
+    parts = []
+    for src in sorted(set(re.findall(r"""[LG]\[['"]\w+['"]\](?:\.\w+|\[\d+\]|\(\))*""", text))):
+        try:
+            parts.append(f"{pretty_source(src)} = {evaluate_source(src, env, globals_)!r}")
+        except Exception:
+            pass
+    return ", ".join(parts) or "values unavailable"
+
+
+def _safe_eq(a, b):
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+def _qualname(t):
+    return getattr(t, "__qualname__", repr(t))
+
+
+def _short(v, n=60):
+    r = repr(v)
+    return r if len(r) <= n else r[:n - 3] + "..."
+
+
+# ---------------------------------------------------------------------------------------
+# rendering (Dynamo's `guards` artifact shape: one line per guard, grouped by source)
+# ---------------------------------------------------------------------------------------
+def describe(g: Guard) -> str:
+    k = g.kind
+    if k == "TENSOR_MATCH":
+        m = tensor_meta(g.expected)
+        size = [("s?" if s is None else s) for s in m.shape]
+        stride = None if m.stride is None else [("?" if s is None else s) for s in m.stride]
+        return (f"TENSOR_MATCH: check_tensor({g.source}, {_qualname(m.type or torch.Tensor)}, "
+                f"{m.dtype}, device={m.device}, requires_grad={m.requires_grad}, size={size}, stride={stride})")
+    if k == "CONSTANT_MATCH":
+        return f"CONSTANT_MATCH: {g.source} == {g.expected!r}"
+    if k == "TYPE_MATCH":
+        return f"TYPE_MATCH: ___check_type_id({g.source}, {_qualname(g.expected)})"
+    if k == "ID_MATCH":
+        return f"ID_MATCH: ___check_obj_id({g.source}, {id(g.expected)})  # {_short(g.expected, 40)}"
+    if k == "LENGTH_CHECK":
+        return f"LENGTH_CHECK: len({g.source}) == {g.expected}"
+    if k == "NN_MODULE_TRAINING":
+        src = g.source if g.source.endswith(".training") else g.source + ".training"
+        return f"NN_MODULE_TRAINING: {src} is {bool(g.expected)}"
+    if k == "GRAD_MODE":
+        return f"GLOBAL_STATE: torch.is_grad_enabled() is {bool(g.expected)}"
+    if k == "DEFAULT_DTYPE":
+        return f"GLOBAL_STATE: torch.get_default_dtype() is {g.expected}"
+    if k == "SYMBOLIC":
+        try:
+            return f"SYMBOLIC_SHAPE: {symbolic_python(g)}"
+        except Exception:
+            return f"SYMBOLIC_SHAPE: {g.expected}"
+    return f"{k}: {g.source} {g.expected!r}"
+
+
+def render_guards(guards: list[Guard]) -> str:
+    lines = ["GUARDS:", "", "+- RootGuardManager"]
+    by_root: dict[str, list[Guard]] = {}
+    for g in guards:
+        root = "" if g.kind in ("GRAD_MODE", "DEFAULT_DTYPE", "SYMBOLIC") else _root(g.source)
+        by_root.setdefault(root, []).append(g)
+    for root, gs in by_root.items():
+        indent = "| "
+        if root:
+            lines.append(f"| +- GuardManager: source={root}")
+            indent = "| | "
+        for g in gs:
+            loc = f"  # {g.user_location}" if g.user_location else ""
+            lines.append(f"{indent}+- {describe(g)}{loc}")
+    return "\n".join(lines)
+
+
+def _root(source: str) -> str:
+    m = re.match(r"""[LG]\[(['"]).*?\1\]""", source)
+    return m.group(0) if m else source
