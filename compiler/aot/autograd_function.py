@@ -1,0 +1,129 @@
+"""Wire a compiled forward graph and a (lazily compiled) backward graph into autograd.
+
+One `TrainingRuntime` per captured graph holds both graphs; `CompiledFunction` is the
+torch.autograd.Function that calls them. The backward graph is compiled the first time a
+gradient flows through it (many forwards are never differentiated: evaluation loops, or
+code under torch.no_grad that shares a cache entry), under the forward's compile id with
+`is_backward=True` on every event, so logs, the trace and the debug folder show it as that
+graph's backward.
+
+Double backward is not supported: the saved intermediates were computed without autograd
+history. When a backward runs with create_graph=True, its results are routed through
+`_DoubleBackwardUnsupported`, whose backward raises a clear error, only if a second
+differentiation actually reaches it.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+import torch
+
+import logs
+
+log = logs.get_logger(__name__)
+
+
+class TrainingRuntime:
+    def __init__(self, *, name: str, forward: Callable, backward_graph, bw_compiler: Callable,
+                 num_primals: int, num_user_outputs: int, mutated_inputs: list[int],
+                 diff_outputs: list[bool], grad_input_indices: list[int], compile_id,
+                 backward_log: Callable[[], None] | None = None):
+        self.name = name
+        self.forward = forward
+        self.backward_graph = backward_graph
+        self.bw_compiler = bw_compiler
+        self.num_primals = num_primals
+        self.num_user_outputs = num_user_outputs
+        self.mutated_inputs = mutated_inputs
+        self.diff_outputs = diff_outputs
+        self.grad_input_indices = grad_input_indices
+        self.compile_id = compile_id
+        self.backward_log = backward_log
+        self._compiled_backward = None
+        self._lock = threading.Lock()
+
+    def _context(self):
+        cid = self.compile_id
+        if cid is None:
+            import contextlib
+            return contextlib.nullcontext()
+        return logs.compile_context(cid.frame_id, cid.frame_compile_id, cid.attempt)
+
+    def backward(self, inputs: list):
+        if self._compiled_backward is None:
+            with self._lock:
+                if self._compiled_backward is None:
+                    with self._context():
+                        log.info("compile_backward", graph=self.name, is_backward=True,
+                                 lazy=True, num_inputs=len(inputs))
+                        if self.backward_log is not None:
+                            self.backward_log()
+                        compiled = self.bw_compiler(self.backward_graph, inputs)
+                        log.debug("compiled_backward", graph=self.name, is_backward=True)
+                    self._compiled_backward = compiled
+        return self._compiled_backward(*inputs)
+
+
+class CompiledFunction(torch.autograd.Function):
+    """apply(runtime, *primals) -> the graph's (non-aliased) user outputs."""
+
+    @staticmethod
+    def forward(ctx, rt: TrainingRuntime, *primals):
+        outs = list(rt.forward(*primals))
+        nu, nm = rt.num_user_outputs, len(rt.mutated_inputs)
+        user, new_values, saved = outs[:nu], outs[nu:nu + nm], outs[nu + nm:]
+        for i, value in zip(rt.mutated_inputs, new_values):
+            primals[i].copy_(value)        # write back what eager's in-place op would have left
+        ctx.rt = rt
+        ctx.save_for_backward(*saved)
+        non_diff = [o for o, d in zip(user, rt.diff_outputs) if not d]
+        if non_diff:
+            ctx.mark_non_differentiable(*non_diff)
+        return tuple(user)
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        rt: TrainingRuntime = ctx.rt
+        # tangents were traced contiguous; gradients from e.g. sum() arrive expanded
+        tangents = [g.contiguous() for g, d in zip(grad_outputs, rt.diff_outputs) if d]
+        create_graph = torch.is_grad_enabled()
+        with torch.no_grad():
+            grads = rt.backward(list(ctx.saved_tensors) + tangents)
+        result: list = [None] * rt.num_primals
+        for i, g in zip(rt.grad_input_indices, grads):
+            result[i] = g
+        if create_graph:
+            result = _guard_double_backward(result, rt.name)
+        return (None, *result)
+
+
+_MARKER = None
+
+
+def _guard_double_backward(grads: list, name: str) -> list:
+    global _MARKER
+    if _MARKER is None:
+        _MARKER = torch.zeros((), requires_grad=True)
+    idx = [i for i, g in enumerate(grads) if isinstance(g, torch.Tensor)]
+    wrapped = _DoubleBackwardUnsupported.apply(name, _MARKER, *[grads[i] for i in idx])
+    out = list(grads)
+    for i, w in zip(idx, wrapped):
+        out[i] = w
+    return out
+
+
+class _DoubleBackwardUnsupported(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, marker, *grads):
+        ctx.graph_name = name
+        return tuple(g.detach() for g in grads)
+
+    @staticmethod
+    def backward(ctx, *_):
+        log.error("double_backward_unsupported", graph=ctx.graph_name, is_backward=True)
+        raise RuntimeError(
+            "tracetorch: double backward (differentiating a gradient, e.g. "
+            "torch.autograd.grad(..., create_graph=True) followed by another backward) through "
+            f"compiled graph {ctx.graph_name} is not supported: its saved intermediates carry no "
+            "autograd history. Run this code eagerly, or compile it with backend='eager'.")

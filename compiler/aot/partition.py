@@ -1,0 +1,290 @@
+"""Split a joint forward+backward graph into a forward graph and a backward graph.
+
+The question is which forward values cross over (saved for backward, held in memory between
+the two) and which the backward recomputes from what was saved. Two strategies:
+
+- "default": every value the backward needs that the forward can compute is computed in the
+  forward and saved (the save-everything baseline);
+- "min_cut" (the standard, after Chen et al. and AOTAutograd's rematerialization partitioner):
+  build a flow network where each forward-computable node v is an edge v_in -> v_out whose
+  capacity is the bytes of v's output, uses are infinite edges, the graph inputs hang off the
+  source and every node that depends on a tangent hangs off the sink. A minimum cut is then
+  the cheapest set of values (in bytes) to save such that everything the backward needs can be
+  recomputed from them. Nodes we may not recompute (anything but cheap pointwise / view / shape
+  ops; random ops above all, whose draw would differ) are tied to the source, so the cut must
+  fall at or after them. Max-flow is our own Dinic (networkx is not available).
+"""
+from __future__ import annotations
+
+import dataclasses
+import operator
+from collections import deque
+
+import torch
+import torch.fx as fx
+
+from compiler.aot.joint import JointGraph
+
+aten = torch.ops.aten
+INF = 1 << 62
+
+# Cheap non-pointwise ops that are fine to recompute: shape/view plumbing and constants.
+_CHEAP = {aten.t.default, aten.permute.default, aten.view.default, aten.reshape.default,
+          aten.expand.default, aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims,
+          aten.squeeze.default, aten.slice.Tensor, aten.select.int, aten.transpose.int,
+          aten.alias.default, aten.detach.default, aten._unsafe_view.default, aten.clone.default,
+          aten.full.default, aten.scalar_tensor.default, aten.zeros.default, aten.ones.default,
+          aten._to_copy.default}
+
+
+@dataclasses.dataclass
+class Partition:
+    forward: fx.GraphModule     # primals -> user outputs, mutated-input values, saved values
+    backward: fx.GraphModule    # saved values, tangents -> grads of grad_input_indices
+    saved: list[str]            # names of the saved joint-graph nodes, in forward-output order
+    recomputed: list[str]       # joint nodes the backward recomputes instead of loading
+    saved_bytes: int
+    baseline_bytes: int         # what the "default" (save everything) partition would save
+    strategy: str
+
+    def decision(self) -> dict:
+        return {"strategy": self.strategy, "saved": self.saved, "recomputed": self.recomputed,
+                "saved_bytes": self.saved_bytes, "baseline_bytes": self.baseline_bytes,
+                "bytes_saved_vs_baseline": self.baseline_bytes - self.saved_bytes}
+
+
+def node_bytes(node: fx.Node) -> int | None:
+    """Size of a node's tensor output, or None when it is not a single tensor."""
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor):
+        return val.numel() * val.element_size()
+    return None
+
+
+def is_recomputable(node: fx.Node, recompute_pointwise: bool = True) -> bool:
+    if node.op == "placeholder":
+        return True
+    if node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        return True
+    op = node.target
+    if not isinstance(op, torch._ops.OpOverload):
+        return False
+    if torch.Tag.nondeterministic_seeded in op.tags:
+        return False                       # a recomputed random op would draw a new mask
+    if op in _CHEAP:
+        return True
+    return recompute_pointwise and torch.Tag.pointwise in op.tags
+
+
+# -- max-flow / min-cut (Dinic) --------------------------------------------------------------------
+class FlowNetwork:
+    def __init__(self):
+        self.index: dict = {}
+        self.head: list[list[int]] = []          # per vertex: edge ids
+        self.to: list[int] = []
+        self.cap: list[int] = []
+
+    def vertex(self, key) -> int:
+        if key not in self.index:
+            self.index[key] = len(self.head)
+            self.head.append([])
+        return self.index[key]
+
+    def add_edge(self, a, b, cap: int) -> None:
+        u, v = self.vertex(a), self.vertex(b)
+        self.head[u].append(len(self.to)); self.to.append(v); self.cap.append(cap)
+        self.head[v].append(len(self.to)); self.to.append(u); self.cap.append(0)
+
+    def max_flow(self, s, t) -> int:
+        s, t = self.vertex(s), self.vertex(t)
+        flow = 0
+        while True:
+            level = self._levels(s)
+            if level[t] < 0:
+                return flow
+            it = [0] * len(self.head)
+            while True:
+                pushed = self._push(s, t, INF, level, it)
+                if not pushed:
+                    break
+                flow += pushed
+
+    def _levels(self, s) -> list[int]:
+        level = [-1] * len(self.head)
+        level[s] = 0
+        queue = deque([s])
+        while queue:
+            u = queue.popleft()
+            for e in self.head[u]:
+                if self.cap[e] > 0 and level[self.to[e]] < 0:
+                    level[self.to[e]] = level[u] + 1
+                    queue.append(self.to[e])
+        return level
+
+    def _push(self, s, t, limit, level, it) -> int:
+        # iterative DFS along the level graph (graphs can be deeper than Python's recursion limit)
+        path: list[int] = []
+        u = s
+        while True:
+            if u == t:
+                amount = min(self.cap[e] for e in path)
+                for e in path:
+                    self.cap[e] -= amount
+                    self.cap[e ^ 1] += amount
+                return amount
+            advanced = False
+            while it[u] < len(self.head[u]):
+                e = self.head[u][it[u]]
+                v = self.to[e]
+                if self.cap[e] > 0 and level[v] == level[u] + 1:
+                    path.append(e)
+                    u = v
+                    advanced = True
+                    break
+                it[u] += 1
+            if not advanced:
+                if not path:
+                    return 0
+                level[u] = -1                     # dead end: prune it
+                e = path.pop()
+                u = self.to[e ^ 1]
+                it[u] += 1
+
+    def source_side(self, s) -> set:
+        """Vertices reachable from s in the residual network (after max_flow)."""
+        seen = {self.vertex(s)}
+        queue = deque(seen)
+        while queue:
+            u = queue.popleft()
+            for e in self.head[u]:
+                if self.cap[e] > 0 and self.to[e] not in seen:
+                    seen.add(self.to[e])
+                    queue.append(self.to[e])
+        keys = {v: k for k, v in self.index.items()}
+        return {keys[v] for v in seen}
+
+
+# -- the partitioner -----------------------------------------------------------------------------
+def _ancestors(roots, stop=frozenset()) -> set:
+    seen, stack = set(), [r for r in roots if isinstance(r, fx.Node)]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in stop:
+            continue
+        stack.extend(n.all_input_nodes)
+    return seen
+
+
+def _choose_saved(joint: JointGraph, strategy: str, recompute_pointwise: bool):
+    nodes = list(joint.graph.graph.nodes)
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    primals = placeholders[:joint.num_primals]
+    tangents = set(placeholders[joint.num_primals:])
+    outs = list(nodes[-1].args[0])
+    fw_outs = outs[:joint.num_forward_outputs]
+    bw_outs = [o for o in outs[joint.num_forward_outputs:] if isinstance(o, fx.Node)]
+
+    tangent_dependent = set()
+    for n in nodes:
+        if n.op == "output":
+            continue
+        if n in tangents or any(a in tangent_dependent for a in n.all_input_nodes):
+            tangent_dependent.add(n)
+    bw_needed = _ancestors(bw_outs)
+    candidates = [n for n in nodes if n in bw_needed and n not in tangent_dependent]
+    candidate_set = set(candidates)
+
+    # baseline: everything forward-computable that a backward node (or output) uses is saved
+    baseline = [n for n in candidates
+                if any(u in tangent_dependent for u in n.users) or n in bw_outs]
+    if strategy == "default":
+        return baseline, baseline, tangent_dependent
+    net = FlowNetwork()
+    for n in candidates:
+        weight = node_bytes(n)
+        if n.op == "placeholder":
+            net.add_edge("source", (n, "in"), INF)
+        elif not is_recomputable(n, recompute_pointwise):
+            net.add_edge("source", (n, "in"), INF)
+        net.add_edge((n, "in"), (n, "out"), INF if weight is None else max(weight, 1))
+        for u in n.users:
+            if u in candidate_set:
+                net.add_edge((n, "out"), (u, "in"), INF)
+            elif u in tangent_dependent:
+                net.add_edge((n, "out"), "sink", INF)
+        if n in bw_outs:                              # a gradient that needs no tangent
+            net.add_edge((n, "out"), "sink", INF)
+    net.vertex("sink")
+    if net.max_flow("source", "sink") >= INF:
+        raise RuntimeError("partition: no finite cut (a tuple-valued node is needed by backward)")
+    reach = net.source_side("source")
+    saved = [n for n in candidates if (n, "in") in reach and (n, "out") not in reach]
+    return saved, baseline, tangent_dependent
+
+
+def partition_joint(joint: JointGraph, strategy: str = "min_cut",
+                    recompute_pointwise: bool = True) -> Partition:
+    saved, baseline, tangent_dependent = _choose_saved(joint, strategy, recompute_pointwise)
+    g = joint.graph.graph
+    nodes = list(g.nodes)
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    primals = placeholders[:joint.num_primals]
+    tangents = placeholders[joint.num_primals:]
+    outs = list(nodes[-1].args[0])
+    fw_outs = outs[:joint.num_forward_outputs]
+    grads = outs[joint.num_forward_outputs:]
+    grads = [grads[i] for i in range(len(grads))]
+    mutated = {primals[i] for i in joint.mutated_inputs}
+
+    # forward graph: primals -> fw outputs + saved values
+    fwd = fx.Graph()
+    env: dict = {}
+    needed = _ancestors(fw_outs + saved)
+    for n in nodes:
+        if n.op == "placeholder" and n in primals:
+            env[n] = fwd.placeholder(n.name)
+            env[n].meta = dict(n.meta)
+        elif n in needed and n.op != "output" and n.op != "placeholder":
+            env[n] = fwd.node_copy(n, lambda a: env[a])
+    saved_values = []
+    for s in saved:
+        v = env[s]
+        if s in mutated:   # save the pre-mutation value: the input is overwritten after forward
+            v = fwd.call_function(aten.clone.default, (v,))
+            v.meta = dict(s.meta)
+        saved_values.append(v)
+    fwd.output([env[o] if isinstance(o, fx.Node) else o for o in fw_outs] + saved_values)
+
+    # backward graph: saved values + tangents -> grads
+    bwd = fx.Graph()
+    benv: dict = {}
+    for s in saved:
+        benv[s] = bwd.placeholder(s.name)
+        benv[s].meta = dict(s.meta)
+    for t in tangents:
+        benv[t] = bwd.placeholder(t.name)
+        benv[t].meta = dict(t.meta)
+    grad_nodes = [grads[i] for i in range(len(joint.grad_input_indices))]
+    bneeded = _ancestors(grad_nodes, stop=set(saved) | set(tangents))
+    recomputed = []
+    for n in nodes:
+        if n in bneeded and n not in benv and n.op not in ("output", "placeholder"):
+            benv[n] = bwd.node_copy(n, lambda a: benv[a])
+            if n not in tangent_dependent:
+                recomputed.append(n.name)
+        elif n in bneeded and n.op == "placeholder" and n not in benv:
+            raise RuntimeError(f"partition: backward needs {n.name} but it was not saved")
+    bwd.output([benv[gn] if isinstance(gn, fx.Node) else gn for gn in grad_nodes])
+
+    root = joint.graph
+    fw_gm = fx.GraphModule(root, fwd, "ForwardGraph")
+    bw_gm = fx.GraphModule(root, bwd, "BackwardGraph")
+    size = lambda ns: sum(node_bytes(n) or 0 for n in ns)  # noqa: E731
+    return Partition(forward=fw_gm, backward=bw_gm, saved=[s.name for s in saved],
+                     recomputed=recomputed, saved_bytes=size(saved), baseline_bytes=size(baseline),
+                     strategy=strategy)

@@ -1,0 +1,152 @@
+"""The aot stage for graphs that need gradients: joint graph -> partition -> compiled
+forward + lazily compiled backward inside a torch.autograd.Function.
+
+    aot_module_training(gm, example_inputs, inner_compile) -> callable
+        same calling convention as gm (the torch.compile backend contract)
+
+Parameters and buffers of `gm` (get_attr in the captured graph) are lifted to graph inputs
+("primals") with torch.func.functional_call, so the compiled graphs are pure functions and
+the optimizer's in-place updates are seen on the next call. Anything this path cannot handle
+(dynamic shapes, non-tensor inputs, a mutated input that requires grad, ...) falls back to
+running `gm` eagerly under autograd, with the reason logged: never wrong.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Callable
+
+import torch
+import torch.fx as fx
+import torch.utils._pytree as pytree
+
+import logs
+from compiler import config
+from compiler.aot.autograd_function import CompiledFunction, TrainingRuntime
+from compiler.aot.joint import JointGraph, TrainingUnsupported, trace_joint, training_decompositions
+from compiler.aot.partition import Partition, partition_joint
+
+log = logs.get_logger(__name__)
+_graph_counter = itertools.count()
+
+
+def needs_autograd(gm: torch.nn.Module, example_inputs) -> bool:
+    """True when grad mode is on and some input or parameter requires grad."""
+    if not torch.is_grad_enabled():
+        return False
+    if any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs):
+        return True
+    return any(p.requires_grad for p in gm.parameters())
+
+
+def _readable(gm: fx.GraphModule, name: str) -> str:
+    return gm.print_readable(print_output=False, include_stride=True, include_device=True) \
+        if _accepts_print_kwargs() else gm.print_readable(print_output=False)
+
+
+def _accepts_print_kwargs() -> bool:
+    import inspect
+    return "include_stride" in inspect.signature(fx.GraphModule.print_readable).parameters
+
+
+def _decision_text(part: Partition, name: str) -> str:
+    d = part.decision()
+    mb = lambda b: f"{b / 1e6:.3f} MB"  # noqa: E731
+    return (f"partition of {name} ({d['strategy']}): saved {len(d['saved'])} tensors "
+            f"({mb(d['saved_bytes'])}; save-everything baseline {mb(d['baseline_bytes'])}, "
+            f"{mb(d['bytes_saved_vs_baseline'])} less)\n"
+            f"  saved: {', '.join(d['saved']) or '-'}\n"
+            f"  recomputed in backward: {', '.join(d['recomputed']) or '-'}\n")
+
+
+class _ParamAccess:
+    """Fetch gm's parameters and buffers on every call (the optimizer updates them in place,
+    and a user may even replace them)."""
+
+    def __init__(self, gm: torch.nn.Module, names: list[str]):
+        self.slots = []
+        for name in names:
+            mod_path, _, attr = name.rpartition(".")
+            self.slots.append((gm.get_submodule(mod_path) if mod_path else gm, attr))
+
+    def __call__(self) -> list:
+        return [getattr(mod, attr) for mod, attr in self.slots]
+
+
+def aot_module_training(gm: fx.GraphModule, example_inputs, inner_compile: Callable, *,
+                        fw_compiler: Callable | None = None, bw_compiler: Callable | None = None,
+                        decompositions: dict | None = None) -> Callable:
+    fw_compiler = fw_compiler or inner_compile
+    bw_compiler = bw_compiler or inner_compile
+    name = f"graph_{next(_graph_counter)}"
+    try:
+        return _compile(gm, list(example_inputs), fw_compiler, bw_compiler, decompositions, name)
+    except TrainingUnsupported as exc:
+        log.warning("aot_training_fallback", graph=name, reason=str(exc),
+                    action="run the captured graph eagerly under autograd")
+        logs.artifact("perf_hint", lambda: {"reason": str(exc), "graph": name,
+                                            "fallback": "eager autograd"})
+        return gm
+
+
+def _compile(gm, example_inputs, fw_compiler, bw_compiler, decompositions, name) -> Callable:
+    params = dict(gm.named_parameters())
+    buffers = dict(gm.named_buffers())
+    names = list(params) + list(buffers)
+    access = _ParamAccess(gm, names)
+    k = len(names)
+
+    def fn(*primals):
+        state = dict(zip(names, primals[:k]))
+        return torch.func.functional_call(gm, state, tuple(primals[k:]))
+
+    primals = access() + list(example_inputs)
+    table = decompositions if decompositions is not None else training_decompositions()
+    joint = trace_joint(fn, primals, table)
+    logs.artifact("aot_joint_graph", lambda: _readable(joint.graph, name), graph=name,
+                  filename="aot_joint_graph.py")
+    part = partition_joint(joint, strategy=config.aot.partitioner,
+                           recompute_pointwise=config.aot.recompute_pointwise)
+    log.info("partitioned", graph=name, strategy=part.strategy, saved=len(part.saved),
+             recomputed=len(part.recomputed), saved_bytes=part.saved_bytes,
+             baseline_bytes=part.baseline_bytes)
+    logs.artifact("partition_decision", part.decision, graph=name)
+    logs.artifact("aot_graphs", lambda: _decision_text(part, name), graph="partition",
+                  name=name)
+    logs.artifact("aot_graphs", lambda: _readable(part.forward, name), graph="forward",
+                  name=name, filename="aot_forward.py")
+
+    compiled_fw = fw_compiler(part.forward, primals)
+    runtime = TrainingRuntime(
+        name=name, forward=compiled_fw, backward_graph=part.backward, bw_compiler=bw_compiler,
+        num_primals=joint.num_primals, num_user_outputs=joint.num_user_outputs,
+        mutated_inputs=joint.mutated_inputs, diff_outputs=joint.diff_outputs,
+        grad_input_indices=joint.grad_input_indices, compile_id=logs.current_compile_id(),
+        backward_log=lambda: logs.artifact(
+            "aot_graphs", lambda: _readable(part.backward, name), graph="backward", name=name,
+            filename="aot_backward.py", is_backward=True))
+    return _make_runner(joint, runtime, access)
+
+
+def _make_runner(joint: JointGraph, runtime: TrainingRuntime, access: _ParamAccess) -> Callable:
+    leaf_kinds, aliased, spec = joint.leaf_kinds, joint.aliased, joint.out_spec
+
+    def run(*args):
+        primals = access() + list(args)
+        outs = CompiledFunction.apply(runtime, *primals)
+        leaves = []
+        for kind, value in leaf_kinds:
+            if kind == "graph":
+                leaves.append(outs[value])
+            elif kind == "alias":
+                # a view of an input in eager: regenerate the view so it aliases (and autograd
+                # flows through the view op to the input, outside the compiled graph)
+                a = aliased[value]
+                base = primals[a.primal_index]
+                leaves.append(base.as_strided(a.size, a.stride,
+                                              base.storage_offset() + a.relative_offset))
+            else:
+                leaves.append(value)
+        return pytree.tree_unflatten(leaves, spec)
+
+    run.runtime = runtime
+    return run
