@@ -106,7 +106,8 @@ def _miss(cache: FrameCache, args: tuple, kwargs: dict):
         verbose = logs.enabled("recompiles_verbose")
         reasons = [(e.compile_id, e.guard_set.failures(args, kwargs, first_only=not verbose))
                    for e in cache.entries]
-        limit = _config_value("frontend", "cache_size_limit", 8)
+        with _config_overrides(cache.options.config_overrides):   # options= counts here too
+            limit = _config_value("frontend", "cache_size_limit", 8)
         if len(cache.entries) >= limit:
             return _limit_hit(cache, limit, reasons, args, kwargs)
         _log_recompile(cache, reasons, verbose)
