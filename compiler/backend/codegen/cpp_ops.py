@@ -1,0 +1,279 @@
+"""The op vocabulary (ir.OPS_VOCABULARY) as C++: each op becomes one `auto tmpN = ...;` line.
+
+Values are CppVar(name, dtype) where dtype is the *compute* dtype: float16/bfloat16 values are
+computed in float and rounded only where the graph converts (to_dtype) or stores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import sympy
+import torch
+
+from compiler.backend import ir
+from compiler.backend.codegen.common import CodegenUnsupported
+
+CPP_TYPES = {
+    torch.float32: "float", torch.float64: "double", torch.float16: "float", torch.bfloat16: "float",
+    torch.int8: "int8_t", torch.uint8: "uint8_t", torch.int16: "int16_t", torch.int32: "int32_t",
+    torch.int64: "int64_t", torch.bool: "bool",
+}
+# how each dtype is stored in memory (pointer element type)
+CPP_STORAGE = {**CPP_TYPES, torch.float16: "uint16_t", torch.bfloat16: "uint16_t"}
+
+PRELUDE = r"""
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <algorithm>
+#include <limits>
+// ---- tracetorch C++ prelude: dtype conversions and ops with torch semantics ----
+static inline float tt_bf16_to_float(uint16_t h) { uint32_t u = ((uint32_t)h) << 16; float f; std::memcpy(&f, &u, 4); return f; }
+static inline uint16_t tt_float_to_bf16(float f) {
+  uint32_t u; std::memcpy(&u, &f, 4);
+  if (std::isnan(f)) return 0x7fc0;
+  u += 0x7fff + ((u >> 16) & 1);  // round to nearest even
+  return (uint16_t)(u >> 16);
+}
+static inline float tt_half_to_float(uint16_t h) { _Float16 v; std::memcpy(&v, &h, 2); return (float)v; }
+static inline uint16_t tt_float_to_half(float f) { _Float16 v = (_Float16)f; uint16_t h; std::memcpy(&h, &v, 2); return h; }
+static inline float tt_round_bf16(float f) { return tt_bf16_to_float(tt_float_to_bf16(f)); }
+static inline float tt_round_half(float f) { return tt_half_to_float(tt_float_to_half(f)); }
+template <typename T> static inline T tt_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
+template <typename T> static inline T tt_min(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
+template <typename T> static inline T tt_floordiv(T a, T b) {
+  if constexpr (std::is_floating_point<T>::value) { return std::floor(a / b); }
+  else { T q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1; return q; }
+}
+template <typename T> static inline T tt_remainder(T a, T b) {
+  if constexpr (std::is_floating_point<T>::value) { T m = std::fmod(a, b); if (m != 0 && ((m < 0) != (b < 0))) m += b; return m; }
+  else { T m = a % b; if (m != 0 && ((m < 0) != (b < 0))) m += b; return m; }
+}
+template <typename T> static inline T tt_fmod(T a, T b) {
+  if constexpr (std::is_floating_point<T>::value) { return std::fmod(a, b); } else { return a % b; }
+}
+template <typename T> static inline T tt_pow(T a, T b) {
+  if constexpr (std::is_floating_point<T>::value) { return std::pow(a, b); }
+  else { if (b < 0) return (a == 1) ? 1 : ((a == -1) ? ((b % 2) ? -1 : 1) : 0);
+         T r = 1; while (b) { if (b & 1) r *= a; a *= a; b >>= 1; } return r; }
+}
+template <typename T> static inline T tt_sign(T x) {
+  if constexpr (std::is_floating_point<T>::value) { if (x != x) return x; }
+  return (T)((T(0) < x) - (x < T(0)));
+}
+template <typename T> static inline T tt_sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+template <typename T> static inline T tt_relu(T x) { return (x != x || x > T(0)) ? x : T(0); }
+template <typename T> static inline bool tt_isnan(T x) { if constexpr (std::is_floating_point<T>::value) return std::isnan(x); else return false; }
+template <typename T> static inline bool tt_isinf(T x) { if constexpr (std::is_floating_point<T>::value) return std::isinf(x); else return false; }
+static inline double tt_erfinv(double y) {
+  // Giles' approximation refined by two Newton steps
+  if (y <= -1) return y == -1 ? -INFINITY : NAN;
+  if (y >= 1) return y == 1 ? INFINITY : NAN;
+  double w = -std::log((1.0 - y) * (1.0 + y)), x;
+  if (w < 6.25) { w -= 3.125; x = -3.6444120640178196996e-21; x = -1.685059138182016589e-19 + x*w; x = 1.2858480715256400167e-18 + x*w; x = 1.115787767802518096e-17 + x*w; x = -1.333171662854620906e-16 + x*w; x = 2.0972767875968561637e-17 + x*w; x = 6.6376381343583238325e-15 + x*w; x = -4.0545662729752068639e-14 + x*w; x = -8.1519341976054721522e-14 + x*w; x = 2.6335093153082322977e-12 + x*w; x = -1.2975133253453532498e-11 + x*w; x = -5.4154120542946279317e-11 + x*w; x = 1.051212273321532285e-09 + x*w; x = -4.1126339803469836976e-09 + x*w; x = -2.9070369957882005086e-08 + x*w; x = 4.2347877827932403518e-07 + x*w; x = -1.3654692000834678645e-06 + x*w; x = -1.3882523362786468719e-05 + x*w; x = 0.0001867342080340571352 + x*w; x = -0.00074070253416626697512 + x*w; x = -0.0060336708714301490533 + x*w; x = 0.24015818242558961693 + x*w; x = 1.6536545626831027356 + x*w; }
+  else if (w < 16.0) { w = std::sqrt(w) - 3.25; x = 2.2137376921775787049e-09; x = 9.0756561938885390979e-08 + x*w; x = -2.7517406297064545428e-07 + x*w; x = 1.8239629214389227755e-08 + x*w; x = 1.5027403968909827627e-06 + x*w; x = -4.013867526981545969e-06 + x*w; x = 2.9234449089955446044e-06 + x*w; x = 1.2475304481671778723e-05 + x*w; x = -4.7318229009055733981e-05 + x*w; x = 6.8284851459573175448e-05 + x*w; x = 2.4031110387097893999e-05 + x*w; x = -0.0003550375203628474796 + x*w; x = 0.00095328937973738049703 + x*w; x = -0.0016882755560235047313 + x*w; x = 0.0024914420961078508066 + x*w; x = -0.0037512085075692412107 + x*w; x = 0.005370914553590063617 + x*w; x = 1.0052589676941592334 + x*w; x = 3.0838856104922207635 + x*w; }
+  else { w = std::sqrt(w) - 5.0; x = -2.7109920616438573243e-11; x = -2.5556418169965252055e-10 + x*w; x = 1.5076572693500548083e-09 + x*w; x = -3.7894654401267369937e-09 + x*w; x = 7.6157012080783393804e-09 + x*w; x = -1.4960026627149240478e-08 + x*w; x = 2.9147953450901080826e-08 + x*w; x = -6.7711997758452339498e-08 + x*w; x = 2.2900482228026654717e-07 + x*w; x = -9.9298272942317002539e-07 + x*w; x = 4.5260625972231537039e-06 + x*w; x = -1.9681778105531670567e-05 + x*w; x = 7.5995277030017761139e-05 + x*w; x = -0.00021503011930044477347 + x*w; x = -0.00013871931833623122026 + x*w; x = 1.0103004648645343977 + x*w; x = 4.8499064014085844221 + x*w; }
+  x *= y;
+  for (int k = 0; k < 2; k++) { double err = std::erf(x) - y; x -= err / (2.0 / std::sqrt(M_PI) * std::exp(-x * x)); }
+  return x;
+}
+"""
+
+
+@dataclasses.dataclass
+class CppVar:
+    name: str
+    dtype: torch.dtype
+
+    def __str__(self):
+        return self.name
+
+
+def ctype(dtype: torch.dtype) -> str:
+    if dtype not in CPP_TYPES:
+        raise CodegenUnsupported(f"dtype {dtype} has no C++ mapping")
+    return CPP_TYPES[dtype]
+
+
+def is_float(dtype) -> bool:
+    return dtype.is_floating_point
+
+
+def cpp_constant(value, dtype) -> str:
+    t = ctype(dtype)
+    if dtype == torch.bool:
+        return "true" if value else "false"
+    if isinstance(value, float) or is_float(dtype):
+        v = float(value)
+        if math.isnan(v):
+            return f"std::numeric_limits<{t}>::quiet_NaN()"
+        if math.isinf(v):
+            return f"{'-' if v < 0 else ''}std::numeric_limits<{t}>::infinity()"
+        return f"static_cast<{t}>({v!r})"
+    return f"static_cast<{t}>({int(value)}LL)" if t != "int64_t" else f"{int(value)}LL"
+
+
+class CppIndexPrinter:
+    """sympy index -> C++ int64 expression (indices are non-negative, so `/` and `%` are floor)."""
+
+    def __call__(self, e) -> str:
+        return self.p(sympy.sympify(e))
+
+    def p(self, e) -> str:
+        if isinstance(e, sympy.Integer):
+            return f"{int(e)}LL" if abs(int(e)) > 2**31 - 1 else str(int(e))
+        if isinstance(e, sympy.Symbol):
+            return e.name
+        if isinstance(e, ir.FloorDiv):
+            return f"({self.p(e.args[0])} / {self.p(e.args[1])})"
+        if isinstance(e, ir.ModularIndexing):
+            a, d, m = (self.p(x) for x in e.args)
+            return f"(({a} / {d}) % {m})" if e.args[1] != 1 else f"({a} % {m})"
+        if isinstance(e, sympy.Add):
+            return "(" + " + ".join(self.p(a) for a in e.args) + ")"
+        if isinstance(e, sympy.Mul):
+            return "(" + "*".join(self.p(a) for a in e.args) + ")"
+        if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
+            return "(" + "*".join([self.p(e.base)] * int(e.exp)) + ")"
+        if isinstance(e, sympy.Max):
+            return self._fold("std::max<int64_t>", e.args)
+        if isinstance(e, sympy.Min):
+            return self._fold("std::min<int64_t>", e.args)
+        raise CodegenUnsupported(f"cannot print index expression {e!r} in C++")
+
+    def _fold(self, fn, args):
+        out = self.p(args[0])
+        for a in args[1:]:
+            out = f"{fn}({out}, {self.p(a)})"
+        return out
+
+
+cpp_index = CppIndexPrinter()
+
+_UNARY_FLOAT = {
+    "exp": "std::exp({x})", "exp2": "std::exp2({x})", "expm1": "std::expm1({x})", "log": "std::log({x})",
+    "log2": "std::log2({x})", "log10": "std::log10({x})", "log1p": "std::log1p({x})", "sqrt": "std::sqrt({x})",
+    "rsqrt": "({t}(1) / std::sqrt({x}))", "sin": "std::sin({x})", "cos": "std::cos({x})", "tan": "std::tan({x})",
+    "asin": "std::asin({x})", "acos": "std::acos({x})", "atan": "std::atan({x})", "sinh": "std::sinh({x})",
+    "cosh": "std::cosh({x})", "tanh": "std::tanh({x})", "asinh": "std::asinh({x})", "acosh": "std::acosh({x})",
+    "atanh": "std::atanh({x})", "sigmoid": "tt_sigmoid({x})", "erf": "std::erf({x})", "erfc": "std::erfc({x})",
+    "erfinv": "static_cast<{t}>(tt_erfinv({x}))", "lgamma": "std::lgamma({x})", "floor": "std::floor({x})",
+    "ceil": "std::ceil({x})", "trunc": "std::trunc({x})", "round": "std::nearbyint({x})",
+    "reciprocal": "({t}(1) / {x})",
+}
+_UNARY_ANY = {
+    "neg": "(-{x})", "abs": "std::abs({x})", "sign": "tt_sign({x})", "square": "({x} * {x})",
+    "relu": "tt_relu({x})",
+}
+_UNARY_BOOL = {
+    "logical_not": "(!{x})", "isnan": "tt_isnan({x})", "isinf": "tt_isinf({x})", "signbit": "std::signbit({x})",
+}
+_BINARY = {
+    "add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "truediv": "({a} / {b})",
+    "floordiv": "tt_floordiv({a}, {b})", "fmod": "tt_fmod({a}, {b})", "remainder": "tt_remainder({a}, {b})",
+    "pow": "tt_pow({a}, {b})", "maximum": "tt_max({a}, {b})", "minimum": "tt_min({a}, {b})",
+    "atan2": "std::atan2({a}, {b})", "copysign": "std::copysign({a}, {b})", "hypot": "std::hypot({a}, {b})",
+    "bitwise_and": "({a} & {b})", "bitwise_or": "({a} | {b})", "bitwise_xor": "({a} ^ {b})",
+    "left_shift": "({a} << {b})", "right_shift": "({a} >> {b})",
+}
+_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_LOGICAL = {"logical_and": "&&", "logical_or": "||", "logical_xor": "!="}
+
+
+class CppOpsHandler(ir.OpsHandler):
+    """Emits C++ for ops into `self.code` (a list of lines, the current scope).
+
+    `load_hook(name, index) -> CppVar | None` lets the kernel generator intercept loads of
+    buffers kept in locals; `relu_bug` is config.testing.inject_relu_bug."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel  # the CppKernel being generated (owns tmp numbering, CSE, buffers)
+
+    # helpers -----------------------------------------------------------------------------
+    def _emit(self, expr: str, dtype: torch.dtype) -> CppVar:
+        return self.kernel.emit(expr, dtype)
+
+    def load(self, name, index):
+        return self.kernel.load(name, index)
+
+    def store(self, name, index, value):
+        self.kernel.store(name, index, value)
+
+    def constant(self, value, dtype):
+        cdt = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+        return CppVar(cpp_constant(value, cdt), cdt)
+
+    def index_expr(self, expr, dtype):
+        return self._emit(f"static_cast<{ctype(dtype)}>({cpp_index(expr)})", dtype)
+
+    def to_dtype(self, x, dtype):
+        if dtype == torch.bool:
+            return self._emit(f"({x} != 0)", torch.bool)
+        if dtype == torch.float16:
+            return self._emit(f"tt_round_half(static_cast<float>({x}))", torch.float32)
+        if dtype == torch.bfloat16:
+            return self._emit(f"tt_round_bf16(static_cast<float>({x}))", torch.float32)
+        return self._emit(f"static_cast<{ctype(dtype)}>({x})", dtype)
+
+    def where(self, c, a, b):
+        dt = a.dtype
+        return self._emit(f"({c} ? {a} : static_cast<{ctype(dt)}>({b}))", dt)
+
+    def masked(self, mask, body, other):
+        return self.kernel.masked(mask, body, other)
+
+    def indirect_indexing(self, x, size):
+        v = self._emit(f"static_cast<int64_t>({x})", torch.int64)
+        v = self._emit(f"({v} < 0 ? {v} + {cpp_index(size)} : {v})", torch.int64)
+        return sympy.Symbol(v.name, integer=True)
+
+    def __getattr__(self, name):
+        if name == "relu":
+            return self._relu
+        if name in _UNARY_FLOAT or name in _UNARY_ANY or name in _UNARY_BOOL or name == "bitwise_not":
+            def unary(x):
+                t = ctype(x.dtype)
+                if name == "bitwise_not":
+                    return self._emit(f"(!{x})" if x.dtype == torch.bool else f"(~{x})", x.dtype)
+                if name in _UNARY_BOOL:
+                    return self._emit(_UNARY_BOOL[name].format(x=x), torch.bool)
+                if name in _UNARY_ANY:
+                    if name == "abs" and x.dtype == torch.bool:
+                        return x
+                    return self._emit(_UNARY_ANY[name].format(x=x, t=t), x.dtype)
+                if not is_float(x.dtype):
+                    if name in ("floor", "ceil", "trunc", "round"):
+                        return x
+                    raise CodegenUnsupported(f"ops.{name} on {x.dtype}")
+                return self._emit(_UNARY_FLOAT[name].format(x=x, t=t), x.dtype)
+            return unary
+        if name in _BINARY:
+            def binary(a, b):
+                return self._emit(_BINARY[name].format(a=a, b=b), a.dtype)
+            return binary
+        if name in _COMPARE:
+            return lambda a, b: self._emit(f"({a} {_COMPARE[name]} {b})", torch.bool)
+        if name in _LOGICAL:
+            return lambda a, b: self._emit(f"(({a} != 0) {_LOGICAL[name]} ({b} != 0))", torch.bool)
+        return super().__getattr__(name)
+
+    def _relu(self, x):
+        from compiler import config
+        bug = _inject_relu_bug(config)
+        if bug == "compile_error":
+            return self._emit(f"tt_injected_compile_error({x}) +* ;", x.dtype)
+        if bug == "runtime_error":
+            self.kernel.code.append(f"if ({x} == {x}) {{ tt_status = 1; }}  // injected runtime error")
+            return self._emit(f"tt_relu({x})", x.dtype)
+        if bug == "accuracy":
+            return self._emit(f"({x} + 1)", x.dtype)
+        return self._emit(f"tt_relu({x})", x.dtype)
+
+
+def _inject_relu_bug(config):
+    try:
+        return config.testing.inject_relu_bug
+    except AttributeError:
+        return None

@@ -1,0 +1,133 @@
+"""Build C++ kernel sources into shared objects with the system compiler and load them (ctypes).
+
+Shared objects are cached on disk under <cache_dir>/cpp/<hash>.so, keyed by the source, the
+compiler command line and the versions involved, so a second process loading the same kernels
+does not compile again. Writes go through a temporary file + rename (atomic on POSIX), so
+concurrent processes never load a half-written library.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import tempfile
+import threading
+import time
+
+import torch
+
+import logs
+from compiler import config
+
+log = logs.get_logger(__name__)
+
+_loaded: dict[str, ctypes.CDLL] = {}
+_lock = threading.Lock()
+_cxx_version: dict[str, str] = {}
+
+
+def cache_dir() -> str:
+    base = config.backend.cache_dir or os.path.join(os.path.expanduser("~"), ".cache", "tracetorch")
+    return base
+
+
+def _compiler_version(cxx: str) -> str:
+    if cxx not in _cxx_version:
+        try:
+            out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout
+            _cxx_version[cxx] = out.splitlines()[0] if out else cxx
+        except (OSError, subprocess.SubprocessError):
+            _cxx_version[cxx] = cxx
+    return _cxx_version[cxx]
+
+
+def compile_command(src: str, out: str) -> list[str]:
+    cxx = config.cpp.cxx
+    cmd = [cxx, "-shared", "-fPIC", "-std=c++17", "-w", *config.cpp.extra_flags]
+    if config.cpp.openmp:
+        cmd.append("-fopenmp")
+    return cmd + [src, "-o", out]
+
+
+def source_key(source: str) -> str:
+    flags = " ".join(compile_command("SRC", "OUT"))
+    h = hashlib.sha256()
+    for part in (source, flags, _compiler_version(config.cpp.cxx), torch.__version__, "tracetorch-cpp-1"):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+class CppCompileError(RuntimeError):
+    pass
+
+
+def build(source: str) -> str:
+    """Path of the shared object for `source`, compiling it if it is not cached."""
+    key = source_key(source)
+    folder = os.path.join(cache_dir(), "cpp")
+    os.makedirs(folder, exist_ok=True)
+    so_path = os.path.join(folder, f"{key}.so")
+    if os.path.exists(so_path):
+        log.debug("cpp_cache_hit", key=key)
+        return so_path
+    src_path = os.path.join(folder, f"{key}.cpp")
+    with open(src_path, "w") as f:
+        f.write(source)
+    fd, tmp_out = tempfile.mkstemp(suffix=".so", dir=folder)
+    os.close(fd)
+    cmd = compile_command(src_path, tmp_out)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        os.unlink(tmp_out)
+        log.error("cpp_compile_failed", key=key, command=" ".join(cmd), stderr=proc.stderr[-4000:])
+        raise CppCompileError(f"C++ compilation failed ({' '.join(cmd)}):\n{proc.stderr[-4000:]}")
+    os.replace(tmp_out, so_path)
+    log.info("cpp_compiled", key=key, seconds=round(time.perf_counter() - t0, 3), path=so_path)
+    return so_path
+
+
+def load_library(source: str) -> ctypes.CDLL:
+    key = source_key(source)
+    with _lock:
+        lib = _loaded.get(key)
+        if lib is None:
+            lib = ctypes.CDLL(build(source))
+            _loaded[key] = lib
+        return lib
+
+
+class CppKernel:
+    """A loaded kernel: call it with tensors (passed as data pointers) and ints."""
+
+    def __init__(self, lib: ctypes.CDLL, name: str, arg_kinds: str):
+        self.name = name
+        self.fn = getattr(lib, name)
+        self.fn.restype = ctypes.c_int
+        self.fn.argtypes = [ctypes.c_void_p if k == "p" else ctypes.c_int64 for k in arg_kinds]
+        self.arg_kinds = arg_kinds
+
+    def __call__(self, *args):
+        status = self.fn(*[a.data_ptr() if k == "p" else int(a) for k, a in zip(self.arg_kinds, args)])
+        if status != 0:
+            raise RuntimeError(f"C++ kernel {self.name} reported an error (status {status}); "
+                               "this happens when testing.inject_relu_bug=runtime_error")
+
+
+class CppModule:
+    """All kernels of one compiled graph, built as one shared object."""
+
+    def __init__(self, source: str, kernels: dict[str, str]):
+        threads = config.cpp.threads or torch.get_num_threads()
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+        self.lib = load_library(source)
+        for name, kinds in kernels.items():
+            setattr(self, name, CppKernel(self.lib, name, kinds))
+
+
+def load_cpp_module(source: str, kernels: dict[str, str]) -> CppModule:
+    """Entry point used by generated output code."""
+    return CppModule(source, kernels)
