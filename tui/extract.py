@@ -1,0 +1,243 @@
+"""Turn individual trace records (ours or PyTorch's) into the facts tracetui shows.
+
+Each function takes one `TraceEvent` and returns plain data; none of them raises on odd
+input, because traces can be damaged or come from other versions of either writer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+# Record kinds, by what they tell us. Ours first, PyTorch's after.
+GRAPH_KEYS = ("dynamo_output_graph", "graph", "graph_code")
+AOT_KEYS = ("aot_forward_graph", "aot_backward_graph", "aot_inference_graph", "aot_joint_graph")
+GUARD_KEYS = ("guards", "verbose_guards", "dynamo_guards", "dynamo_cpp_guards_str")
+BREAK_KEYS = ("graph_break", "dynamo_graph_break_reason")
+RECOMPILE_KEYS = ("recompile", "recompile_reasons", "guard_failure")
+FAIL_KEYS = ("compile_error", "dynamo_error", "backend_error", "compile_failure")
+KERNEL_KEYS = ("kernel", "kernel_code")
+OUTPUT_KEYS = ("inductor_output_code", "output_code")
+IR_KEYS = ("ir_pre_fusion", "ir_post_fusion", "schedule", "fusion_decision")
+SOURCE_KEYS = ("source", "user_source")
+
+
+@dataclass
+class GraphBreak:
+    reason: str
+    instruction: str = ""
+    filename: str = ""
+    lineno: int | None = None
+    source_line: str = ""
+    user_stack: list[dict] = field(default_factory=list)
+    event: int = -1
+
+
+@dataclass
+class GuardFailure:
+    """Why a cache entry did not match: the reason a recompile happened."""
+
+    entry: str  # compile id of the cache entry that failed, e.g. "0/0"
+    text: str
+    guard: str = ""
+    source: str = ""
+    expected: str = ""
+    actual: str = ""
+    user_location: str = ""
+    event: int = -1
+
+
+@dataclass
+class Kernel:
+    name: str
+    code: str
+    language: str = "python"
+    fx_nodes: list[str] = field(default_factory=list)
+    user_lines: list[tuple[str, int]] = field(default_factory=list)
+    event: int = -1
+
+
+def as_dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ("" if value is None else str(value))
+
+
+def frames_of(trace, raw: Any) -> list[dict]:
+    return trace.resolve_frames(raw if isinstance(raw, list) else [])
+
+
+# -- graph breaks -------------------------------------------------------------------------
+_PT_AT = re.compile(r"Graph break in user code at (.+):(\d+)")
+_PT_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s+(.*)')
+
+
+def graph_break(ev, trace) -> GraphBreak:
+    if ev.key == "graph_break":  # ours: JSON with the facts already separated
+        d = as_dict(ev.payload_json()) or ev.metadata
+        stack = frames_of(trace, d.get("user_stack"))
+        line = d.get("lineno")
+        return GraphBreak(reason=_text(d.get("reason")) or "(no reason recorded)",
+                          instruction=_text(d.get("instruction")), filename=_text(d.get("filename")),
+                          lineno=line if isinstance(line, int) else None,
+                          source_line=_text(d.get("source_line")), user_stack=stack, event=ev.index)
+    # PyTorch: a text block ("Graph break in user code at f:l", "Graph Break Reason: ...",
+    # "User code traceback:" with File/line frames, then the compiler's own traceback).
+    text = ev.payload
+    user_part = text.split("Traceback (most recent call last)", 1)[0]
+    at = _PT_AT.search(text)
+    reason = ""
+    m = re.search(r"Graph Break Reason: (.*?)(?:\n\s*\n|\n User code|\nUser code|\Z)", text, re.S)
+    if m:
+        reason = m.group(1).strip()
+    stack = [{"filename": f, "line": int(ln), "name": n, "loc": loc.strip()}
+             for f, ln, n, loc in _PT_FRAME.findall(user_part.split("User code traceback:", 1)[-1])]
+    instr = re.search(r"attempting to trace (\w+)", text)
+    return GraphBreak(reason=reason or text.strip().split("\n")[0][:300],
+                      instruction=instr.group(1) if instr else "",
+                      filename=at.group(1) if at else (stack[-1]["filename"] if stack else ""),
+                      lineno=int(at.group(2)) if at else (stack[-1]["line"] if stack else None),
+                      source_line=stack[-1]["loc"] if stack else "", user_stack=stack,
+                      event=ev.index)
+
+
+# -- recompiles ---------------------------------------------------------------------------
+_EXPECTED = re.compile(r"expected\s*([^,]+?),\s*actual\s*(.+?)\s*$", re.I)
+_ENTRY = re.compile(r"^\s*-?\s*(\d+/\d+(?:_\d+)?):\s*(.*)$")
+_QUOTED = re.compile(r"'([A-Za-z_]\w*)'")
+
+
+def _split_reason(entry: str, text: str, event: int) -> GuardFailure:
+    gf = GuardFailure(entry=entry, text=text.strip(), event=event)
+    m = _EXPECTED.search(text)
+    if m:
+        gf.expected, gf.actual = m.group(1).strip(), m.group(2).strip()
+    q = _QUOTED.search(text)
+    if q:
+        gf.source = f"L['{q.group(1)}']"
+    elif "L[" in text or "G[" in text:
+        gf.source = text.split(" ", 1)[0]
+    gf.guard = text.strip()
+    return gf
+
+
+def guard_failures(ev) -> list[GuardFailure]:
+    """Reasons in a recompile record: one per (cache entry, failed guard)."""
+    if ev.key == "guard_failure":
+        d = as_dict(ev.payload_json()) or ev.metadata
+        return [GuardFailure(entry=_text(d.get("cache_entry") or d.get("entry")),
+                             text=_text(d.get("reason") or d.get("guard")),
+                             guard=_text(d.get("guard")), source=_text(d.get("source")),
+                             expected=_text(d.get("expected")), actual=_text(d.get("actual")),
+                             user_location=_text(d.get("user_location")), event=ev.index)]
+    if ev.key == "recompile":
+        d = as_dict(ev.payload_json()) or ev.metadata
+        reasons = d.get("reasons") or []
+        lines = reasons if isinstance(reasons, list) else [str(reasons)]
+    else:  # recompile_reasons: PyTorch writes a JSON list, or (2.13) plain text lines
+        data = ev.payload_json()
+        lines = data if isinstance(data, list) else ev.payload.splitlines()
+    out = []
+    for line in lines:
+        m = _ENTRY.match(str(line))
+        if m:
+            out.append(_split_reason(m.group(1), m.group(2), ev.index))
+        elif str(line).strip():
+            out.append(_split_reason("", str(line), ev.index))
+    return out
+
+
+# -- guards ---------------------------------------------------------------------------------
+_LOC = re.compile(r"#\s*(?:(.*?)\s*#\s*)?([^\s#]+\.py):(\d+)(?: in (\w+))?\s*$")
+
+
+def guard_lines(ev) -> list[tuple[str, str]]:
+    """(guard text, user location 'file:line' or '') for each guard in a guards record."""
+    data = ev.payload_json()
+    out: list[tuple[str, str]] = []
+    if isinstance(data, list):  # PyTorch dynamo_guards / our json guards
+        for g in data:
+            g = as_dict(g)
+            code = _text(g.get("code") or g.get("guard") or g.get("text"))
+            if not code and g.get("source"):
+                code = f"{g.get('kind', '')} {g.get('source')} {g.get('expected', '')}".strip()
+            loc = _text(g.get("user_location"))
+            us = g.get("user_stack")
+            if not loc and isinstance(us, list) and us and isinstance(us[-1], dict):
+                loc = f"{us[-1].get('filename', '')}:{us[-1].get('line', '')}"
+            out.append((code, loc))
+        return out
+    for line in ev.payload.splitlines():
+        if not line.strip():
+            continue
+        m = _LOC.search(line)
+        loc = f"{m.group(2)}:{m.group(3)}" if m else ""
+        out.append((line.rstrip(), loc))
+    return out
+
+
+# -- kernels ----------------------------------------------------------------------------------
+def kernel(ev, trace) -> Kernel:
+    if ev.key == "kernel":
+        d = as_dict(ev.payload_json()) or ev.metadata
+        prov = as_dict(d.get("provenance"))
+        lines = []
+        for item in prov.get("user_lines") or []:
+            if isinstance(item, dict) and isinstance(item.get("line"), int):
+                fn = item.get("filename")
+                fn = trace.strings.get(fn, str(fn)) if isinstance(fn, int) else _text(fn)
+                lines.append((fn, item["line"]))
+            elif isinstance(item, str) and ":" in item:
+                fn, _, ln = item.rpartition(":")
+                if ln.isdigit():
+                    lines.append((fn, int(ln)))
+        backend = _text(d.get("backend") or d.get("language"))
+        return Kernel(name=_text(d.get("name")) or f"kernel@{ev.lineno}",
+                      code=_text(d.get("source") or d.get("code")),
+                      language="cpp" if backend in ("cpp", "c++") and "def " not in
+                      _text(d.get("source")) else "python",
+                      fx_nodes=[str(n) for n in prov.get("fx_nodes") or []], user_lines=lines,
+                      event=ev.index)
+    # inductor_output_code / output_code / kernel_code: the whole generated module
+    name = _text(ev.metadata.get("filename")) or ev.key
+    return Kernel(name=name.rsplit("/", 1)[-1], code=ev.payload, event=ev.index)
+
+
+# -- metrics ---------------------------------------------------------------------------------
+STAGE_FIELDS = {
+    # field in compilation_metrics -> stage label (ours and PyTorch's names)
+    "entire_frame_compile_time_s": "total",
+    "frontend_time_s": "frontend (capture)",
+    "dynamo_time_before_restart_s": "frontend before restart",
+    "aot_time_s": "aot",
+    "backend_compile_time_s": "backend (incl. aot)",
+    "inductor_compile_time_s": "inductor",
+    "lowering_time_s": "lowering",
+    "scheduling_time_s": "scheduling",
+    "codegen_time_s": "codegen",
+    "code_gen_time_s": "codegen",
+}
+
+
+def stage_times(metrics: dict) -> list[tuple[str, float]]:
+    out = []
+    for k, label in STAGE_FIELDS.items():
+        v = metrics.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append((label, float(v)))
+    stages = metrics.get("stages")  # ours may send {stage: seconds}
+    for k, v in as_dict(stages).items():
+        if isinstance(v, (int, float)):
+            out.append((str(k), float(v)))
+    return out
+
+
+def failure_text(ev) -> str:
+    d = as_dict(ev.payload_json()) or ev.metadata
+    for k in ("error", "fail_reason", "message", "reason"):
+        if d.get(k):
+            return _text(d[k])
+    return ev.payload.strip().split("\n")[0][:300] or ev.key

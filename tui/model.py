@@ -1,0 +1,274 @@
+"""What tracetui shows, built from a trace in one pass: frames, their compiles, and per compile
+the breaks, guards, recompile reasons, graphs, IR, kernels, metrics and failure.
+
+A compile is (frame_id, frame_compile_id); attempts (restarts after a graph break) are merged
+into it, as tlparse's stack trie does, and listed in `Compile.attempts`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tui import extract as X
+
+OK, BREAK, RECOMPILE, FAILED, EMPTY = "ok", "graph break", "recompile", "failed", "empty graph"
+OUTCOME_STYLE = {OK: "green", BREAK: "yellow", RECOMPILE: "magenta", FAILED: "bold red",
+                 EMPTY: "bright_black"}
+
+
+@dataclass
+class Compile:
+    frame_id: int
+    frame_compile_id: int
+    attempts: list[int] = field(default_factory=list)
+    events: list[int] = field(default_factory=list)
+    name: str = ""
+    filename: str = ""
+    firstlineno: int | None = None
+    breaks: list[X.GraphBreak] = field(default_factory=list)
+    restart_reasons: list[str] = field(default_factory=list)
+    recompile_reasons: list[X.GuardFailure] = field(default_factory=list)
+    guards: list[tuple[str, str]] = field(default_factory=list)
+    graphs: list[tuple[str, str, int]] = field(default_factory=list)  # (title, code, event)
+    ir: list[tuple[str, str, int]] = field(default_factory=list)  # (key, text, event)
+    fusion: list[int] = field(default_factory=list)  # event indexes, decoded when shown
+    kernels: list[X.Kernel] = field(default_factory=list)
+    perf_hints: list[str] = field(default_factory=list)
+    metrics: dict = field(default_factory=dict)
+    stages: list[tuple[str, float]] = field(default_factory=list)
+    failure: str = ""
+    failure_event: int = -1
+    source: tuple[str, int, str] | None = None  # (filename, first line, text) when in the trace
+
+    @property
+    def id(self) -> str:
+        return f"{self.frame_id}/{self.frame_compile_id}"
+
+    @property
+    def is_recompile(self) -> bool:
+        return self.frame_compile_id > 0 or bool(self.recompile_reasons)
+
+    @property
+    def has_break(self) -> bool:
+        return bool(self.breaks or self.restart_reasons or max(self.attempts, default=0) > 0)
+
+    @property
+    def is_empty(self) -> bool:
+        ops = self.metrics.get("graph_op_count")
+        return not self.graphs and (ops in (None, 0)) and not self.kernels
+
+    @property
+    def outcome(self) -> str:
+        if self.failure:
+            return FAILED
+        if self.has_break:
+            return BREAK
+        if self.is_recompile:
+            return RECOMPILE
+        if self.is_empty:
+            return EMPTY
+        return OK
+
+    @property
+    def flags(self) -> list[str]:
+        """Every outcome that applies (a recompile can also break), most serious first."""
+        out = [f for f, on in ((FAILED, bool(self.failure)), (BREAK, self.has_break),
+                               (RECOMPILE, self.is_recompile),
+                               (EMPTY, self.is_empty and not self.failure)) if on]
+        return out or [OK]
+
+    @property
+    def compile_time(self) -> float:
+        v = self.metrics.get("entire_frame_compile_time_s")
+        return float(v) if isinstance(v, (int, float)) else 0.0
+
+    @property
+    def location(self) -> str:
+        return f"{Path(self.filename).name}:{self.firstlineno}" if self.filename else ""
+
+
+@dataclass
+class Frame:
+    frame_id: int
+    compiles: list[Compile] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return next((c.name for c in self.compiles if c.name), f"frame {self.frame_id}")
+
+    @property
+    def location(self) -> str:
+        return next((c.location for c in self.compiles if c.location), "")
+
+    def count(self, outcome: str) -> int:
+        return sum(outcome in c.flags for c in self.compiles)
+
+    @property
+    def severity(self) -> tuple:
+        # worst offenders first: failures, then recompiles, then breaks
+        return (-self.count(FAILED), -self.count(RECOMPILE), -self.count(BREAK), self.frame_id)
+
+
+@dataclass
+class Totals:
+    frames: int = 0
+    compiles: int = 0
+    graphs: int = 0
+    breaks: int = 0
+    recompiles: int = 0
+    failures: int = 0
+    kernels: int = 0
+    compile_time: float = 0.0
+    events: int = 0
+
+
+class TraceModel:
+    """frames (worst first), compiles by id, and for each event index its compile id."""
+
+    def __init__(self, trace, debug_dir: Path | None = None):
+        self.trace, self.debug_dir = trace, debug_dir
+        self.compiles: dict[tuple[int, int], Compile] = {}
+        self.event_compile: dict[int, tuple[int, int]] = {}
+        self.other_events: list[int] = []  # records without a compile id
+        for ev in trace.events:
+            self._add(ev)
+        by_frame: dict[int, Frame] = {}
+        for key in sorted(self.compiles):
+            by_frame.setdefault(key[0], Frame(key[0])).compiles.append(self.compiles[key])
+        self.frames = sorted(by_frame.values(), key=lambda f: f.severity)
+        self.totals = self._totals()
+
+    def _compile(self, cid) -> Compile:
+        key = (cid.frame_id, cid.frame_compile_id)
+        c = self.compiles.get(key)
+        if c is None:
+            c = self.compiles[key] = Compile(*key)
+        if cid.attempt not in c.attempts:
+            c.attempts.append(cid.attempt)
+        return c
+
+    def _add(self, ev) -> None:
+        cid = ev.compile_id
+        if cid is None:
+            self.other_events.append(ev.index)
+            return
+        c = self._compile(cid)
+        c.events.append(ev.index)
+        self.event_compile[ev.index] = (c.frame_id, c.frame_compile_id)
+        k, t = ev.key, self.trace
+        if k == "dynamo_start":
+            stack = ev.stack
+            if stack:
+                top = stack[-1]
+                c.name = str(top.get("name", c.name))
+                c.filename = str(top.get("filename", ""))
+                c.firstlineno = top.get("line") if isinstance(top.get("line"), int) else None
+        elif k in X.BREAK_KEYS:
+            c.breaks.append(X.graph_break(ev, t))
+        elif k in X.RECOMPILE_KEYS:
+            new = X.guard_failures(ev)
+            # our recompile + guard_failure pair describe the same failure: keep the richer one
+            for gf in new:
+                same = [o for o in c.recompile_reasons if o.entry == gf.entry and (
+                    o.expected == gf.expected and o.actual == gf.actual)]
+                if same and ev.key == "guard_failure":
+                    c.recompile_reasons[c.recompile_reasons.index(same[0])] = gf
+                elif not same:
+                    c.recompile_reasons.append(gf)
+        elif k in X.GUARD_KEYS:
+            c.guards.extend(X.guard_lines(ev))
+        elif k in X.GRAPH_KEYS or k in X.AOT_KEYS:
+            title = {"dynamo_output_graph": "captured graph (frontend)", "graph": "captured graph",
+                     "graph_code": "captured graph (code)"}.get(k, k.replace("_", " "))
+            c.graphs.append((title, ev.payload, ev.index))
+        elif k in ("ir_pre_fusion", "ir_post_fusion", "schedule"):
+            c.ir.append((k, ev.payload, ev.index))
+        elif k == "fusion_decision":
+            c.fusion.append(ev.index)  # can be thousands: decoded only when shown
+        elif k in X.KERNEL_KEYS or k in X.OUTPUT_KEYS:
+            c.kernels.append(X.kernel(ev, t))
+        elif k == "perf_hint":
+            d = X.as_dict(ev.payload_json()) or ev.metadata
+            c.perf_hints.append(str(d.get("message") or d.get("reason") or ev.payload))
+        elif k in ("compilation_metrics", "compile_metrics"):
+            c.metrics.update(ev.metadata)
+            c.stages = X.stage_times(c.metrics)
+            if ev.metadata.get("fail_type") or ev.metadata.get("fail_reason"):
+                c.failure = c.failure or (f"{ev.metadata.get('fail_type') or 'failure'}: "
+                                          f"{ev.metadata.get('fail_reason') or ''}").strip(": ")
+                c.failure_event = ev.index if c.failure_event < 0 else c.failure_event
+            for r in ev.metadata.get("restart_reasons") or []:
+                c.restart_reasons.append(str(r))
+            if not c.name and ev.metadata.get("co_name"):
+                c.name = str(ev.metadata["co_name"])
+        elif k in X.FAIL_KEYS or ev.level in ("E", "C"):
+            c.failure = c.failure or X.failure_text(ev)
+            c.failure_event = ev.index if c.failure_event < 0 else c.failure_event
+        elif k in X.SOURCE_KEYS:
+            fl = ev.metadata.get("firstlineno")
+            c.source = (str(ev.metadata.get("filename", "")), fl if isinstance(fl, int) else 1,
+                        ev.payload)
+
+    def _totals(self) -> Totals:
+        cs = list(self.compiles.values())
+        return Totals(
+            frames=len(self.frames), compiles=len(cs),
+            graphs=sum(1 for c in cs if c.graphs or c.metrics.get("graph_op_count")),
+            breaks=sum(max(len(c.breaks), 1 if c.has_break else 0) for c in cs),
+            recompiles=sum(c.is_recompile for c in cs), failures=sum(bool(c.failure) for c in cs),
+            kernels=sum(len(c.kernels) for c in cs),
+            compile_time=sum(c.compile_time for c in cs), events=len(self.trace.events))
+
+    # -- lookups ---------------------------------------------------------------------------
+    def compile_of_event(self, index: int) -> Compile | None:
+        key = self.event_compile.get(index)
+        return self.compiles.get(key) if key else None
+
+    def ordered_compiles(self) -> list[Compile]:
+        return [c for f in self.frames for c in f.compiles]
+
+    def repro_script(self) -> Path | None:
+        if self.debug_dir is None:
+            return None
+        p = self.debug_dir / "repro" / "repro.py"
+        return p if p.is_file() else None
+
+    def source_of(self, c: Compile) -> tuple[str, int, list[str]] | None:
+        """(filename, first line number, lines) of the compile's user source: from the trace,
+        else the debug folder's source.py, else the file on disk (read only, never run)."""
+        if c.source:
+            fn, first, text = c.source
+            return fn, first, text.splitlines()
+        if self.debug_dir is not None:
+            for name in (f"{c.frame_id}_{c.frame_compile_id}", f"{c.frame_id}_{c.frame_compile_id}_1"):
+                p = self.debug_dir / name / "source.py"
+                if p.is_file():
+                    try:
+                        return str(p), 1, p.read_text(errors="replace").splitlines()
+                    except OSError:
+                        pass
+        if c.filename and Path(c.filename).is_file():
+            try:
+                lines = Path(c.filename).read_text(errors="replace").splitlines()
+            except OSError:
+                return None
+            start = max((c.firstlineno or 1) - 1, 0)
+            return c.filename, start + 1, _function_block(lines, start)
+        return None
+
+
+def _function_block(lines: list[str], start: int) -> list[str]:
+    """The lines of the def starting at `start` (by indentation), at most 200."""
+    if start >= len(lines):
+        return []
+    first = lines[start]
+    indent = len(first) - len(first.lstrip())
+    out = [first]
+    for line in lines[start + 1:start + 200]:
+        if line.strip() and len(line) - len(line.lstrip()) <= indent and not line.lstrip().startswith(")"):
+            break
+        out.append(line)
+    while out and not out[-1].strip():
+        out.pop()
+    return out
