@@ -26,7 +26,7 @@ from logs import registry
 from logs.bound import get_logger
 from logs.compile_ids import CompileId, compile_context, current_compile_id
 from logs.core import (add_sink, artifact, close_trace, enabled, open_trace, open_trace_dir,
-                       remove_sink, trace_record)
+                       remove_sink, trace_record, tracing)
 from logs.events import Event
 from logs.settings import LogSettingsError, LogsHelp, help_text
 from logs.trace_keys import envelope_key
@@ -36,7 +36,7 @@ __all__ = [
     "get_logger", "enabled", "artifact", "trace_record", "compile_context", "current_compile_id",
     "CompileId", "add_sink", "remove_sink", "Event", "set_logs", "open_trace", "open_trace_dir",
     "close_trace", "trace_dir_writer", "LogSettingsError", "LogsHelp", "help_text", "registry",
-    "envelope_key", "configure_from_env",
+    "envelope_key", "configure_from_env", "tracing",
 ]
 
 _TRACE_DIR_WRITER = None

@@ -71,6 +71,11 @@ def artifact(name: str, payload_fn=None, /, **fields) -> None:
         _emit_artifact(name, payload_fn, fields, sys._getframe(1))
 
 
+def tracing() -> bool:
+    """True while some structured trace (TRACE_DIR, a debug folder's trace.log) is open."""
+    return bool(_state.traces)
+
+
 def trace_record(key: str, metadata_fn, payload_fn=None) -> None:
     """A raw structured-trace record with a PyTorch envelope key; no-op without a trace."""
     if _state.traces:
@@ -215,7 +220,7 @@ def add_sink(sink, *, level: int | None = None, artifacts=None):
 
 
 def remove_sink(sink) -> None:
-    _state.sinks = [s for s in _state.sinks if s.fn is not sink]
+    _state.sinks = [s for s in _state.sinks if s.fn != sink]   # ==: bound methods are new objects
     refresh()
 
 

@@ -58,9 +58,11 @@ def payload_text(payload) -> str:
 
 def message(event: Event) -> str:
     """The text after the prefix: `event k=v ...` for logs; fields then payload for artifacts."""
-    kv = " ".join(f"{k}={_value(v)}" for k, v in event.fields.items())
+    kv = " ".join(f"{k}={_value(v)}" for k, v in event.fields.items() if k != "exception")
     if event.kind == "log":
-        return f"{event.name} {kv}" if kv else event.name
+        text = f"{event.name} {kv}" if kv else event.name
+        exc = event.fields.get("exception")
+        return f"{text}\n{exc}" if isinstance(exc, str) else text     # a traceback: own lines
     body = payload_text(event.payload)
     if kv:
         return f"{kv}\n{body}" if body else kv
@@ -113,11 +115,12 @@ def console(event: Event, colors: bool = False) -> str:
         renderer = _console_renderers[colors] = structlog.dev.ConsoleRenderer(colors=colors)
     d = as_dict(event)
     d.pop("pid")
+    if d["compile_id"] is None:
+        d.pop("compile_id")
     payload = d.pop("payload", None)
     d["timestamp"] = d.pop("time")
     if event.kind == "artifact":
         d["event"] = f"[__{event.name}]"
-    d["level"] = d["level"]
     text = renderer(None, d["level"], d)
     if payload is not None:
         text += "\n" + payload_text(payload)

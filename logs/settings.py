@@ -133,8 +133,7 @@ def parse(text: str) -> LogSettings:
                 f"trace. Run with TRACE_LOGS=help to list every name.")
         elif _own_module_exists(name):
             settings.modules[name] = level
-        elif "." in name and name.split(".")[0] not in registry.OWN_PACKAGES \
-                and _foreign_module_exists(name):
+        elif name.split(".")[0] not in registry.OWN_PACKAGES and _foreign_module_exists(name):
             settings.foreign[name] = level
         else:
             raise _unknown(entry, name, text)
@@ -175,7 +174,8 @@ def from_kwargs(kwargs: dict) -> LogSettings:
                 lvl = logging.DEBUG if lvl is True else lvl
                 if lvl is False:
                     continue
-                (settings.modules if _own_module_exists(mod) else settings.foreign)[mod] = lvl
+                ours = mod.split(".")[0] in registry.OWN_PACKAGES
+                (settings.modules if ours else settings.foreign)[mod] = lvl
         elif key == "all":
             for comp in registry.COMPONENTS:
                 settings.components[comp] = value

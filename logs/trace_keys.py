@@ -23,7 +23,11 @@ AOT_GRAPH_KEYS = {"forward": "aot_forward_graph", "backward": "aot_backward_grap
 METADATA_ONLY = {"compilation_metrics"}
 
 
-def envelope_key(name: str, fields: dict) -> str:
+def envelope_key(name: str, fields: dict, payload=None) -> str:
+    if name == "guards":
+        # tlparse reads dynamo_guards as a JSON list of {"code", "stack", "user_stack"} and
+        # fails on anything else; readable text goes under the key it renders as text.
+        return "dynamo_guards" if isinstance(payload, list) else "dynamo_cpp_guards_str"
     if name == "aot_graphs":
         which = fields.get("graph", fields.get("kind"))
         return AOT_GRAPH_KEYS.get(which, "artifact")
@@ -32,7 +36,7 @@ def envelope_key(name: str, fields: dict) -> str:
 
 def envelope_for(name: str, payload, fields: dict) -> tuple[str, dict, object]:
     """(key, metadata, payload) of the trace record for artifact `name`."""
-    key = envelope_key(name, fields)
+    key = envelope_key(name, fields, payload)
     if key == "artifact":
         encoding = "string" if payload is None or isinstance(payload, str) else "json"
         return key, {"name": name, "encoding": encoding, **fields}, payload

@@ -69,7 +69,7 @@ class TraceWriter:
         self.closed = False
 
     # -- file handling ---------------------------------------------------------------------
-    def _open(self):
+    def _open(self, when: float):
         if self.directory is not None:
             os.makedirs(self.directory, exist_ok=True)
             rank = _rank()
@@ -85,7 +85,7 @@ class TraceWriter:
                          encode_payload({"tracetorch_version": _version(),
                                          "python": sys.version.split()[0],
                                          "torch_version": _torch_version()}),
-                         None, __file__, 0, time.time(), None)
+                         None, __file__, 0, when, None)
 
     def close(self):
         with self._lock:
@@ -120,7 +120,7 @@ class TraceWriter:
             if self.closed:
                 return
             if self._file is None or self._pid != os.getpid():   # lazily, and anew after fork
-                self._open()
+                self._open(when)
             self._write_line(key, metadata, payload, compile_id, pathname, lineno, when, stack)
 
     def _write_line(self, key, metadata, payload, compile_id, pathname, lineno, when, stack):
