@@ -138,6 +138,7 @@ def choose_config(kernel: TritonKernel, candidates: list[LaunchConfig], args: li
 
     clone_args: positions in `args` the kernel both reads and writes (in-place buffers); those are
     cloned for the sweep so that timing runs cannot change the values the real launch sees."""
+    candidates = candidates[:max(1, _opt("autotune_max_configs", 4))]
     src_hash = source_hash(kernel.source)
     bucket = size_bucket(size_args)
     key = (src_hash, bucket)
