@@ -1,0 +1,284 @@
+"""A compiled optimizer step: `compiler.compile(optimizer.step)` for SGD, Adam and AdamW.
+
+The update of every parameter of a param group (same device and dtype) is traced with make_fx
+into ONE functional graph over flat lists (params, grads, optimizer state, per-step scalars)
+and compiled by the backend, which fuses the per-parameter pointwise chains into kernels; the
+new values are copied back with one `torch._foreach_copy_` per list. The formulas follow
+torch.optim's foreach implementations (non-capturable) op by op, so with the "eager" backend
+the parameters match eager bit for bit, and within float rounding with generated code.
+
+What stays outside the graph, in eager Python, exactly as torch.optim does it:
+- state lives in `optimizer.state[p]` under torch.optim's keys ("step", "exp_avg",
+  "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer"), initialised as torch.optim does, so
+  compiled and eager steps can be mixed and state_dict()/load_state_dict() keep working;
+- the step counters (CPU scalar tensors) and the bias corrections derived from them: those
+  are passed to the graph as a small tensor, so one graph serves every step.
+Hyperparameters (lr, betas, weight decay, ...) are baked into the graph as constants; a change
+(an LR scheduler) recompiles, logged with the reason. Anything else (fused/capturable/
+differentiable modes, tensor lr, sparse or complex grads, step hooks, other optimizers)
+runs the eager step, logged with the reason.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+import torch
+import torch.fx as fx
+import torch.optim.optimizer as _optimizer_module
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import logs
+
+log = logs.get_logger(__name__)
+aten = torch.ops.aten
+
+
+def is_optimizer_step(fn) -> bool:
+    return isinstance(getattr(fn, "__self__", None), torch.optim.Optimizer) \
+        and getattr(fn, "__name__", "") == "step"
+
+
+def compile_optimizer_step(step, backend="default") -> Callable:
+    """step: a bound `optimizer.step` (or the optimizer). Returns step's drop-in replacement."""
+    opt = step if isinstance(step, torch.optim.Optimizer) else getattr(step, "__self__", None)
+    if not isinstance(opt, torch.optim.Optimizer):
+        raise TypeError(f"compile_optimizer_step needs a bound optimizer.step, got {step!r}")
+    return CompiledOptimizerStep(opt, backend)
+
+
+# -- the functional updates (traced) -------------------------------------------------------------
+def _sgd_update(params, grads, bufs, *, has_buf, lr, momentum, dampening, weight_decay,
+                nesterov, maximize):
+    """Returns (new params, new momentum buffers). Mirrors torch.optim.sgd._multi_tensor_sgd."""
+    new_params, new_bufs = [], []
+    for i, (p, g) in enumerate(zip(params, grads)):
+        if maximize:
+            g = aten.neg.default(g)
+        if weight_decay != 0:
+            g = aten.add.Tensor(g, p, alpha=weight_decay)
+        if momentum != 0:
+            if has_buf[i]:
+                buf = aten.add.Tensor(aten.mul.Tensor(bufs[i], momentum), g, alpha=1 - dampening)
+            else:
+                buf = aten.clone.default(g)            # first step: the buffer starts as the grad
+            new_bufs.append(buf)
+            g = aten.add.Tensor(g, buf, alpha=momentum) if nesterov else buf
+        new_params.append(aten.add.Tensor(p, g, alpha=-lr))
+    return new_params, new_bufs
+
+
+def _adam_update(params, grads, exp_avgs, exp_avg_sqs, max_sqs, scalars, *, lr, beta1, beta2,
+                 eps, weight_decay, decoupled, amsgrad, maximize):
+    """Mirrors torch.optim.adam._multi_tensor_adam (capturable=False). scalars[i] holds
+    (step_size, bias_correction2_sqrt) of parameter i, computed from its step as eager does."""
+    new_p, new_m, new_v, new_max = [], [], [], []
+    for i, (p, g, m, v) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
+        if maximize:
+            g = aten.neg.default(g)
+        if weight_decay != 0:
+            if decoupled:
+                p = aten.mul.Tensor(p, 1 - lr * weight_decay)
+            else:
+                g = aten.add.Tensor(g, p, alpha=weight_decay)
+        m = aten.lerp.Scalar(m, g, 1 - beta1)
+        v = aten.addcmul.default(aten.mul.Tensor(v, beta2), g, g, value=1 - beta2)
+        if amsgrad:
+            vmax = aten.maximum.default(max_sqs[i], v)
+            new_max.append(vmax)
+            denom = aten.sqrt.default(vmax)
+        else:
+            denom = aten.sqrt.default(v)
+        row = aten.select.int(scalars, 0, i)
+        step_size, bc2_sqrt = aten.select.int(row, 0, 0), aten.select.int(row, 0, 1)
+        denom = aten.add.Tensor(aten.div.Tensor(denom, bc2_sqrt), eps)
+        # addcdiv(p, m, denom, value=step_size) computes p + (value * m) / denom
+        p = aten.add.Tensor(p, aten.div.Tensor(aten.mul.Tensor(m, step_size), denom))
+        new_p.append(p)
+        new_m.append(m)
+        new_v.append(v)
+    return new_p, new_m, new_v, new_max
+
+
+# -- the compiled step ---------------------------------------------------------------------------
+class _Fallback(Exception):
+    pass
+
+
+class CompiledOptimizerStep:
+    def __init__(self, optimizer: torch.optim.Optimizer, backend):
+        self.optimizer = optimizer
+        self.backend = backend
+        self.cache: dict = {}
+        self.__wrapped__ = optimizer.step
+        functools.update_wrapper(self, optimizer.step)
+
+    def _backend(self) -> Callable:
+        from compiler.backends import lookup_backend
+        return lookup_backend(self.backend)
+
+    def _check(self) -> None:
+        opt = self.optimizer
+        if type(opt) not in (torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW):
+            raise _Fallback(f"{type(opt).__name__} has no compiled step (SGD, Adam, AdamW do)")
+        hooks = (opt._optimizer_step_pre_hooks, opt._optimizer_step_post_hooks)
+        global_hooks = [getattr(_optimizer_module, n, {}) for n in
+                        ("_global_optimizer_pre_hooks", "_global_optimizer_post_hooks")]
+        if any(len(h) for h in hooks) or any(len(h) for h in global_hooks):
+            raise _Fallback("optimizer step hooks are registered")
+        for group in opt.param_groups:
+            for flag in ("fused", "capturable", "differentiable"):
+                if group.get(flag):
+                    raise _Fallback(f"param group option {flag}=True")
+            if isinstance(group["lr"], torch.Tensor):
+                raise _Fallback("tensor lr")
+            for key in ("betas", "momentum", "weight_decay"):
+                val = group.get(key)
+                if isinstance(val, torch.Tensor) or (isinstance(val, tuple) and any(
+                        isinstance(b, torch.Tensor) for b in val)):
+                    raise _Fallback(f"tensor {key}")
+            for p in group["params"]:
+                if p.grad is not None and (p.grad.is_sparse or p.is_complex()):
+                    raise _Fallback("sparse gradient or complex parameter")
+
+    def __call__(self, closure=None):
+        try:
+            self._check()
+        except _Fallback as exc:
+            log.info("optimizer_step_fallback", optimizer=type(self.optimizer).__name__,
+                     reason=str(exc), action="run the eager step")
+            return self.optimizer.step(closure)
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        with torch.no_grad():
+            for gi, group in enumerate(self.optimizer.param_groups):
+                by_key: dict = {}
+                for p in group["params"]:
+                    if p.grad is not None:
+                        by_key.setdefault((p.device, p.dtype), []).append(p)
+                for params in by_key.values():
+                    if isinstance(self.optimizer, torch.optim.SGD):
+                        self._sgd(gi, group, params)
+                    else:
+                        self._adam(gi, group, params)
+        if hasattr(self.optimizer, "_opt_called"):
+            self.optimizer._opt_called = True     # what LR schedulers' step wrapper records
+        return loss
+
+    def _compiled(self, key, kind, fn, inputs: list) -> Callable:
+        entry = self.cache.get((kind,) + key[:1])
+        if entry is not None and entry[0] == key:
+            return entry[1]
+        if entry is not None:
+            log.info("optimizer_recompile", kind=kind, reason=_diff(entry[0], key))
+        gm = make_fx(fn, tracing_mode="fake")(*inputs)
+        gm.graph._codegen = fx.graph.CodeGen()     # flat positional inputs and outputs
+        gm.recompile()
+        log.info("compile_optimizer_step", kind=kind, params=len(inputs[0]),
+                 nodes=len(gm.graph.nodes))
+        logs.artifact("aot_graphs", lambda: gm.print_readable(print_output=False),
+                      graph="inference", name=f"optimizer_{kind}")
+        flat = [t.detach() for group in inputs for t in (group if isinstance(group, list) else [group])]
+        compiled = self._backend()(gm, flat)
+        self.cache[(kind,) + key[:1]] = (key, compiled)
+        return compiled
+
+    def _sgd(self, gi, group, params):
+        opt = self.optimizer
+        grads = [p.grad for p in params]
+        momentum = group["momentum"]
+        bufs = [opt.state[p].get("momentum_buffer") for p in params]
+        has_buf = tuple(b is not None for b in bufs) if momentum != 0 else ()
+        hyper = dict(lr=group["lr"], momentum=momentum, dampening=group["dampening"],
+                     weight_decay=group["weight_decay"], nesterov=group["nesterov"],
+                     maximize=group.get("maximize", False))
+        key = ((gi, params[0].device, params[0].dtype), _layout(params), has_buf,
+               tuple(sorted(hyper.items())))
+        buf_in = [b for b in bufs if b is not None] if momentum != 0 else []
+        idx = [i for i, b in enumerate(bufs) if b is not None]
+
+        def fn(params, grads, bufs):
+            full = [None] * len(params)
+            for i, b in zip(idx, bufs):
+                full[i] = b
+            new_p, new_b = _sgd_update(params, grads, full, has_buf=has_buf, **hyper)
+            return new_p + new_b
+
+        compiled = self._compiled(key, "sgd", fn, [list(params), grads, buf_in])
+        outs = list(compiled(*params, *grads, *buf_in))
+        n = len(params)
+        torch._foreach_copy_(params, outs[:n])
+        if momentum != 0:
+            for i, p in enumerate(params):
+                new = outs[n + i]
+                if has_buf[i]:
+                    bufs[i].copy_(new)
+                else:
+                    opt.state[p]["momentum_buffer"] = new
+
+    def _adam(self, gi, group, params):
+        opt = self.optimizer
+        amsgrad = group.get("amsgrad", False)
+        for p in params:                       # lazy state init, as Adam._init_group does
+            state = opt.state[p]
+            if len(state) == 0:
+                state["step"] = torch.tensor(0.0, dtype=_scalar_dtype())
+                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                if amsgrad:
+                    state["max_exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        states = [opt.state[p] for p in params]
+        beta1, beta2 = group["betas"]
+        lr = group["lr"]
+        decoupled = isinstance(opt, torch.optim.AdamW) or group.get("decoupled_weight_decay", False)
+        hyper = dict(lr=lr, beta1=beta1, beta2=beta2, eps=group["eps"],
+                     weight_decay=group["weight_decay"], decoupled=decoupled, amsgrad=amsgrad,
+                     maximize=group.get("maximize", False))
+        scalars = []
+        for s in states:
+            s["step"] += 1
+            step = s["step"].item()
+            bc1, bc2 = 1 - beta1 ** step, 1 - beta2 ** step
+            scalars.append(((lr / bc1) * -1, bc2 ** 0.5))
+        # eager converts these Python doubles to the op's compute type: float32 for float32 and
+        # reduced-precision params, float64 for float64 params
+        dtype = torch.float64 if params[0].dtype == torch.float64 else torch.float32
+        scal = torch.tensor(scalars, dtype=dtype).to(params[0].device, non_blocking=True)
+        grads = [p.grad for p in params]
+        m = [s["exp_avg"] for s in states]
+        v = [s["exp_avg_sq"] for s in states]
+        vmax = [s["max_exp_avg_sq"] for s in states] if amsgrad else []
+        key = ((gi, params[0].device, params[0].dtype), _layout(params), (),
+               tuple(sorted(hyper.items())))
+
+        def fn(params, grads, m, v, vmax, scal):
+            new_p, new_m, new_v, new_max = _adam_update(params, grads, m, v, vmax, scal, **hyper)
+            return new_p + new_m + new_v + new_max
+
+        compiled = self._compiled(key, "adam", fn, [list(params), grads, m, v, vmax, scal])
+        outs = list(compiled(*params, *grads, *m, *v, *vmax, scal))
+        n = len(params)
+        torch._foreach_copy_(params, outs[:n])
+        torch._foreach_copy_(m, outs[n:2 * n])
+        torch._foreach_copy_(v, outs[2 * n:3 * n])
+        if amsgrad:
+            torch._foreach_copy_(vmax, outs[3 * n:4 * n])
+
+
+def _layout(tensors) -> tuple:
+    return tuple((tuple(t.shape), tuple(t.stride())) for t in tensors)
+
+
+def _scalar_dtype():
+    fn = getattr(_optimizer_module, "_get_scalar_dtype", None)
+    return fn() if fn else (torch.float64 if torch.get_default_dtype() == torch.float64
+                            else torch.float32)
+
+
+def _diff(old, new) -> str:
+    names = ("group/device/dtype", "parameter shapes/strides", "state layout", "hyperparameters")
+    changed = [names[i] if i < len(names) else str(i) for i, (a, b) in
+               enumerate(zip(old, new)) if a != b]
+    return "changed: " + ", ".join(changed)
