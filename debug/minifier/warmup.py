@@ -1,0 +1,22 @@
+"""Imported once by the minifier's forkserver (a preload module): pay the lazy costs there.
+
+Every candidate process is forked from the forkserver, so whatever is warmed here is free for
+each of them: the configuration module (and yaml), FX's tracer caches (the first symbolic trace
+computes torch's table of overridable methods, ~30 ms), the repro loader. Only tracing runs
+here, never tensor kernels, so forking stays safe for OpenMP thread pools.
+"""
+
+import torch
+import torch.fx
+
+import compiler.config  # noqa: F401  (lazy in `compiler`, needed by every candidate)
+import debug.candidate  # noqa: F401
+import debug.graph_code  # noqa: F401
+
+
+class _Tiny(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x) + x.sum()
+
+
+torch.fx.symbolic_trace(_Tiny())

@@ -1,0 +1,37 @@
+"""A stand-in buggy backend for the repro/minifier tests: miscompiles relu like
+config.testing.inject_relu_bug asks, without generating code (fast, no C++ compiler).
+
+It lives beside the tests (importable as tests.debug.standin_backend) so repro scripts and
+minifier candidates can import it by name, exactly as they import the real backend."""
+import torch
+import torch.fx as fx
+
+RELU_TARGETS = {torch.relu, torch.nn.functional.relu, torch.ops.aten.relu.default, "relu"}
+
+
+def _is_relu(node):
+    return node.op in ("call_function", "call_method") and node.target in RELU_TARGETS
+
+
+def buggy_compile(gm: fx.GraphModule, example_inputs):
+    from compiler import config
+
+    bug = config.testing.inject_relu_bug
+    relus = [n for n in gm.graph.nodes if _is_relu(n)]
+    if not relus or bug is None:
+        return gm.forward
+    if bug == "compile_error":
+        raise RuntimeError("standin: injected relu compile error")
+    if bug == "runtime_error":
+        def run(*args):
+            raise RuntimeError("standin: injected relu runtime error")
+        return run
+    # accuracy: relu(x) + 1
+    g = fx.Graph()
+    env = {}
+    for node in gm.graph.nodes:
+        new = g.node_copy(node, lambda n: env[n])
+        if _is_relu(node):
+            new = g.call_function(torch.add, (new, 1))
+        env[node] = new
+    return fx.GraphModule(gm, g).forward
