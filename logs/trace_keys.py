@@ -39,7 +39,7 @@ def envelope_for(name: str, payload, fields: dict) -> tuple[str, dict, object]:
     key = envelope_key(name, fields, payload)
     if key == "artifact":
         encoding = "string" if payload is None or isinstance(payload, str) else "json"
-        return key, {"name": name, "encoding": encoding, **fields}, payload
+        return key, {**fields, "name": name, "encoding": encoding}, payload   # reserved: name, encoding
     if key in METADATA_ONLY and isinstance(payload, dict):
         return key, {**payload, **fields}, None
     return key, dict(fields), payload
