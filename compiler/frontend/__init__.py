@@ -1,0 +1,24 @@
+"""The frontend: CPython bytecode -> FX graphs + guards (TorchDynamo's part).
+
+Capture side (frontend-capture), in the order data flows:
+  capture.py        capture_frame (docs/CONTRACTS.md section 6), the root tracer and its
+                    restart plan (where to break / stop)
+  instructions.py   the symbolic bytecode evaluator: one handler per opcode, 3.11 and 3.12
+  bytecode_info.py  instructions, loops and exception-table regions of a code object
+  variables.py      every kind of symbolic value, declared in one place
+  source.py         Dynamo-style sources: L['x'], G['w'], L['self'].layer.weight
+  builder.py        wrapping real values into variables, with their guards
+  calls.py          operators, subscripts, iteration, the call dispatcher
+  builtin_calls.py  Python builtins and methods of lists/dicts/str/tensors
+  torch_calls.py    torch.* / torch.nn.functional.* calls, grad-mode context managers
+  attributes.py     attribute reads/writes (tensors, modules, objects, Python modules)
+  inline.py         inlining user functions, methods, closures, lambdas, nn.Module.forward
+  output_graph.py   the FX graph being built, fake-tensor propagation, ShapeEnv, guards
+  side_effects.py   mutations of pre-existing objects, replayed after the graph
+  codegen.py        bytecode that rebuilds values at runtime (+ readable source rendering)
+  emit_break.py     compiling the graph, graph breaks, the transformed function
+  resume.py         resume functions and assembly of transformed code objects
+  errors.py         Unsupported (internal), FullgraphError (public, a GraphBreakError)
+
+Runtime side (frontend-runtime): eval_frame.py, cache.py, guards.py, dynamic.py, explain.py.
+"""

@@ -1,0 +1,164 @@
+"""Attribute reads and writes on symbolic values (LOAD_ATTR / STORE_ATTR / getattr)."""
+from __future__ import annotations
+
+import inspect
+import types
+
+import torch
+
+from compiler.frontend import variables as V
+from compiler.frontend.builder import wrap
+from compiler.frontend.calls import record
+from compiler.frontend.errors import Unsupported
+from compiler.frontend.source import AttrSource, is_torch_object
+
+_TENSOR_CONST_ATTRS = {"dtype", "device", "requires_grad", "is_cuda", "layout", "is_leaf",
+                       "is_sparse", "is_quantized", "is_meta"}
+
+
+def tensor_shape(tx, t):
+    items = []
+    for i, s in enumerate(t.example.shape):
+        if isinstance(s, int):
+            items.append(V.ConstantVariable(s))
+        else:
+            items.append(record(tx, torch.ops.aten.sym_size.int, (t, V.ConstantVariable(i))))
+    return V.SizeVariable(items)
+
+
+def get_attr(tx, obj, name):
+    se = tx.ctx.side_effects
+    pending = se.pending_attr(obj, name)
+    if pending is not None:
+        return pending
+    if isinstance(obj, V.TensorVariable):
+        return _tensor_attr(tx, obj, name)
+    if isinstance(obj, V.NNModuleVariable):
+        return _module_attr(tx, obj, name)
+    if isinstance(obj, V.PythonModuleVariable):
+        mod = obj.value
+        if not hasattr(mod, name):
+            raise Unsupported(f"module {mod.__name__} has no attribute {name}")
+        value = getattr(mod, name)
+        torch_mod = is_torch_object(mod) or mod.__name__ in ("math", "operator", "builtins")
+        source = AttrSource(obj.source, name) if obj.source is not None else None
+        if torch_mod:
+            from compiler.frontend.builder import _wrap_foreign
+            try:
+                return _wrap_foreign(tx, value)
+            except Unsupported:
+                return wrap(tx, value, source, guard=False)
+        return wrap(tx, value, source)
+    if isinstance(obj, V.UserObjectVariable):
+        return _object_attr(tx, obj, obj.value, name)
+    if isinstance(obj, V.NamedTupleVariable) and name in getattr(obj.tuple_cls, "_fields", ()):
+        return obj.items[obj.tuple_cls._fields.index(name)]
+    if isinstance(obj, V.ConstantVariable):
+        value = obj.value
+        attr = getattr(type(value), name, None)
+        if callable(attr) and not isinstance(value, type):
+            return V.MethodVariable(obj, name)
+        try:
+            return V.ConstantVariable(getattr(value, name))
+        except AttributeError:
+            raise Unsupported(f"{type(value).__name__} has no attribute {name}") from None
+    if isinstance(obj, (V.ListVariable, V.DictVariable, V.TupleVariable, V.SymNodeVariable)):
+        return V.MethodVariable(obj, name)
+    if isinstance(obj, (V.UserFunctionVariable,)) and name in ("__name__", "__qualname__", "__module__"):
+        return V.ConstantVariable(getattr(obj.fn, name))
+    if isinstance(obj, V.UserMethodVariable) and name == "__self__":
+        return obj.obj
+    raise Unsupported(f"attribute {name} of {obj!r}")
+
+
+def _tensor_attr(tx, t, name):
+    ex = t.example
+    if name == "shape":
+        return tensor_shape(tx, t)
+    if name == "ndim":
+        return V.ConstantVariable(ex.dim())
+    if name in _TENSOR_CONST_ATTRS:
+        return V.ConstantVariable(getattr(ex, name))
+    if name in ("T", "mT", "H", "mH", "real", "imag"):
+        return tx.output.call("call_function", getattr, (t, V.ConstantVariable(name)), {})
+    if name in ("grad", "data", "grad_fn", "_version"):
+        raise Unsupported(f"Tensor.{name} (autograd state outside the graph)")
+    attr = getattr(torch.Tensor, name, None)
+    if attr is not None and callable(attr):
+        return V.MethodVariable(t, name)
+    raise Unsupported(f"Tensor attribute {name}")
+
+
+def _module_attr(tx, mv, name):
+    m = mv.value
+    src = AttrSource(mv.source, name)
+    d = m.__dict__
+    if name == "training":
+        tx.output.add_guard(mv.source, "NN_MODULE_TRAINING", m.training)
+        return V.ConstantVariable(m.training)
+    if name in d.get("_parameters", {}):
+        p = d["_parameters"][name]
+        return V.ConstantVariable(None) if p is None else wrap(tx, p, src)
+    if name in d.get("_buffers", {}):
+        b = d["_buffers"][name]
+        return V.ConstantVariable(None) if b is None else wrap(tx, b, src)
+    if name in d.get("_modules", {}):
+        sub = d["_modules"][name]
+        return V.ConstantVariable(None) if sub is None else wrap(tx, sub, src)
+    if name in d:
+        return wrap(tx, d[name], src)
+    return _class_attr(tx, mv, m, name, src)
+
+
+def _object_attr(tx, ov, value, name):
+    cls = type(value)
+    if cls.__getattribute__ is not object.__getattribute__ or hasattr(cls, "__getattr__"):
+        raise Unsupported(f"attribute {name} of {cls.__name__}, which customizes attribute access")
+    d = getattr(value, "__dict__", None)
+    if d is not None and name in d:
+        return wrap(tx, d[name], AttrSource(ov.source, name))
+    return _class_attr(tx, ov, value, name, AttrSource(ov.source, name))
+
+
+def _class_attr(tx, obj_var, value, name, src):
+    cls = type(value)
+    try:
+        static = inspect.getattr_static(cls, name)
+    except AttributeError:
+        raise Unsupported(f"{cls.__name__} has no attribute {name}") from None
+    if isinstance(static, types.FunctionType):
+        return V.UserMethodVariable(static, obj_var)
+    if isinstance(static, property) and isinstance(static.fget, types.FunctionType):
+        from compiler.frontend.inline import inline_call
+        return inline_call(tx, V.UserFunctionVariable(static.fget), [obj_var], {})
+    if isinstance(static, staticmethod) and isinstance(static.__func__, types.FunctionType):
+        return V.UserFunctionVariable(static.__func__)
+    if isinstance(static, classmethod) and isinstance(static.__func__, types.FunctionType):
+        return V.UserMethodVariable(static.__func__, V.ConstantVariable(cls))
+    if hasattr(static, "__get__") and not isinstance(static, (int, float, str, bool, type(None), tuple)):
+        if isinstance(value, torch.nn.Module) and callable(static) and is_torch_object(static):
+            raise Unsupported(f"nn.Module builtin method {name}")
+        raise Unsupported(f"descriptor {name} of {cls.__name__}")
+    # a plain class attribute (constant, tuple, ...): guarded through its source
+    return wrap(tx, static, src)
+
+
+def store_attr(tx, obj, name, value):
+    if isinstance(obj, V.TensorVariable):
+        raise Unsupported(f"setting Tensor.{name}")
+    if isinstance(obj, V.NNModuleVariable):
+        d = obj.value.__dict__
+        if name in d.get("_parameters", {}) or name in d.get("_modules", {}) or name == "training":
+            raise Unsupported(f"assigning {name} of a module (parameter/submodule/training)")
+        if name in d.get("_buffers", {}):
+            raise Unsupported(f"assigning buffer {name} of a module")
+    elif not isinstance(obj, V.UserObjectVariable):
+        raise Unsupported(f"attribute assignment on {obj!r}")
+    if isinstance(obj, V.UserObjectVariable):
+        cls = type(obj.value)
+        if cls.__setattr__ is not object.__setattr__ or hasattr(cls, "__slots__"):
+            raise Unsupported(f"attribute assignment on {cls.__name__} (custom __setattr__/slots)")
+        static = inspect.getattr_static(cls, name, None)
+        if static is not None and hasattr(static, "__set__"):
+            raise Unsupported(f"assignment to descriptor {name}")
+    tx.ctx.side_effects.store_attr(tx, obj, name, value)

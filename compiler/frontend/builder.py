@@ -1,0 +1,175 @@
+"""Wrapping real values read from the frame into symbolic values, installing their guards.
+
+Every value that enters the trace from outside (argument, global, closure cell, attribute of
+a module or object) goes through `wrap`, which picks its Variable kind and records the guard
+that makes the capture valid for it: TENSOR_MATCH for tensors, CONSTANT_MATCH for scalars,
+ID_MATCH for modules / functions / classes, TYPE_MATCH + LENGTH_CHECK for containers.
+"""
+from __future__ import annotations
+
+import builtins
+import enum
+import types
+
+import torch
+
+from compiler.frontend import variables as V
+from compiler.frontend.errors import Unsupported
+from compiler.frontend.source import AttrSource, GetItemSource, GlobalSource, is_torch_object
+
+_CONSTANT_TYPES = (bool, int, float, str, complex, type(None), bytes, torch.dtype,
+                   torch.device, range, slice, type(Ellipsis), torch.memory_format, torch.layout)
+_BUILTIN_FNS = {v for v in vars(builtins).values() if callable(v)}
+
+
+def wrap(tx, value, source, guard: bool = True):
+    out = tx.output
+
+    def g(kind, expected):
+        if guard and source is not None:
+            out.add_guard(source, kind, expected)
+
+    if isinstance(value, torch.Tensor):
+        if type(value) not in (torch.Tensor, torch.nn.Parameter):
+            raise Unsupported(f"tensor subclass {type(value).__name__}")
+        if source is None:
+            raise Unsupported("a tensor with no source (created outside the traced code)")
+        return out.add_input(value, source)
+    if any(value is c for c in _GRAD_CTORS):
+        g("ID_MATCH", value)
+        return V.TorchFunctionVariable(value, source)
+    if isinstance(value, torch.nn.Module):
+        if source is None:
+            raise Unsupported("an nn.Module with no source")
+        g("ID_MATCH", value)
+        return V.NNModuleVariable(value, source)
+    if isinstance(value, enum.Enum):
+        g("ID_MATCH", value)
+        return V.ConstantVariable(value, source)
+    if isinstance(value, _CONSTANT_TYPES) and type(value) in _CONSTANT_TYPES:
+        g("CONSTANT_MATCH", value)
+        return V.ConstantVariable(value, source)
+    if isinstance(value, torch.Size):
+        g("TYPE_MATCH", torch.Size)
+        items = [wrap(tx, v, GetItemSource(source, i) if source else None, guard)
+                 for i, v in enumerate(value)]
+        return V.SizeVariable(items, source)
+    if type(value) in (tuple, list):
+        g("TYPE_MATCH", type(value))
+        g("LENGTH_CHECK", len(value))
+        items = [wrap(tx, v, GetItemSource(source, i) if source else None, guard)
+                 for i, v in enumerate(value)]
+        cls = V.TupleVariable if type(value) is tuple else V.ListVariable
+        return cls(items, source)
+    if isinstance(value, tuple) and hasattr(type(value), "_fields"):
+        g("TYPE_MATCH", type(value))
+        items = [wrap(tx, v, GetItemSource(source, i) if source else None, guard)
+                 for i, v in enumerate(value)]
+        return V.NamedTupleVariable(items, type(value), source)
+    if type(value) is dict:
+        keys = list(value.keys())
+        if not all(isinstance(k, (str, int)) and type(k) in (str, int) for k in keys):
+            raise Unsupported("dict with keys that are not str/int")
+        g("TYPE_MATCH", dict)
+        if guard and source is not None:
+            out.add_guard(f"list({source.name()}.keys())", "CONSTANT_MATCH", keys)
+        items = {k: wrap(tx, v, GetItemSource(source, k) if source else None, guard)
+                 for k, v in value.items()}
+        return V.DictVariable(items, source)
+    if isinstance(value, types.ModuleType):
+        g("ID_MATCH", value)
+        return V.PythonModuleVariable(value, source)
+    if isinstance(value, type):
+        g("ID_MATCH", value)
+        return V.ConstantVariable(value, source)
+    if callable(value) and _is_builtin(value):
+        g("ID_MATCH", value)
+        return V.BuiltinVariable(value, source)
+    if callable(value) and is_torch_object(value) and not isinstance(value, types.FunctionType):
+        g("ID_MATCH", value)
+        return V.TorchFunctionVariable(value, source)
+    if isinstance(value, types.FunctionType):
+        g("ID_MATCH", value)
+        if is_torch_object(value) and _is_torch_op_fn(value):
+            return V.TorchFunctionVariable(value, source)
+        return V.UserFunctionVariable(value, source)
+    if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
+        self_var = wrap(tx, value.__self__, AttrSource(source, "__self__") if source else None, guard)
+        return V.UserMethodVariable(value.__func__, self_var, source)
+    if source is None:
+        raise Unsupported(f"object of type {type(value).__name__} with no source")
+    g("TYPE_MATCH", type(value))
+    return V.UserObjectVariable(value, source)
+
+
+_GRAD_CTORS = {torch.no_grad, torch.enable_grad, torch.set_grad_enabled}
+
+
+def _is_builtin(value):
+    try:
+        return value in _BUILTIN_FNS or (getattr(value, "__module__", None) in ("_operator", "operator", "math")
+                                         and isinstance(value, types.BuiltinFunctionType))
+    except TypeError:
+        return False
+
+
+def _is_torch_op_fn(fn):
+    """Python functions of torch that are plain tensor ops we may record as graph calls
+    (torch.nn.functional.*, torch.functional.*); other torch Python functions are inlined."""
+    mod = fn.__module__ or ""
+    return mod in ("torch.nn.functional", "torch.functional", "torch._tensor")
+
+
+def wrap_global(tx, name):
+    """LOAD_GLOBAL: a global of the traced function's module (or a builtin)."""
+    se = tx.ctx.side_effects
+    if se.has_global(tx.f_globals, name):
+        return se.load_global(tx.f_globals, name)
+    key = (id(tx.f_globals), name)
+    cache = tx.ctx.global_cache
+    if key in cache:
+        return cache[key]
+    if name in tx.f_globals:
+        value = tx.f_globals[name]
+        if tx.f_globals is tx.ctx.root_globals:
+            source = GlobalSource(name)
+        else:
+            if not _safe_foreign(value):
+                raise Unsupported(f"global {name!r} of another module (inlined function from "
+                                  f"{tx.f_globals.get('__name__')})")
+            source = None
+        var = wrap(tx, value, source) if source is not None else _wrap_foreign(tx, value)
+    elif hasattr(builtins, name):
+        var = V.BuiltinVariable(getattr(builtins, name)) if callable(getattr(builtins, name)) \
+            else V.ConstantVariable(getattr(builtins, name))
+    else:
+        raise Unsupported(f"name {name!r} is not defined")
+    cache[key] = var
+    return var
+
+
+def _safe_foreign(value):
+    return (isinstance(value, (types.ModuleType, type)) or callable(value)
+            or type(value) in _CONSTANT_TYPES)
+
+
+def _wrap_foreign(tx, value):
+    """A global of another module, reached through an inlined function: modules, classes,
+    functions and constants are taken as they are now (guarded through the function's id)."""
+    if any(value is c for c in _GRAD_CTORS):
+        return V.TorchFunctionVariable(value)
+    if isinstance(value, types.ModuleType):
+        return V.PythonModuleVariable(value)
+    if type(value) in _CONSTANT_TYPES or isinstance(value, type):
+        return V.ConstantVariable(value)
+    if any(value is c for c in _GRAD_CTORS):
+        return V.TorchFunctionVariable(value)
+    if _is_builtin(value):
+        return V.BuiltinVariable(value)
+    if is_torch_object(value) and not isinstance(value, types.FunctionType):
+        return V.TorchFunctionVariable(value)
+    if isinstance(value, types.FunctionType):
+        if is_torch_object(value) and _is_torch_op_fn(value):
+            return V.TorchFunctionVariable(value)
+        return V.UserFunctionVariable(value)
+    raise Unsupported(f"global of type {type(value).__name__} from another module")

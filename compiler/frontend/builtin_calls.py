@@ -1,0 +1,363 @@
+"""Python builtins (len, isinstance, range, zip, ...) and methods of symbolic values
+(tensor methods, list/dict/tuple/str methods)."""
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+
+import torch
+
+from compiler.frontend import variables as V
+from compiler.frontend.calls import (binary_op, compare_op, get_item, get_iter, graph_value,
+                                     record, truthiness, unary_op, unpack)
+from compiler.frontend.errors import Unsupported
+
+_OPERATOR_BINARY = {operator.add: "+", operator.sub: "-", operator.mul: "*",
+                    operator.truediv: "/", operator.floordiv: "//", operator.mod: "%",
+                    operator.pow: "**", operator.matmul: "@", operator.and_: "&",
+                    operator.or_: "|", operator.xor: "^", operator.iadd: "+=",
+                    operator.imul: "*=", operator.isub: "-="}
+_OPERATOR_COMPARE = {operator.lt: "<", operator.le: "<=", operator.eq: "==", operator.ne: "!=",
+                     operator.gt: ">", operator.ge: ">=", operator.is_: "is",
+                     operator.is_not: "is not"}
+# Builtins that are pure on constants: computed at trace time.
+_PURE_ON_CONSTANTS = {abs, min, max, round, divmod, pow, int, float, bool, str, repr, sum,
+                      sorted, any, all, chr, ord, hex, bin, oct, format, len}
+_TENSOR_METHODS_BREAK = {"item", "tolist", "numpy", "data_ptr", "__bool__", "backward",
+                         "register_hook", "retain_grad", "storage", "untyped_storage",
+                         "__index__", "__int__", "__float__", "cuda_", "pin_memory"}
+_STR_METHODS = {"format", "join", "upper", "lower", "replace", "split", "strip", "startswith",
+                "endswith", "lstrip", "rstrip", "title", "capitalize", "zfill", "count",
+                "find", "index", "isdigit", "isalpha", "splitlines", "partition"}
+
+
+def consts(args):
+    return all(a.is_constant() for a in args)
+
+
+def call_builtin(tx, fn, args, kwargs):
+    if fn is print:
+        raise Unsupported("print() (a side effect outside the graph)")
+    if fn in _OPERATOR_BINARY and len(args) == 2:
+        return binary_op(tx, _OPERATOR_BINARY[fn], args[0], args[1])
+    if fn in _OPERATOR_COMPARE and len(args) == 2:
+        return compare_op(tx, _OPERATOR_COMPARE[fn], args[0], args[1])
+    if fn is operator.getitem:
+        return get_item(tx, args[0], args[1])
+    if fn is operator.neg:
+        return unary_op(tx, "neg", args[0])
+    if fn is operator.not_ or fn is operator.truth:
+        t = truthiness(tx, args[0])
+        return V.ConstantVariable(not t if fn is operator.not_ else t)
+    if fn is len:
+        return _len(tx, args[0])
+    if fn is isinstance:
+        return V.ConstantVariable(_isinstance(args[0], args[1].as_constant()))
+    if fn is issubclass and consts(args):
+        return V.ConstantVariable(issubclass(*[a.as_constant() for a in args]))
+    if fn is type and len(args) == 1:
+        return V.ConstantVariable(python_type(args[0]))
+    if fn is callable:
+        v = args[0]
+        return V.ConstantVariable(not (v.is_constant() and not callable(v.as_constant()))
+                                  and not isinstance(v, (V.TensorVariable, V.BaseListVariable,
+                                                         V.DictVariable, V.SymNodeVariable)))
+    if fn is range:
+        if consts(args):
+            return V.ConstantVariable(range(*[a.as_constant() for a in args]))
+        raise Unsupported("range() with a symbolic bound")
+    if fn is enumerate:
+        start = (args[1] if len(args) > 1 else kwargs.get("start", V.ConstantVariable(0))).as_constant()
+        items = unpack(tx, args[0])
+        return V.IteratorVariable([V.TupleVariable([V.ConstantVariable(start + i), x])
+                                   for i, x in enumerate(items)])
+    if fn is zip:
+        seqs = [unpack(tx, a) for a in args]
+        return V.IteratorVariable([V.TupleVariable(list(t)) for t in zip(*seqs)])
+    if fn is reversed:
+        return V.IteratorVariable(list(reversed(unpack(tx, args[0]))))
+    if fn is iter:
+        return get_iter(tx, args[0])
+    if fn is next:
+        it = args[0]
+        if isinstance(it, V.IteratorVariable) and it.index < len(it.items):
+            it.index += 1
+            return it.items[it.index - 1]
+        raise Unsupported("next() on an exhausted or unknown iterator")
+    if fn is list:
+        return V.ListVariable(unpack(tx, args[0]) if args else [])
+    if fn is tuple:
+        return V.TupleVariable(unpack(tx, args[0]) if args else [])
+    if fn is dict:
+        items = {}
+        if args:
+            src = args[0]
+            if isinstance(src, V.DictVariable):
+                items.update(src.items)
+            else:
+                for pair in unpack(tx, src):
+                    k, v = unpack(tx, pair)
+                    items[k.as_constant()] = v
+        items.update(kwargs)
+        return V.DictVariable(items)
+    if fn is map and len(args) >= 2:
+        from compiler.frontend.calls import call_function
+        seqs = [unpack(tx, a) for a in args[1:]]
+        return V.IteratorVariable([call_function(tx, args[0], list(t), {}) for t in zip(*seqs)])
+    if fn is getattr:
+        from compiler.frontend.attributes import get_attr
+        name = args[1].as_constant()
+        if len(args) == 3:
+            if not _hasattr(tx, args[0], name):
+                return args[2]
+        return get_attr(tx, args[0], name)
+    if fn is hasattr:
+        return V.ConstantVariable(_hasattr(tx, args[0], args[1].as_constant()))
+    if fn is setattr:
+        from compiler.frontend.attributes import store_attr
+        store_attr(tx, args[0], args[1].as_constant(), args[2])
+        return V.ConstantVariable(None)
+    if fn is slice:
+        from compiler.frontend.instructions import make_slice
+        return make_slice(list(args))
+    if fn is sum and not kwargs:
+        items = unpack(tx, args[0])
+        total = args[1] if len(args) > 1 else V.ConstantVariable(0)
+        for item in items:
+            total = binary_op(tx, "+", total, item)
+        return total
+    if fn in (min, max) and not kwargs:
+        items = unpack(tx, args[0]) if len(args) == 1 else list(args)
+        if consts(items) and items:
+            return V.ConstantVariable(fn(a.as_constant() for a in items))
+        if all(isinstance(a, V.SymNodeVariable) or a.is_constant() for a in items) and len(items) == 2:
+            return record(tx, torch.sym_max if fn is max else torch.sym_min, items)
+        raise Unsupported(f"{fn.__name__}() over tensors (Python comparison of data)")
+    if fn is abs and graph_value(args[0]):
+        return record(tx, operator.abs, args)
+    if fn in (int, float) and isinstance(args[0], V.SymNodeVariable) and len(args) == 1:
+        return record(tx, fn, args)
+    if fn in (any, all) and len(args) == 1:
+        items = unpack(tx, args[0])
+        truths = [truthiness(tx, i) for i in items]
+        return V.ConstantVariable(fn(truths))
+    if fn in _PURE_ON_CONSTANTS and consts(args) and consts(kwargs.values()):
+        try:
+            return V.ConstantVariable(fn(*[a.as_constant() for a in args],
+                                         **{k: v.as_constant() for k, v in kwargs.items()}))
+        except Exception as e:
+            raise Unsupported(f"{fn.__name__}() raised {type(e).__name__}") from None
+    if getattr(fn, "__module__", None) == "math" or fn in vars(math).values():
+        if consts(args):
+            return V.ConstantVariable(fn(*[a.as_constant() for a in args]))
+        if all(a.is_constant() or isinstance(a, V.SymNodeVariable) for a in args):
+            return record(tx, fn, args)
+    raise Unsupported(f"builtin {getattr(fn, '__name__', fn)}() on {list(args)!r}")
+
+
+def _len(tx, v):
+    if isinstance(v, (V.BaseListVariable,)):
+        return V.ConstantVariable(len(v.items))
+    if isinstance(v, V.DictVariable):
+        return V.ConstantVariable(len(v.items))
+    if isinstance(v, V.TensorVariable):
+        if v.example.dim() == 0:
+            raise Unsupported("len() of a 0-d tensor")
+        n = v.example.shape[0]
+        if isinstance(n, int):
+            return V.ConstantVariable(n)
+        return record(tx, torch.ops.aten.sym_size.int, (v, V.ConstantVariable(0)))
+    if isinstance(v, V.NNModuleVariable) and hasattr(v.value, "__len__"):
+        return V.ConstantVariable(len(v.value))
+    if v.is_constant():
+        return V.ConstantVariable(len(v.as_constant()))
+    raise Unsupported(f"len() of {v!r}")
+
+
+def python_type(v):
+    if isinstance(v, V.TensorVariable):
+        return getattr(v, "python_cls", torch.Tensor)
+    if isinstance(v, (V.NNModuleVariable, V.UserObjectVariable, V.PythonModuleVariable)):
+        return type(v.value)
+    if isinstance(v, V.NullVariable):
+        raise Unsupported("type of NULL")
+    return v.python_type()
+
+
+def _isinstance(v, classes):
+    return isinstance_type(python_type(v), classes)
+
+
+def isinstance_type(t, classes):
+    return issubclass(t, classes)
+
+
+def _hasattr(tx, v, name):
+    if isinstance(v, V.TensorVariable):
+        return hasattr(torch.Tensor, name) or name in ("shape", "dtype", "device")
+    if isinstance(v, (V.NNModuleVariable, V.UserObjectVariable, V.PythonModuleVariable)):
+        return hasattr(v.value, name)
+    if v.is_constant():
+        return hasattr(v.as_constant(), name)
+    if isinstance(v, (V.BaseListVariable, V.DictVariable)):
+        return hasattr(v.python_type(), name)
+    raise Unsupported(f"hasattr on {v!r}")
+
+
+def call_type(tx, cls, args, kwargs):
+    if cls in (int, float, bool, str, list, tuple, dict, range, enumerate, zip, reversed,
+               slice, type, map):
+        return call_builtin(tx, cls, args, kwargs)
+    if cls is torch.Size:
+        return V.SizeVariable(unpack(tx, args[0]) if args else [])
+    if cls in (torch.device, torch.dtype) and consts(args):
+        return V.ConstantVariable(cls(*[a.as_constant() for a in args]))
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        fields = list(args) + [kwargs[f] for f in cls._fields[len(args):] if f in kwargs]
+        if len(fields) != len(cls._fields):
+            raise Unsupported(f"namedtuple {cls.__name__} with defaults")
+        return V.NamedTupleVariable(fields, cls)
+    raise Unsupported(f"creating an instance of {cls.__qualname__} (opaque object)")
+
+
+def call_method(tx, obj, name, args, kwargs):
+    if isinstance(obj, V.TensorVariable):
+        return tensor_method(tx, obj, name, args, kwargs)
+    if isinstance(obj, V.ListVariable):
+        return list_method(tx, obj, name, args, kwargs)
+    if isinstance(obj, V.DictVariable):
+        return dict_method(tx, obj, name, args, kwargs)
+    if isinstance(obj, V.TupleVariable) and name in ("index", "count") and consts(args) and obj.is_constant():
+        return V.ConstantVariable(getattr(obj.as_constant(), name)(*[a.as_constant() for a in args]))
+    if isinstance(obj, V.ConstantVariable):
+        value = obj.value
+        if name == "join" and isinstance(value, str) and len(args) == 1:
+            parts = unpack(tx, args[0])
+            if consts(parts):
+                return V.ConstantVariable(value.join(p.as_constant() for p in parts))
+        if consts(args) and consts(kwargs.values()) and isinstance(value, (str, int, float, bool, torch.dtype, tuple, torch.device, range)):
+            method = getattr(value, name)
+            try:
+                return V.ConstantVariable(method(*[a.as_constant() for a in args],
+                                                 **{k: v.as_constant() for k, v in kwargs.items()}))
+            except Exception as e:
+                raise Unsupported(f"{type(value).__name__}.{name} raised {type(e).__name__}") from None
+    if isinstance(obj, V.SymNodeVariable):
+        return tx.output.call("call_method", name, (obj, *args), dict(kwargs))
+    raise Unsupported(f"method {name} of {obj!r}")
+
+
+def tensor_method(tx, t, name, args, kwargs):
+    if name in _TENSOR_METHODS_BREAK:
+        raise Unsupported(f"Tensor.{name}() (needs the tensor's data in Python)")
+    if name in ("size", "stride") and not kwargs:
+        ex = t.example
+        vals = ex.size() if name == "size" else ex.stride()
+        if args:
+            d = args[0].as_constant()
+            v = vals[d]
+            if isinstance(v, int):
+                return V.ConstantVariable(v)
+            op = torch.ops.aten.sym_size.int if name == "size" else torch.ops.aten.sym_stride.int
+            return record(tx, op, (t, V.ConstantVariable(d % ex.dim())))
+        from compiler.frontend.attributes import tensor_shape
+        return tensor_shape(tx, t) if name == "size" else _stride(tx, t)
+    if name in ("dim", "ndimension"):
+        return V.ConstantVariable(t.example.dim())
+    if name == "numel" and isinstance(t.example.numel(), int):
+        return V.ConstantVariable(t.example.numel())
+    if name in ("is_floating_point", "is_complex"):
+        return V.ConstantVariable(getattr(t.example, name)())
+    if name == "type" and not args and not kwargs:
+        raise Unsupported("Tensor.type() returns a string from the data's storage type")
+    return tx.output.call("call_method", name, (t, *args), dict(kwargs))
+
+
+def _stride(tx, t):
+    vals = t.example.stride()
+    if all(isinstance(s, int) for s in vals):
+        return V.TupleVariable([V.ConstantVariable(s) for s in vals])
+    raise Unsupported("stride() of a tensor with dynamic sizes")
+
+
+def list_method(tx, lst, name, args, kwargs):
+    se = tx.ctx.side_effects
+    if name == "append":
+        se.mutate(tx, lst)
+        lst.items.append(args[0])
+        return V.ConstantVariable(None)
+    if name == "extend":
+        se.mutate(tx, lst)
+        lst.items.extend(unpack(tx, args[0]))
+        return V.ConstantVariable(None)
+    if name == "insert":
+        se.mutate(tx, lst)
+        lst.items.insert(args[0].as_constant(), args[1])
+        return V.ConstantVariable(None)
+    if name == "pop":
+        se.mutate(tx, lst)
+        idx = args[0].as_constant() if args else -1
+        try:
+            return lst.items.pop(idx)
+        except IndexError:
+            raise Unsupported("pop from an empty list") from None
+    if name == "clear":
+        se.mutate(tx, lst)
+        lst.items.clear()
+        return V.ConstantVariable(None)
+    if name == "copy":
+        return V.ListVariable(list(lst.items))
+    if name == "reverse":
+        se.mutate(tx, lst)
+        lst.items.reverse()
+        return V.ConstantVariable(None)
+    if name in ("index", "count") and consts(args) and consts(lst.items):
+        return V.ConstantVariable(getattr([i.as_constant() for i in lst.items], name)(*[a.as_constant() for a in args]))
+    raise Unsupported(f"list.{name}")
+
+
+def dict_method(tx, d, name, args, kwargs):
+    se = tx.ctx.side_effects
+    if name == "keys":
+        return V.TupleVariable([V.ConstantVariable(k) for k in d.items])
+    if name == "values":
+        return V.TupleVariable(list(d.items.values()))
+    if name == "items":
+        return V.TupleVariable([V.TupleVariable([V.ConstantVariable(k), v]) for k, v in d.items.items()])
+    if name == "get":
+        key = args[0].as_constant()
+        default = args[1] if len(args) > 1 else V.ConstantVariable(None)
+        return d.items.get(key, default)
+    if name == "copy":
+        return V.DictVariable(dict(d.items))
+    if name == "update":
+        se.mutate(tx, d)
+        if args:
+            if not isinstance(args[0], V.DictVariable):
+                raise Unsupported("dict.update with a non-dict")
+            d.items.update(args[0].items)
+        d.items.update(kwargs)
+        return V.ConstantVariable(None)
+    if name == "pop":
+        se.mutate(tx, d)
+        key = args[0].as_constant()
+        if key in d.items:
+            return d.items.pop(key)
+        if len(args) > 1:
+            return args[1]
+        raise Unsupported("dict.pop of a missing key")
+    if name == "setdefault":
+        key = args[0].as_constant()
+        if key not in d.items:
+            se.mutate(tx, d)
+            d.items[key] = args[1] if len(args) > 1 else V.ConstantVariable(None)
+        return d.items[key]
+    if name == "clear":
+        se.mutate(tx, d)
+        d.items.clear()
+        return V.ConstantVariable(None)
+    raise Unsupported(f"dict.{name}")
+
+
+__all__ = ["call_builtin", "call_method", "call_type", "builtins"]

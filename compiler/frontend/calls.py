@@ -1,0 +1,329 @@
+"""Operators, subscripts, iteration and the call dispatcher of the evaluator.
+
+Rule of the house: Python values known at trace time are computed at trace time (their
+guards make that valid); tensors and symbolic sizes go into the graph; anything else is
+`Unsupported` (a graph break), never a guess.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+
+from compiler.frontend import variables as V
+from compiler.frontend.errors import Unsupported
+
+BINARY_OPS = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+    "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "@": operator.matmul,
+    "&": operator.and_, "|": operator.or_, "^": operator.xor, "<<": operator.lshift,
+    ">>": operator.rshift,
+}
+INPLACE_OPS = {
+    "+=": operator.iadd, "-=": operator.isub, "*=": operator.imul, "/=": operator.itruediv,
+    "//=": operator.ifloordiv, "%=": operator.imod, "**=": operator.ipow, "@=": operator.imatmul,
+    "&=": operator.iand, "|=": operator.ior, "^=": operator.ixor, "<<=": operator.ilshift,
+    ">>=": operator.irshift,
+}
+COMPARE_OPS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
+               ">": operator.gt, ">=": operator.ge}
+UNARY_OPS = {"neg": operator.neg, "pos": operator.pos, "invert": operator.invert}
+_SAFE_CONST_TYPES = (int, float, bool, str, complex, type(None), tuple, torch.dtype,
+                     torch.device, range, slice, bytes, torch.Size)
+
+
+def graph_value(v) -> bool:
+    """Does v carry graph data (a tensor or a symbolic size)?"""
+    return isinstance(v, (V.TensorVariable, V.SymNodeVariable))
+
+
+def record(tx, fn, args, kwargs=None):
+    return tx.output.call("call_function", fn, tuple(args), kwargs or {})
+
+
+def binary_op(tx, symbol, a, b):
+    inplace = symbol in INPLACE_OPS
+    fn = INPLACE_OPS.get(symbol) or BINARY_OPS.get(symbol)
+    if fn is None:
+        raise Unsupported(f"binary operator {symbol}")
+    if graph_value(a) or graph_value(b):
+        if isinstance(a, V.TensorVariable) or isinstance(b, V.TensorVariable):
+            other = b if isinstance(a, V.TensorVariable) else a
+            if not (graph_value(other) or other.is_constant()):
+                raise Unsupported(f"operator {symbol} between a tensor and {other!r}")
+        if inplace and not isinstance(a, V.TensorVariable):
+            fn = BINARY_OPS[symbol[:-1]]
+        return record(tx, fn, (a, b))
+    if a.is_constant() and b.is_constant():
+        return _const_apply(fn, a.as_constant(), b.as_constant())
+    # sequences: concatenation and repetition
+    base = BINARY_OPS.get(symbol.rstrip("=")) if symbol != "==" else None
+    if isinstance(a, V.BaseListVariable) and isinstance(b, V.BaseListVariable) and base is operator.add:
+        if type(a) is type(b) or (isinstance(a, V.TupleVariable) and isinstance(b, V.TupleVariable)):
+            if inplace and isinstance(a, V.ListVariable):
+                tx.ctx.side_effects.mutate(tx, a)
+                a.items.extend(b.items)
+                return a
+            return type(a)(a.items + b.items) if not isinstance(a, V.SizeVariable) else V.SizeVariable(a.items + b.items)
+    if isinstance(a, V.ListVariable) and inplace and base is operator.add and isinstance(b, V.Variable):
+        from compiler.frontend.calls import unpack as _unpack
+        tx.ctx.side_effects.mutate(tx, a)
+        a.items.extend(_unpack(tx, b))
+        return a
+    if isinstance(a, V.BaseListVariable) and b.is_constant() and base is operator.mul:
+        n = b.as_constant()
+        if isinstance(n, int):
+            return type(a)(a.items * n) if not isinstance(a, V.SizeVariable) else V.SizeVariable(a.items * n)
+    raise Unsupported(f"operator {symbol} on {a!r} and {b!r}")
+
+
+def _const_apply(fn, *args):
+    try:
+        result = fn(*args)
+    except Exception as e:
+        raise Unsupported(f"{getattr(fn, '__name__', fn)} raised {type(e).__name__} on constants") from None
+    return V.ConstantVariable(result)
+
+
+def unary_op(tx, name, a):
+    fn = UNARY_OPS[name]
+    if graph_value(a):
+        return record(tx, fn, (a,))
+    if a.is_constant():
+        return _const_apply(fn, a.as_constant())
+    raise Unsupported(f"unary {name} on {a!r}")
+
+
+def compare_op(tx, symbol, a, b):
+    if symbol in ("is", "is not"):
+        same = identical(a, b)
+        if same is None:
+            raise Unsupported(f"'{symbol}' between {a!r} and {b!r}")
+        return V.ConstantVariable(same if symbol == "is" else not same)
+    fn = COMPARE_OPS[symbol]
+    if graph_value(a) or graph_value(b):
+        return record(tx, fn, (a, b))
+    if a.is_constant() and b.is_constant():
+        return _const_apply(fn, a.as_constant(), b.as_constant())
+    if symbol in ("==", "!=") and isinstance(a, V.ConstantVariable) != isinstance(b, V.ConstantVariable):
+        # e.g. `x.dtype == torch.float32` where one side is a wrapped constant
+        pass
+    if isinstance(a, (V.NNModuleVariable, V.UserObjectVariable)) or isinstance(b, (V.NNModuleVariable, V.UserObjectVariable)):
+        same = identical(a, b)
+        if same is not None and symbol in ("==", "!=") and _default_eq(a) and _default_eq(b):
+            return V.ConstantVariable(same if symbol == "==" else not same)
+    raise Unsupported(f"comparison {symbol} between {a!r} and {b!r}")
+
+
+def _default_eq(v):
+    value = getattr(v, "value", None)
+    return value is not None and type(value).__eq__ is object.__eq__
+
+
+def identical(a, b):
+    """`a is b` when it can be decided at trace time, else None."""
+    if a is b:
+        return True
+    if isinstance(a, V.ConstantVariable) and isinstance(b, V.ConstantVariable):
+        return a.value is b.value
+    real = (V.NNModuleVariable, V.UserObjectVariable, V.PythonModuleVariable)
+    if isinstance(a, real) and isinstance(b, real):
+        return a.value is b.value
+    for x, y in ((a, b), (b, a)):
+        if isinstance(x, V.ConstantVariable) and x.value is None:
+            if isinstance(y, (V.TensorVariable, V.BaseListVariable, V.DictVariable,
+                              V.NNModuleVariable, V.UserFunctionVariable, V.SymNodeVariable,
+                              V.NestedFunctionVariable, V.MethodVariable, V.UserMethodVariable)):
+                return False
+            if isinstance(y, V.UserObjectVariable):
+                return False
+    if isinstance(a, V.TensorVariable) and isinstance(b, V.TensorVariable):
+        return a.node is b.node
+    if isinstance(a, V.TensorVariable) != isinstance(b, V.TensorVariable):
+        other = b if isinstance(a, V.TensorVariable) else a
+        if other.is_constant():
+            return False
+    if type(a) is not type(b) and all(isinstance(x, (V.BaseListVariable, V.DictVariable)) for x in (a, b)):
+        return False
+    return None
+
+
+def truthiness(tx, v) -> bool:
+    """bool(v) at trace time; a tensor's truth is data: a graph break (eager decides)."""
+    if isinstance(v, V.TensorVariable):
+        raise Unsupported("bool() of a tensor (data-dependent control flow)")
+    if isinstance(v, V.SymNodeVariable):
+        try:
+            return bool(v.example)   # guards the shape env on the hint, like Dynamo
+        except Exception as e:
+            raise Unsupported(f"data-dependent branch on a symbolic value: {e}") from None
+    if v.is_constant():
+        return bool(v.as_constant())
+    if isinstance(v, (V.BaseListVariable,)):
+        return len(v.items) > 0
+    if isinstance(v, V.DictVariable):
+        return len(v.items) > 0
+    if isinstance(v, (V.NNModuleVariable, V.UserFunctionVariable, V.NestedFunctionVariable,
+                      V.BuiltinVariable, V.TorchFunctionVariable, V.PythonModuleVariable,
+                      V.MethodVariable, V.UserMethodVariable)):
+        if isinstance(v, V.NNModuleVariable) and hasattr(type(v.value), "__len__"):
+            return len(v.value) > 0
+        return True
+    if isinstance(v, V.UserObjectVariable):
+        cls = type(v.value)
+        if not hasattr(cls, "__bool__") and not hasattr(cls, "__len__"):
+            return True
+    raise Unsupported(f"bool() of {v!r}")
+
+
+def contains_op(tx, item, container) -> bool:
+    if isinstance(container, (V.BaseListVariable,)):
+        if not item.is_constant() or not all(i.is_constant() for i in container.items):
+            raise Unsupported("'in' on a sequence of non-constants")
+        return item.as_constant() in [i.as_constant() for i in container.items]
+    if isinstance(container, V.DictVariable):
+        if not item.is_constant():
+            raise Unsupported("'in' on a dict with a non-constant key")
+        return item.as_constant() in container.items
+    if container.is_constant() and item.is_constant():
+        return item.as_constant() in container.as_constant()
+    raise Unsupported(f"'in' with {container!r}")
+
+
+def unpack(tx, v) -> list:
+    """The items of an iterable with a known, finite length."""
+    if isinstance(v, V.BaseListVariable):
+        return list(v.items)
+    if isinstance(v, V.DictVariable):
+        return [V.ConstantVariable(k) for k in v.items]
+    if isinstance(v, V.IteratorVariable):
+        items = v.remaining()
+        v.index = len(v.items)
+        return items
+    if isinstance(v, V.TensorVariable):
+        ex = v.example
+        if ex.dim() == 0:
+            raise Unsupported("iteration over a 0-d tensor")
+        n = ex.shape[0]
+        if not isinstance(n, int):
+            raise Unsupported("iteration over a tensor with a dynamic first dim")
+        return [record(tx, operator.getitem, (v, V.ConstantVariable(i))) for i in range(n)]
+    if v.is_constant():
+        value = v.as_constant()
+        try:
+            return [V.ConstantVariable(x) for x in value]
+        except TypeError:
+            raise Unsupported(f"iteration over {type(value).__name__}") from None
+    raise Unsupported(f"iteration over {v!r}")
+
+
+def get_iter(tx, v):
+    if isinstance(v, V.IteratorVariable):
+        return v
+    return V.IteratorVariable(unpack(tx, v))
+
+
+def get_item(tx, obj, key):
+    if isinstance(obj, V.TensorVariable):
+        if not (key.is_constant() or graph_value(key) or _index_ok(key)):
+            raise Unsupported(f"tensor indexing with {key!r}")
+        return record(tx, operator.getitem, (obj, key))
+    if isinstance(obj, V.BaseListVariable):
+        if isinstance(key, V.ConstantVariable):
+            k = key.value
+            try:
+                if isinstance(k, slice):
+                    items = obj.items[k]
+                    if isinstance(obj, V.SizeVariable):
+                        return V.SizeVariable(items)
+                    return (V.ListVariable if isinstance(obj, V.ListVariable) else V.TupleVariable)(items)
+                return obj.items[k]
+            except (IndexError, TypeError):
+                raise Unsupported(f"index {k!r} out of range for {obj!r}") from None
+        raise Unsupported(f"subscript of a sequence with {key!r}")
+    if isinstance(obj, V.DictVariable):
+        if key.is_constant() and key.as_constant() in obj.items:
+            return obj.items[key.as_constant()]
+        raise Unsupported(f"dict lookup with {key!r}")
+    if isinstance(obj, V.NNModuleVariable):
+        from compiler.frontend.source import GetItemSource
+        from compiler.frontend.builder import wrap
+        if key.is_constant() and isinstance(obj.value, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)):
+            k = key.as_constant()
+            try:
+                sub = obj.value[k]
+            except (IndexError, KeyError, TypeError):
+                raise Unsupported(f"module index {k!r}") from None
+            if isinstance(sub, torch.nn.Module) and not isinstance(k, slice):
+                return wrap(tx, sub, GetItemSource(obj.source, k))
+        raise Unsupported(f"subscript of module {obj!r}")
+    if obj.is_constant() and key.is_constant():
+        return _const_apply(operator.getitem, obj.as_constant(), key.as_constant())
+    raise Unsupported(f"subscript of {obj!r}")
+
+
+def _index_ok(key):
+    if isinstance(key, V.SliceVariable):
+        return True
+    if isinstance(key, V.TupleVariable):
+        return all(i.is_constant() or graph_value(i) or isinstance(i, V.SliceVariable) for i in key.items)
+    if isinstance(key, V.ListVariable):
+        return all(i.is_constant() for i in key.items)
+    return False
+
+
+def store_item(tx, obj, key, value):
+    if isinstance(obj, V.TensorVariable):
+        if not (key.is_constant() or graph_value(key) or _index_ok(key)):
+            raise Unsupported(f"tensor index assignment with {key!r}")
+        if not (graph_value(value) or value.is_constant()):
+            raise Unsupported(f"tensor index assignment of {value!r}")
+        record(tx, operator.setitem, (obj, key, value))
+        return
+    if isinstance(obj, V.ListVariable) and key.is_constant():
+        tx.ctx.side_effects.mutate(tx, obj)
+        k = key.as_constant()
+        try:
+            if isinstance(k, slice):
+                obj.items[k] = unpack(tx, value)
+            else:
+                obj.items[k] = value
+        except (IndexError, TypeError, ValueError):
+            raise Unsupported(f"list assignment at {k!r}") from None
+        return
+    if isinstance(obj, V.DictVariable) and key.is_constant():
+        tx.ctx.side_effects.mutate(tx, obj)
+        obj.items[key.as_constant()] = value
+        return
+    raise Unsupported(f"item assignment on {obj!r}")
+
+
+def call_function(tx, fn, args, kwargs):
+    """Call fn (a Variable) with Variables; returns the symbolic result."""
+    from compiler.frontend import builtin_calls, inline, torch_calls
+    if isinstance(fn, V.BuiltinVariable):
+        return builtin_calls.call_builtin(tx, fn.fn, args, kwargs)
+    if isinstance(fn, V.TorchFunctionVariable):
+        return torch_calls.call_torch(tx, fn.fn, args, kwargs)
+    if isinstance(fn, V.MethodVariable):
+        return builtin_calls.call_method(tx, fn.obj, fn.name, args, kwargs)
+    if isinstance(fn, (V.UserFunctionVariable, V.NestedFunctionVariable)):
+        return inline.inline_call(tx, fn, args, kwargs)
+    if isinstance(fn, V.UserMethodVariable):
+        return inline.inline_call(tx, V.UserFunctionVariable(fn.fn), [fn.obj] + list(args), kwargs,
+                                  callee=fn)
+    if isinstance(fn, V.NNModuleVariable):
+        return inline.call_module(tx, fn, args, kwargs)
+    if isinstance(fn, V.ContextExitVariable):
+        ctx = fn.ctx
+        if ctx.prior is not None and ctx.prior != tx.output.grad_enabled:
+            tx.output.record_grad_mode(ctx.prior)
+        return V.ConstantVariable(None)
+    if isinstance(fn, V.ConstantVariable) and isinstance(fn.value, type):
+        return builtin_calls.call_type(tx, fn.value, args, kwargs)
+    if isinstance(fn, V.UserObjectVariable):
+        call = getattr(type(fn.value), "__call__", None)
+        import types as _t
+        if isinstance(call, _t.FunctionType):
+            return inline.inline_call(tx, V.UserFunctionVariable(call), [fn] + list(args), kwargs)
+    raise Unsupported(f"call to {fn!r}")

@@ -1,0 +1,260 @@
+"""capture_frame: trace one call of a Python function into FX graphs, guards and a
+transformed function (docs/CONTRACTS.md section 6).
+
+The root tracer evaluates the function's bytecode. When it meets something it will not
+capture it does not guess: it restarts the analysis with a plan ("break at offset X", or
+"stop before offset Y" where a break cannot be resumed, e.g. inside a loop or a with/try
+block), and on the second pass, arriving there, it compiles the graph so far, emits bytecode
+that runs the graph, replays side effects, rebuilds stack and locals, runs the offending
+instruction eagerly and continues in a resume function (resume.py) compiled on first call.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+
+import torch
+
+import logs
+from compiler.frontend import variables as V
+from compiler.frontend.builder import wrap
+from compiler.frontend.bytecode_info import code_info, format_instruction
+from compiler.frontend.errors import FullgraphError, RestartAnalysis, Unsupported
+from compiler.frontend.instructions import ReturnValue, Tracer
+from compiler.frontend.output_graph import OutputGraph
+from compiler.frontend.side_effects import SideEffects
+from compiler.frontend.source import LocalSource
+
+log = logs.get_logger(__name__)
+MAX_RESTARTS = 12
+
+
+@dataclasses.dataclass
+class GraphBreak:
+    reason: str
+    instruction: str
+    filename: str
+    lineno: int | None
+    source_line: str
+    user_stack: list            # [(filename, lineno, source line, instruction, function)] outermost first
+
+    def __str__(self):
+        return f"{self.reason} at {self.filename}:{self.lineno}: {self.source_line.strip()}"
+
+
+@dataclasses.dataclass
+class CaptureResult:
+    fn: types.FunctionType
+    guards: list
+    graphs: list
+    graph_breaks: list
+    transformed_source: str = ""
+
+
+@dataclasses.dataclass
+class Plan:
+    """What earlier passes learned: where to break, where to stop."""
+    break_at: dict = dataclasses.field(default_factory=dict)   # offset -> (GraphBreak, via_call)
+    stop_at: dict = dataclasses.field(default_factory=dict)    # offset -> GraphBreak
+
+
+class CaptureContext:
+    def __init__(self, fn, dynamic_dims, compile_id, backend, make_compiled_callable, fullgraph):
+        self.output = OutputGraph(dynamic_dims)
+        self.side_effects = SideEffects()
+        self.root_globals = fn.__globals__
+        self.global_cache = {}
+        self.compile_id = compile_id
+        self.backend = backend
+        self.make_compiled_callable = make_compiled_callable
+        self.fullgraph = fullgraph
+        self.initial_grad = torch.is_grad_enabled()
+        self.graphs = []
+
+
+def capture_frame(fn, args, kwargs, *, compile_id, backend, fullgraph, dynamic_dims,
+                  make_compiled_callable) -> CaptureResult:
+    if not isinstance(fn, types.FunctionType):
+        raise TypeError(f"capture_frame expects a Python function, got {type(fn).__name__}")
+    plan = Plan()
+    logs.artifact("bytecode", lambda: _bytecode_text("ORIGINAL BYTECODE", fn.__code__))
+    for attempt in range(MAX_RESTARTS):
+        ctx = CaptureContext(fn, dynamic_dims or {}, compile_id, backend, make_compiled_callable,
+                             fullgraph)
+        root = RootTracer(ctx, fn, args, kwargs, plan)
+        try:
+            return root.capture()
+        except RestartAnalysis:
+            log.debug("restart_analysis", function=fn.__qualname__, attempt=attempt + 1,
+                      break_at=sorted(plan.break_at), stop_at=sorted(plan.stop_at))
+            continue
+    log.warning("capture_gave_up", function=fn.__qualname__, reason="too many restarts")
+    return CaptureResult(fn, [], [], [])
+
+
+class RootTracer(Tracer):
+    def __init__(self, ctx, fn, args, kwargs, plan):
+        code = fn.__code__
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+        bound.apply_defaults()
+        self.fn = fn
+        self.arg_values = dict(bound.arguments)
+        super().__init__(ctx, code, fn.__globals__, {}, {}, fn_name=fn.__qualname__)
+        self.plan = plan
+        self.depth_at = {}          # offset -> stack depth when first reached in this pass
+        self.order = []             # offsets in the order first reached
+        self.wrapped_args = {}      # name -> the Variable wrapped from L[name]
+        self.freevar_values = dict(zip(code.co_freevars,
+                                       [_cell(c) for c in (fn.__closure__ or ())]))
+
+    # ---- lazy arguments and free variables --------------------------------------------------
+    def LOAD_FAST(self, inst):
+        name = inst.argval
+        if name not in self.locals and name in self.arg_values and name not in self.wrapped_args:
+            var = wrap(self, self.arg_values[name], LocalSource(name))
+            self.locals[name] = var
+            self.wrapped_args[name] = var
+        super().LOAD_FAST(inst)
+    LOAD_FAST_CHECK = LOAD_FAST
+
+    def LOAD_DEREF(self, inst):
+        name = inst.argval
+        if name not in self.cells and name in self.freevar_values:
+            self.cells[name] = wrap(self, self.freevar_values[name], LocalSource(name, is_cell=True))
+        super().LOAD_DEREF(inst)
+
+    def STORE_DEREF(self, inst):
+        if inst.argval in self.code.co_freevars:
+            raise Unsupported(f"assignment to the closure variable {inst.argval!r} (nonlocal)")
+        super().STORE_DEREF(inst)
+
+    def MAKE_CELL(self, inst):
+        name = inst.argval
+        if name in self.arg_values and name not in self.locals:
+            self.locals[name] = wrap(self, self.arg_values[name], LocalSource(name))
+            self.wrapped_args[name] = self.locals[name]
+        super().MAKE_CELL(inst)
+
+    # ---- stepping with the plan ---------------------------------------------------------------
+    def step(self, inst):
+        off = inst.offset
+        if off not in self.depth_at:
+            self.depth_at[off] = len(self.stack)
+            self.order.append(off)
+        if off in self.plan.stop_at:
+            raise _Finish(("stop", inst, self.plan.stop_at[off]))
+        if off in self.plan.break_at:
+            gb, via_call = self.plan.break_at[off]
+            raise _Finish(("break", inst, gb, via_call))
+        try:
+            super().step(inst)
+        except Unsupported as e:
+            self._plan_break(inst, e)
+
+    def _plan_break(self, inst, e: Unsupported):
+        frame = self.user_frame()
+        stack = [frame] + list(e.user_stack)
+        inner = stack[-1]
+        gb = GraphBreak(e.reason, inner[3], inner[0], inner[1], inner[2],
+                        [f"{f[0]}:{f[1]} in {f[4]}: {f[2]}" for f in stack])
+        if self.ctx.fullgraph:
+            raise FullgraphError(e.reason, filename=gb.filename, lineno=gb.lineno,
+                                 source_line=_raw_line(gb.filename, gb.lineno),
+                                 instruction=gb.instruction, user_stack=gb.user_stack,
+                                 col=inner[5], end_col=inner[6]) from None
+        via_call = bool(e.user_stack)
+        why_not = self._cannot_resume_at(inst, via_call)
+        if why_not is None:
+            self.plan.break_at[inst.offset] = (gb, via_call)
+        else:
+            stop = self._stop_point(inst.offset)
+            gb.reason = f"{gb.reason} ({why_not}; the rest of the function runs from " \
+                        f"offset {stop} on)"
+            self.plan.stop_at[stop] = gb
+        raise RestartAnalysis()
+
+    def _cannot_resume_at(self, inst, via_call):
+        from compiler.frontend.emit_break import RESUMABLE
+        if self.code.co_cellvars:
+            return "the function has cell variables"
+        if inst.opname not in RESUMABLE:
+            return f"cannot resume after {inst.opname}"
+        if self.info.in_loop(inst.offset):
+            return "graph break inside a loop"
+        if self.info.region_kinds(inst.offset):
+            return "graph break inside a with/try block"
+        if any(isinstance(v, (V.ContextExitVariable, V.DeletedVariable)) for v in self.stack):
+            return "graph break with a context manager on the stack"
+        return None
+
+    def _stop_point(self, limit):
+        """The last offset before `limit` reached with an empty stack, outside loops and
+        blocks: the graph can end there and the rest of the function resume from it."""
+        best = self.order[0] if self.order else 0
+        for off in self.order:
+            if off >= limit:
+                continue
+            if (self.depth_at[off] == 0 and not self.info.in_loop(off)
+                    and not self.info.region_kinds(off) and off > best):
+                best = off
+        loop = self.info.in_loop(limit)
+        if loop is not None and best >= loop[0]:
+            best = self.order[0]
+        return best
+
+    # ---- running ----------------------------------------------------------------------------
+    def capture(self) -> CaptureResult:
+        from compiler.frontend import emit_break
+        try:
+            self.run()
+        except ReturnValue as r:
+            return emit_break.finish_return(self, r.value)
+        except _Finish as f:
+            kind = f.args[0][0]
+            try:
+                if kind == "stop":
+                    _, inst, gb = f.args[0]
+                    return emit_break.finish_stop(self, inst, gb)
+                _, inst, gb, via_call = f.args[0]
+                return emit_break.finish_break(self, inst, gb, via_call)
+            except Unsupported as e:
+                # the state at the break cannot be rebuilt: stop earlier instead
+                off = f.args[0][1].offset
+                self.plan.break_at.pop(off, None)
+                self.plan.stop_at.pop(off, None)
+                stop = self._stop_point(off)
+                if stop in self.plan.stop_at or stop == off:
+                    stop = self.order[0]
+                g = f.args[0][2]
+                g.reason = f"{g.reason} (cannot rebuild the state there: {e.reason})"
+                self.plan.stop_at[stop] = g
+                raise RestartAnalysis() from None
+        raise AssertionError("unreachable")
+
+
+class _Finish(Exception):
+    pass
+
+
+def _cell(c):
+    try:
+        return c.cell_contents
+    except ValueError:
+        return None
+
+
+def _raw_line(filename, lineno):
+    import linecache
+    return linecache.getline(filename, lineno).rstrip("\n") if lineno else ""
+
+
+def _bytecode_text(title, code):
+    import dis
+    import io
+    buf = io.StringIO()
+    dis.dis(code, file=buf)
+    return f"{title} {code.co_name} {code.co_filename} line {code.co_firstlineno}\n{buf.getvalue()}"
+
+
+__all__ = ["capture_frame", "CaptureResult", "GraphBreak", "code_info", "format_instruction"]

@@ -1,0 +1,263 @@
+"""Emitting bytecode (with the `bytecode` package) that rebuilds symbolic values at runtime.
+
+`PyCodegen` collects abstract instructions for the body of a transformed function: call the
+compiled graph, replay side effects, rebuild the stack and the locals from graph outputs,
+sources and constants. In parallel it writes a readable Python rendering of what it emits
+(the "possible source code" of the `bytecode` artifact).
+"""
+from __future__ import annotations
+
+import types
+
+import torch
+from bytecode import Instr
+
+from compiler.frontend import variables as V
+from compiler.frontend.bytecode_info import PY312
+from compiler.frontend.errors import Unsupported
+
+GRAPH_OUT = "___graph_out"
+
+
+class PyCodegen:
+    def __init__(self, lineno=None, graph_outputs=None):
+        self.instrs = []
+        self.lineno = lineno
+        self.graph_outputs = graph_outputs or {}   # fx node -> index in the graph's output tuple
+        self.lines = []                            # readable rendering
+        self.tmp_count = 0
+        self._built = {}                           # id(list/dict var) -> temp name
+
+    # ---- raw emission ----------------------------------------------------------------------
+    def emit(self, name, arg=None):
+        kw = {"lineno": self.lineno} if self.lineno is not None else {}
+        if arg is None and name not in ("LOAD_CONST",):
+            self.instrs.append(Instr(name, **kw))
+        else:
+            self.instrs.append(Instr(name, arg, **kw))
+
+    def load_global(self, name, push_null=False):
+        self.emit("LOAD_GLOBAL", (push_null, name))
+
+    def load_attr(self, name):
+        self.emit("LOAD_ATTR", (False, name) if PY312 else name)
+
+    def call(self, argc):
+        if not PY312:
+            self.emit("PRECALL", argc)
+        self.emit("CALL", argc)
+
+    def call_const(self, fn, nargs_loader, argc):
+        """fn(*args) where fn is a Python object: PUSH_NULL, LOAD_CONST fn, args, CALL."""
+        self.emit("PUSH_NULL")
+        self.emit("LOAD_CONST", fn)
+        nargs_loader()
+        self.call(argc)
+
+    def new_tmp(self, prefix="___tmp"):
+        self.tmp_count += 1
+        return f"{prefix}_{self.tmp_count}"
+
+    # ---- rebuilding values ------------------------------------------------------------------
+    def reconstruct(self, var, side_effects=None):
+        """Emit code pushing var's runtime value; return its readable rendering."""
+        if isinstance(var, V.NullVariable):
+            self.emit("PUSH_NULL")
+            return "NULL"
+        if isinstance(var, (V.TensorVariable, V.SymNodeVariable)):
+            if var.node in self.graph_outputs:
+                i = self.graph_outputs[var.node]
+                self.emit("LOAD_FAST", GRAPH_OUT)
+                self.emit("LOAD_CONST", i)
+                self.emit("BINARY_SUBSCR")
+                return f"{GRAPH_OUT}[{i}]"
+            if var.source is not None:
+                var.source.reconstruct(self)
+                return var.source.render()
+            raise Unsupported(f"internal: {var!r} is neither a graph output nor sourced")
+        if isinstance(var, V.ConstantVariable):
+            if var.source is not None and not _plain_constant(var.value):
+                var.source.reconstruct(self)
+                return var.source.render()
+            self.emit("LOAD_CONST", var.value)
+            return repr(var.value) if _plain_constant(var.value) else _name_of(var.value)
+        if isinstance(var, (V.ListVariable, V.DictVariable)) and var.source is not None:
+            var.source.reconstruct(self)
+            return var.source.render()
+        if isinstance(var, (V.ListVariable, V.DictVariable)):
+            key = id(var)
+            if key in self._built:
+                self.emit("LOAD_FAST", self._built[key])
+                return self._built[key]
+            text = self._build_container(var, side_effects)
+            name = self.new_tmp()
+            self.emit("COPY", 1)
+            self.emit("STORE_FAST", name)
+            self._built[key] = name
+            self.lines.append(f"{name} = {text}")
+            return name
+        if isinstance(var, V.SizeVariable):
+            parts = []
+            self.emit("PUSH_NULL")
+            self.emit("LOAD_CONST", torch.Size)
+            for item in var.items:
+                parts.append(self.reconstruct(item, side_effects))
+            self.emit("BUILD_TUPLE", len(var.items))
+            self.call(1)
+            return f"torch.Size([{', '.join(parts)}])"
+        if isinstance(var, V.NamedTupleVariable):
+            cls = var.tuple_cls
+            self.emit("PUSH_NULL")
+            self.emit("LOAD_CONST", cls._make if hasattr(cls, "_make") else cls)
+            parts = [self.reconstruct(item, side_effects) for item in var.items]
+            self.emit("BUILD_TUPLE", len(var.items))
+            self.call(1)
+            return f"{cls.__name__}({', '.join(parts)})"
+        if isinstance(var, V.TupleVariable):
+            if var.source is not None:
+                var.source.reconstruct(self)
+                return var.source.render()
+            parts = [self.reconstruct(item, side_effects) for item in var.items]
+            self.emit("BUILD_TUPLE", len(var.items))
+            return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+        if isinstance(var, V.SliceVariable):
+            parts = [self.reconstruct(p, side_effects) for p in var.parts]
+            self.emit("BUILD_SLICE", len(var.parts))
+            return f"slice({', '.join(parts)})"
+        if isinstance(var, V.IteratorVariable):
+            parts = [self.reconstruct(p, side_effects) for p in var.remaining()]
+            self.emit("BUILD_TUPLE", len(parts))
+            self.emit("GET_ITER")
+            return f"iter(({', '.join(parts)}))"
+        if var.source is not None:
+            var.source.reconstruct(self)
+            return var.source.render()
+        if isinstance(var, (V.UserFunctionVariable, V.BuiltinVariable, V.TorchFunctionVariable)):
+            fn = var.fn
+            self.emit("LOAD_CONST", fn)
+            return _name_of(fn)
+        if isinstance(var, V.MethodVariable):
+            text = self.reconstruct(var.obj, side_effects)
+            self.load_attr(var.name)
+            return f"{text}.{var.name}"
+        if isinstance(var, V.UserMethodVariable):
+            self.emit("PUSH_NULL")
+            self.emit("LOAD_CONST", types.MethodType)
+            self.emit("LOAD_CONST", var.fn)
+            text = self.reconstruct(var.obj, side_effects)
+            self.call(2)
+            return f"{text}.{var.fn.__name__}"
+        if isinstance(var, V.NestedFunctionVariable):
+            if var.closure or var.kwdefaults is not None:
+                raise Unsupported("cannot rebuild a closure created in the traced frame")
+            self.emit("PUSH_NULL")
+            self.emit("LOAD_CONST", types.FunctionType)
+            self.emit("LOAD_CONST", var.code)
+            self.emit("LOAD_CONST", var.globals)
+            self.emit("LOAD_CONST", var.code.co_name)
+            if var.defaults is not None:
+                self.reconstruct(var.defaults, side_effects)
+            else:
+                self.emit("LOAD_CONST", None)
+            self.call(4)
+            return f"<function {var.qualname}>"
+        if isinstance(var, V.PythonModuleVariable):
+            self.emit("LOAD_CONST", var.value)
+            return var.value.__name__
+        raise Unsupported(f"cannot rebuild {var!r} after the graph")
+
+    def _build_container(self, var, side_effects):
+        if isinstance(var, V.ListVariable):
+            parts = [self.reconstruct(i, side_effects) for i in var.items]
+            self.emit("BUILD_LIST", len(parts))
+            return "[" + ", ".join(parts) + "]"
+        parts = []
+        for k, v in var.items.items():
+            self.emit("LOAD_CONST", k)
+            parts.append(f"{k!r}: {self.reconstruct(v, side_effects)}")
+        self.emit("BUILD_MAP", len(var.items))
+        text = "{" + ", ".join(parts) + "}"
+        if var.dict_cls is not dict:
+            raise Unsupported(f"rebuilding a {var.dict_cls.__name__}")
+        return text
+
+    # ---- side effects ----------------------------------------------------------------------
+    def replay_side_effects(self, side_effects):
+        for op in side_effects.ops:
+            if op[0] == "container":
+                var = op[1]
+                if isinstance(var, V.ListVariable):
+                    # source[:] = [new items]
+                    parts = [self.reconstruct(i) for i in var.items]
+                    self.emit("BUILD_LIST", len(parts))
+                    var.source.reconstruct(self)
+                    self.emit("LOAD_CONST", None)
+                    self.emit("LOAD_CONST", None)
+                    self.emit("BUILD_SLICE", 2)
+                    self.emit("STORE_SUBSCR")
+                    self.lines.append(f"{var.source.render()}[:] = [{', '.join(parts)}]")
+                else:
+                    self.emit("PUSH_NULL")
+                    self.emit("LOAD_CONST", dict.clear)
+                    var.source.reconstruct(self)
+                    self.call(1)
+                    self.emit("POP_TOP")
+                    self.emit("PUSH_NULL")
+                    self.emit("LOAD_CONST", dict.update)
+                    var.source.reconstruct(self)
+                    text = self._build_container(V.DictVariable(var.items), None)
+                    self.call(2)
+                    self.emit("POP_TOP")
+                    self.lines.append(f"{var.source.render()}.clear(); "
+                                      f"{var.source.render()}.update({text})")
+            elif op[0] == "attr":
+                _, obj, name, value = op
+                text = self.reconstruct(value)
+                otext = self.reconstruct(obj)
+                self.emit("STORE_ATTR", name)
+                self.lines.append(f"{otext}.{name} = {text}")
+            else:
+                _, _, name, value = op
+                text = self.reconstruct(value)
+                self.emit("STORE_GLOBAL", name)
+                self.lines.append(f"global {name}; {name} = {text}")
+
+
+def _plain_constant(value):
+    return value is None or type(value) in (bool, int, float, str, complex, bytes, tuple, range,
+                                            slice, type(Ellipsis))
+
+
+def _name_of(value):
+    if isinstance(value, (torch.dtype, torch.device)):
+        return repr(value)
+    mod = getattr(value, "__module__", None)
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    if name:
+        return f"{mod}.{name}" if mod and mod != "builtins" else name
+    return repr(value)
+
+
+def collect_graph_values(values, out, seen=None):
+    """All tensor/symbolic Variables reachable from `values` that must come out of the graph."""
+    seen = seen if seen is not None else set()
+    for v in values:
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if isinstance(v, (V.TensorVariable, V.SymNodeVariable)):
+            if v.node.op != "placeholder":
+                out.append(v)
+        elif isinstance(v, (V.BaseListVariable, V.IteratorVariable)):
+            collect_graph_values(v.items, out, seen)
+        elif isinstance(v, V.DictVariable):
+            collect_graph_values(list(v.items.values()), out, seen)
+        elif isinstance(v, V.SliceVariable):
+            collect_graph_values(v.parts, out, seen)
+        elif isinstance(v, V.MethodVariable):
+            collect_graph_values([v.obj], out, seen)
+        elif isinstance(v, V.UserMethodVariable):
+            collect_graph_values([v.obj], out, seen)
+        elif isinstance(v, V.CellVariable) and v.contents is not None:
+            collect_graph_values([v.contents], out, seen)
+    return out

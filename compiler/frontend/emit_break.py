@@ -1,0 +1,404 @@
+"""Ending a capture: compile the graph so far and emit the transformed code.
+
+Three endings: the function returned (`finish_return`), a planned graph break at an
+instruction that runs eagerly before a resume function takes over (`finish_break`), or a stop
+before an instruction from which a resume function simply continues (`finish_stop`).
+"""
+from __future__ import annotations
+
+import itertools
+import operator
+import types
+
+import torch
+import torch.fx
+from bytecode import Instr, Label
+
+import logs
+from compiler.frontend import variables as V
+from compiler.frontend.bytecode_info import PY312
+from compiler.frontend.codegen import GRAPH_OUT, PyCodegen, collect_graph_values
+from compiler.frontend.errors import Unsupported
+from compiler.frontend.resume import (STACK_ARG, abstract_instr_at, assemble, make_function,
+                                      make_resume_code, transformed_function)
+
+log = logs.get_logger(__name__)
+
+# Instructions a graph break may run eagerly, with (pops, pushes) where fixed.
+RESUMABLE = {
+    "CALL", "CALL_FUNCTION_EX", "BINARY_OP", "BINARY_SUBSCR", "COMPARE_OP", "CONTAINS_OP",
+    "IS_OP", "STORE_ATTR", "STORE_SUBSCR", "DELETE_SUBSCR", "GET_ITER", "UNARY_NEGATIVE",
+    "UNARY_NOT", "UNARY_INVERT", "UNARY_POSITIVE", "FORMAT_VALUE", "BUILD_STRING",
+    "UNPACK_SEQUENCE", "BINARY_SLICE", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE",
+    "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_IF_NONE",
+    "POP_JUMP_IF_NOT_NONE", "POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE",
+    "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP", "CALL_INTRINSIC_1",
+}
+_FIXED = {"BINARY_OP": (2, 1), "BINARY_SUBSCR": (2, 1), "COMPARE_OP": (2, 1),
+          "CONTAINS_OP": (2, 1), "IS_OP": (2, 1), "STORE_ATTR": (2, 0), "STORE_SUBSCR": (3, 0),
+          "DELETE_SUBSCR": (2, 0), "GET_ITER": (1, 1), "UNARY_NEGATIVE": (1, 1),
+          "UNARY_NOT": (1, 1), "UNARY_INVERT": (1, 1), "UNARY_POSITIVE": (1, 1),
+          "BINARY_SLICE": (3, 1), "CALL_INTRINSIC_1": (1, 1)}
+_graph_counter = itertools.count()
+
+
+def _operands(tx, inst):
+    """(pops, pushes) of the break instruction."""
+    op = inst.opname
+    if op in _FIXED:
+        return _FIXED[op]
+    if op == "CALL":
+        return inst.arg + 2, 1
+    if op == "CALL_FUNCTION_EX":
+        return 3 + (inst.arg & 1), 1
+    if op == "FORMAT_VALUE":
+        return 1 + bool(inst.arg & 0x04), 1
+    if op == "BUILD_STRING":
+        return inst.arg, 1
+    if op == "UNPACK_SEQUENCE":
+        return 1, inst.arg
+    if "JUMP" in op:
+        return 1, 0
+    raise Unsupported(f"cannot run {op} eagerly")
+
+
+# ---- compiling the graph ----------------------------------------------------------------------
+def compile_graph(tx, values):
+    """Make the graph return every tensor/symbolic value in `values`; call the backend.
+    Returns (compiled callable or None, {node: output index}, GraphModule or None)."""
+    out = tx.output
+    needed = collect_graph_values(values, [])
+    nodes = []
+    for v in needed:
+        if v.node not in nodes:
+            nodes.append(v.node)
+    if not out.has_ops() and not nodes:
+        return None, {}, None
+    graph = out.graph
+    graph.output(tuple(nodes))
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph, class_name="GraphModule")
+    gm.graph.lint()
+    k = next(_graph_counter)
+    name = f"__compiled_fn_{_cid_text(tx.ctx.compile_id)}_{k}"
+    _log_graph(gm, name)
+    compiled = tx.ctx.backend(gm, list(out.example_inputs))
+    compiled_named = _named(compiled, name)
+    tx.ctx.graphs.append(gm)
+    return compiled_named, {n: i for i, n in enumerate(nodes)}, gm
+
+
+def _cid_text(cid):
+    return str(cid).replace("/", "_") if cid is not None else "x"
+
+
+def _named(fn, name):
+    """A tiny wrapper whose repr names the graph (for the readable source and tracebacks)."""
+    def call(*args):
+        return fn(*args)
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+def _log_graph(gm, name):
+    logs.artifact("graph", lambda: f"TRACED GRAPH {name}\n{_tabular(gm)}")
+    logs.artifact("graph_code", lambda: f"TRACED GRAPH {name}\n" + gm.print_readable(print_output=False))
+    logs.artifact("graph_sizes", lambda: f"TRACED GRAPH TENSOR SIZES {name}\n{_sizes(gm)}")
+
+
+def _tabular(gm):
+    rows = [("opcode", "name", "target", "args", "kwargs")]
+    for n in gm.graph.nodes:
+        rows.append((n.op, n.name, _tname(n.target), str(n.args), str(n.kwargs)))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _tname(t):
+    if isinstance(t, str):
+        return t
+    return getattr(t, "__name__", str(t))
+
+
+def _sizes(gm):
+    lines = []
+    for n in gm.graph.nodes:
+        ex = n.meta.get("example_value")
+        if isinstance(ex, torch.Tensor):
+            lines.append(f"{n.name}: {tuple(ex.shape)}")
+        elif ex is not None and n.op != "output":
+            lines.append(f"{n.name}: {ex}")
+    return "\n".join(lines)
+
+
+# ---- code emission ---------------------------------------------------------------------------
+def _begin(tx, values, lineno):
+    compiled, outputs, gm = compile_graph(tx, values)
+    cg = PyCodegen(lineno=lineno, graph_outputs=outputs)
+    if compiled is not None:
+        srcs = tx.output.input_sources
+        cg.emit("PUSH_NULL")
+        cg.emit("LOAD_CONST", compiled)
+        args = []
+        for s in srcs:
+            s.reconstruct(cg)
+            args.append(s.render())
+        cg.call(len(srcs))
+        cg.emit("STORE_FAST", GRAPH_OUT)
+        cg.lines.append(f"{GRAPH_OUT} = {compiled.__name__}({', '.join(args)})")
+    if tx.ctx.side_effects:
+        logs.artifact("side_effects", tx.ctx.side_effects.describe)
+        cg.replay_side_effects(tx.ctx.side_effects)
+    return cg
+
+
+def _side_values(tx):
+    vals = []
+    for op in tx.ctx.side_effects.ops:
+        if op[0] == "container":
+            vals.append(op[1])
+        else:
+            vals.append(op[3])
+    return vals
+
+
+def _result(tx, body, cg, breaks):
+    code = assemble(tx.code, body)
+    fn = transformed_function(tx.fn, code)
+    src = _render(tx, cg)
+    logs.artifact("bytecode", lambda: _transformed_text(tx, code, src))
+    from compiler.frontend.capture import CaptureResult
+    return CaptureResult(fn, _guards(tx), list(tx.ctx.graphs), breaks, src)
+
+
+def _guards(tx):
+    guards = list(tx.output.guards.values())
+    guards += tx.output.symbolic_guards()
+    guards.append(_guard("", "GRAD_MODE", tx.ctx.initial_grad))
+    guards.append(_guard("", "DEFAULT_DTYPE", torch.get_default_dtype()))
+    return guards
+
+
+def _guard(source, kind, expected):
+    from compiler.frontend.output_graph import Guard
+    return Guard(source, kind, expected, None)
+
+
+def finish_return(tx, value):
+    cg = _begin(tx, [value] + _side_values(tx), _line(tx))
+    text = cg.reconstruct(value)
+    cg.emit("RETURN_VALUE")
+    cg.lines.append(f"return {text}")
+    return _result(tx, cg.instrs, cg, [])
+
+
+def _line(tx):
+    inst = tx.current
+    return inst.positions.lineno if inst is not None and inst.positions else tx.code.co_firstlineno
+
+
+def _live_locals(tx):
+    """(name, Variable | None) for every bound local in varnames order; None = unchanged."""
+    names = []
+    for name in tx.code.co_varnames:
+        if name == STACK_ARG:
+            continue      # a resume function's saved stack: consumed by its prologue
+        if name in tx.locals:
+            var = tx.locals[name]
+            if tx.wrapped_args.get(name) is var:
+                names.append((name, None))
+            else:
+                names.append((name, var))
+        elif name in tx.arg_values and name not in tx.wrapped_args:
+            names.append((name, None))
+    return names
+
+
+def _store_locals(tx, cg, live):
+    for name, var in live:
+        if var is not None:
+            text = cg.reconstruct(var)
+            cg.emit("STORE_FAST", name)
+            cg.lines.append(f"{name} = {text}")
+
+
+def _push_lower(tx, cg, lower):
+    """Push the stack below the break's operands (minus NULLs); return the slot layout."""
+    layout, texts = [], []
+    for v in lower:
+        if isinstance(v, V.NullVariable):
+            layout.append("null")
+            continue
+        if isinstance(v, V.IteratorVariable):
+            parts = [cg.reconstruct(i) for i in v.remaining()]
+            cg.emit("BUILD_TUPLE", len(parts))
+            layout.append("iter")
+            texts.append(f"({', '.join(parts)})")
+            continue
+        if isinstance(v, (V.ContextExitVariable, V.DeletedVariable)):
+            raise Unsupported(f"cannot save {v!r} across a graph break")
+        texts.append(cg.reconstruct(v))
+        layout.append("value")
+    return layout, texts
+
+
+def _emit_resume(tx, cg, offset, layout, live, stack_texts):
+    names = [n for n, _ in live]
+    code = make_resume_code(tx.code, offset, layout, names)
+    resume = tx.ctx.make_compiled_callable(make_function(code, tx.fn))
+    n = sum(1 for k in layout if k != "null")
+    cg.emit("BUILD_TUPLE", n)
+    cg.emit("STORE_FAST", STACK_ARG)
+    cg.emit("PUSH_NULL")
+    cg.emit("LOAD_CONST", resume)
+    cg.emit("LOAD_FAST", STACK_ARG)
+    for name in names:
+        cg.emit("LOAD_FAST", name)
+    cg.call(1 + len(names))
+    cg.emit("RETURN_VALUE")
+    cg.lines.append(f"return {code.co_name}(({', '.join(stack_texts)}{',' if len(stack_texts) == 1 else ''}), "
+                    f"{', '.join(names)})")
+
+
+def finish_stop(tx, inst, gb):
+    if not tx.output.has_ops() and not tx.ctx.side_effects and _first_real(tx, inst):
+        # nothing was captured before the stop point: run the whole frame eagerly
+        _log_break(tx, gb)
+        from compiler.frontend.capture import CaptureResult
+        return CaptureResult(tx.fn, [], [], [gb])
+    live = _live_locals(tx)
+    stack = list(tx.stack)
+    cg = _begin(tx, stack + [v for _, v in live if v is not None] + _side_values(tx), _line(tx))
+    layout, texts = _push_lower(tx, cg, stack)
+    _store_locals(tx, cg, live)
+    cg.lines.append(f"# graph stops before {inst.opname} at line {_line(tx)}: {gb.reason}")
+    _emit_resume(tx, cg, inst.offset, layout, live, texts)
+    _log_break(tx, gb)
+    return _result(tx, cg.instrs, cg, [gb])
+
+
+def _first_real(tx, inst):
+    return tx.order and tx.order[0] == inst.offset or all(
+        tx.info.instructions[tx.info.index_of[o]].opname in ("RESUME", "NOP", "MAKE_CELL", "COPY_FREE_VARS")
+        for o in tx.order if o != inst.offset)
+
+
+def finish_break(tx, inst, gb, via_call):
+    pops, pushes = _operands(tx, inst)
+    if pops > len(tx.stack):
+        raise Unsupported("internal: stack underflow at the break")
+    lower = tx.stack[:len(tx.stack) - pops]
+    operands = list(tx.stack[len(tx.stack) - pops:])
+    if via_call:
+        operands = _wrap_callee(tx, inst, operands)
+    live = _live_locals(tx)
+    cg = _begin(tx, lower + operands + [v for _, v in live if v is not None] + _side_values(tx),
+                _line(tx))
+    layout, texts = _push_lower(tx, cg, lower)
+    _store_locals(tx, cg, live)
+    op_texts = [cg.reconstruct(v) for v in operands]
+    cg.lines.append(f"# graph break at {gb.filename}:{gb.lineno}: {gb.reason}")
+    cg.lines.append(f"#   runs eagerly: {inst.opname} {inst.argrepr}  ({', '.join(op_texts)})")
+    _emit_instruction(tx, cg, inst, layout, live, texts, pushes)
+    _log_break(tx, gb)
+    return _result(tx, cg.instrs, cg, [gb])
+
+
+def _emit_instruction(tx, cg, inst, layout, live, texts, pushes):
+    op = inst.opname
+    bc, pos = abstract_instr_at(tx.code, inst.offset)
+    orig = bc[pos]
+    nxt = tx.info.next_offset(inst.offset)
+    if op == "CALL":
+        if tx.kw_names:
+            cg.emit("KW_NAMES", tuple(tx.kw_names))
+        cg.call(inst.arg)
+    elif "JUMP" in op:
+        taken = Label()
+        name = op
+        if not PY312 and name.startswith("POP_JUMP_IF"):
+            name = name.replace("POP_JUMP_IF", "POP_JUMP_FORWARD_IF")
+        cg.instrs.append(Instr(name, taken, lineno=cg.lineno))
+        keeps = op.endswith("_OR_POP")
+        _emit_resume(tx, cg, nxt, layout, live, texts)
+        cg.instrs.append(taken)
+        _emit_resume(tx, cg, inst.argval, layout + (["value"] if keeps else []),
+                     live, texts + (["<cond>"] if keeps else []))
+        return
+    else:
+        cg.instrs.append(orig.copy())
+    _emit_resume(tx, cg, nxt, layout + ["value"] * pushes, live,
+                 texts + [f"<result {i}>" for i in range(pushes)])
+
+
+def _wrap_callee(tx, inst, operands):
+    """Break at a call whose callee broke inside: the callee runs as a compiled function."""
+    if inst.opname != "CALL":       # CALL_FUNCTION_EX: NULL, fn, args[, kwargs]
+        if isinstance(operands[0], V.NullVariable):
+            return [operands[0], _compiled_callable(tx, operands[1])] + operands[2:]
+        return operands
+    first, second, rest = operands[0], operands[1], operands[2:]
+    make = tx.ctx.make_compiled_callable
+    if isinstance(first, V.NullVariable):
+        target = second
+        if isinstance(target, V.UserMethodVariable):
+            return [V.ConstantVariable(make(target.fn)), target.obj] + rest
+        if isinstance(target, V.NNModuleVariable):
+            fwd = type(target.value).forward
+            return [V.ConstantVariable(make(fwd)), target] + rest
+        return [first, _compiled_callable(tx, target)] + rest
+    return operands
+
+
+def _compiled_callable(tx, target):
+    make = tx.ctx.make_compiled_callable
+    if isinstance(target, V.UserFunctionVariable):
+        return V.ConstantVariable(make(target.fn))
+    if isinstance(target, V.UserMethodVariable):
+        return _MethodOf(make(target.fn), target.obj)
+    if isinstance(target, V.NestedFunctionVariable) and not target.closure \
+            and target.kwdefaults is None and (target.defaults is None or target.defaults.is_constant()):
+        defaults = target.defaults.as_constant() if target.defaults is not None else None
+        real = types.FunctionType(target.code, target.globals, target.code.co_name, defaults)
+        return V.ConstantVariable(make(real))
+    return target
+
+
+class _MethodOf(V.UserMethodVariable):
+    pass
+
+
+def _log_break(tx, gb):
+    logs.artifact("graph_breaks", lambda: _break_text(gb))
+    logs.artifact("graph_break", lambda: {
+        "reason": gb.reason, "instruction": gb.instruction, "filename": gb.filename,
+        "lineno": gb.lineno, "source_line": gb.source_line, "user_stack": gb.user_stack})
+    log.debug("graph_break", reason=gb.reason, location=f"{gb.filename}:{gb.lineno}",
+              instruction=gb.instruction)
+
+
+def _break_text(gb):
+    lines = [f"Graph break in user code at {gb.filename}:{gb.lineno}",
+             f"Reason: {gb.reason}", f"Instruction: {gb.instruction}",
+             f"Code: {gb.source_line}", "User stack (outermost first):"]
+    lines += [f"  {s}" for s in gb.user_stack]
+    return "\n".join(lines)
+
+
+def _render(tx, cg):
+    from compiler.frontend.guards import _signature_source
+    head = f"def {tx.code.co_name}({_signature_source(tx.code)}):"
+    return "\n".join([head] + ["    " + line for line in cg.lines])
+
+
+def _transformed_text(tx, code, src):
+    import dis
+    import io
+    buf = io.StringIO()
+    dis.dis(code, file=buf)
+    return (f"MODIFIED BYTECODE {code.co_name} {code.co_filename} line {code.co_firstlineno}\n"
+            f"{buf.getvalue()}\npossible source code:\n{src}\n")
+
+
+__all__ = ["finish_return", "finish_break", "finish_stop", "RESUMABLE", "operator", "types"]

@@ -1,0 +1,163 @@
+"""Inlining calls to user functions, methods, closures, lambdas and nn.Module.forward.
+
+The callee's bytecode is evaluated by a child Tracer that shares the caller's graph, guards
+and side effects, with the arguments bound to its parameters. A graph break inside the
+callee is not taken there: the Unsupported travels out (collecting the user stack) and the
+root tracer breaks at its own CALL instruction, running the callee as a compiled function of
+its own (capture.py).
+"""
+from __future__ import annotations
+
+import inspect
+import types
+
+import torch
+
+from compiler.frontend import variables as V
+from compiler.frontend.errors import Unsupported
+from compiler.frontend.source import AttrSource, DefaultSource, GetItemSource
+
+
+def call_module(tx, mv, args, kwargs):
+    m = mv.value
+    if (m._forward_hooks or m._forward_pre_hooks or getattr(m, "_backward_hooks", None)
+            or torch.nn.modules.module._global_forward_hooks
+            or torch.nn.modules.module._global_forward_pre_hooks):
+        raise Unsupported(f"nn.Module {type(m).__name__} with hooks")
+    if type(m).__call__ is not torch.nn.Module.__call__:
+        raise Unsupported(f"nn.Module {type(m).__name__} overrides __call__")
+    forward = inspect.getattr_static(type(m), "forward", None)
+    if "forward" in m.__dict__ or not isinstance(forward, types.FunctionType):
+        raise Unsupported(f"nn.Module {type(m).__name__} with a non-Python forward")
+    return inline_call(tx, V.UserFunctionVariable(forward), [mv] + list(args), kwargs, callee=mv)
+
+
+def inline_call(tx, fn, args, kwargs, callee=None):
+    from compiler.frontend.instructions import MAX_INLINE_DEPTH, ReturnValue, Tracer
+    if tx.depth >= MAX_INLINE_DEPTH:
+        raise Unsupported("inlining too deep (recursion?)")
+    if isinstance(fn, V.UserFunctionVariable):
+        code = fn.fn.__code__
+        f_globals = fn.fn.__globals__
+        name = fn.fn.__qualname__
+    else:
+        code = fn.code
+        f_globals = fn.globals
+        name = fn.qualname
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        raise Unsupported(f"call to generator/coroutine function {name}")
+    symbolic_locals = bind_args(tx, fn, code, args, kwargs)
+    cells = {}
+    for name_ in code.co_cellvars:
+        cells[name_] = V.CellVariable(symbolic_locals.pop(name_, None))
+    for i, name_ in enumerate(code.co_freevars):
+        cells[name_] = _free_var(tx, fn, i, name_)
+    child = Tracer(tx.ctx, code, f_globals, symbolic_locals, cells, parent=tx, fn_name=name)
+    child.callee = callee if callee is not None else fn
+    try:
+        child.run()
+    except ReturnValue as r:
+        return r.value
+    except Unsupported as e:
+        e.user_stack.insert(0, child.user_frame())
+        raise
+    raise Unsupported("inlined function ended without return")
+
+
+def _free_var(tx, fn, i, name):
+    if isinstance(fn, V.NestedFunctionVariable):
+        cell = fn.closure[i]
+        if not isinstance(cell, V.CellVariable):
+            raise Unsupported(f"closure cell {name}")
+        return cell
+    real = fn.fn.__closure__[i]
+    try:
+        value = real.cell_contents
+    except ValueError:
+        raise Unsupported(f"closure variable {name!r} is empty") from None
+    if fn.source is None:
+        from compiler.frontend.builder import _wrap_foreign
+        return _wrap_foreign(tx, value)
+    from compiler.frontend.builder import wrap
+    src = AttrSource(GetItemSource(AttrSource(fn.source, "__closure__"), i), "cell_contents")
+    return wrap(tx, value, src)
+
+
+def bind_args(tx, fn, code, args, kwargs) -> dict:
+    """Bind Variables to the callee's parameters, like CPython does (defaults included)."""
+    nargs = code.co_argcount
+    nkw = code.co_kwonlyargcount
+    names = code.co_varnames
+    pos_names = names[:nargs]
+    kw_names = names[nargs:nargs + nkw]
+    i = nargs + nkw
+    varargs = names[i] if code.co_flags & inspect.CO_VARARGS else None
+    if varargs:
+        i += 1
+    varkw = names[i] if code.co_flags & inspect.CO_VARKEYWORDS else None
+    defaults, kwdefaults = _defaults(tx, fn)
+    out = {}
+    for name, value in zip(pos_names, args):
+        out[name] = value
+    extra = list(args[nargs:])
+    if extra:
+        if not varargs:
+            raise Unsupported(f"too many positional arguments for {code.co_name}")
+    if varargs:
+        out[varargs] = V.TupleVariable(extra)
+    rest = {}
+    for k, v in kwargs.items():
+        if k in pos_names[code.co_posonlyargcount:] or k in kw_names:
+            if k in out:
+                raise Unsupported(f"multiple values for argument {k!r}")
+            out[k] = v
+        elif varkw:
+            rest[k] = v
+        else:
+            raise Unsupported(f"unexpected keyword argument {k!r} for {code.co_name}")
+    if varkw:
+        out[varkw] = V.DictVariable(rest)
+    first_default = nargs - len(defaults)
+    for j, name in enumerate(pos_names):
+        if name not in out:
+            if j >= first_default:
+                out[name] = defaults[j - first_default]
+            else:
+                raise Unsupported(f"missing argument {name!r} for {code.co_name}")
+    for name in kw_names:
+        if name not in out:
+            if name in kwdefaults:
+                out[name] = kwdefaults[name]
+            else:
+                raise Unsupported(f"missing keyword argument {name!r} for {code.co_name}")
+    return out
+
+
+def _defaults(tx, fn):
+    if isinstance(fn, V.NestedFunctionVariable):
+        d = list(fn.defaults.items) if fn.defaults is not None else []
+        kd = dict(fn.kwdefaults.items) if fn.kwdefaults is not None else {}
+        return d, kd
+    from compiler.frontend.builder import _wrap_foreign, wrap
+    real = fn.fn
+    d, kd = [], {}
+    for j, value in enumerate(real.__defaults__ or ()):
+        if fn.source is not None:
+            d.append(wrap(tx, value, DefaultSource(fn.source, j)))
+        else:
+            d.append(_const_default(tx, value))
+    for k, value in (real.__kwdefaults__ or {}).items():
+        if fn.source is not None:
+            kd[k] = wrap(tx, value, DefaultSource(fn.source, 0, kw=k))
+        else:
+            kd[k] = _const_default(tx, value)
+    return d, kd
+
+
+def _const_default(tx, value):
+    from compiler.frontend.builder import _CONSTANT_TYPES, _wrap_foreign
+    if type(value) in _CONSTANT_TYPES:
+        return V.ConstantVariable(value)
+    if type(value) is tuple and all(type(v) in _CONSTANT_TYPES for v in value):
+        return V.TupleVariable([V.ConstantVariable(v) for v in value])
+    return _wrap_foreign(tx, value)

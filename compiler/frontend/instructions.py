@@ -1,0 +1,539 @@
+"""The symbolic bytecode evaluator: one handler per CPython opcode (3.11 and 3.12).
+
+`Tracer` walks a code object's instructions with a stack and locals of symbolic values
+(variables.py). Tensor work goes to the FX graph (output_graph.py); calls, attribute reads and
+operators are resolved by calls.py / attributes.py; user functions are inlined (inline.py).
+Anything it will not capture raises `Unsupported`; the root tracer (capture.py) turns that
+into a graph break, an inlined one passes it outwards with its frame added to the user stack.
+"""
+from __future__ import annotations
+
+
+import logs
+from compiler.frontend import variables as V
+from compiler.frontend.attributes import get_attr, store_attr
+from compiler.frontend.builder import wrap_global
+from compiler.frontend.bytecode_info import PY312, code_info, format_instruction
+from compiler.frontend.calls import (binary_op, call_function, compare_op, contains_op,
+                                     get_item, get_iter, store_item, truthiness, unary_op,
+                                     unpack)
+from compiler.frontend.errors import Unsupported
+
+log = logs.get_logger(__name__)
+
+MAX_INLINE_DEPTH = 24
+
+
+class ReturnValue(Exception):
+    def __init__(self, value):
+        self.value = value
+
+
+class Tracer:
+    def __init__(self, ctx, code, f_globals, symbolic_locals, cells, parent=None, fn_name=None):
+        self.ctx = ctx                      # CaptureContext (capture.py): graph, side effects
+        self.output = ctx.output
+        self.code = code
+        self.info = code_info(code)
+        self.f_globals = f_globals
+        self.locals = symbolic_locals       # name -> Variable (absent = unbound)
+        self.cells = cells                  # cell/free var name -> CellVariable | Source-backed var
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.stack: list[V.Variable] = []
+        self.ip = 0
+        self.kw_names = None
+        self.current = None
+        self.last_line = None
+        self.fn_name = fn_name or code.co_name
+
+    # ---- stack helpers -------------------------------------------------------------------
+    def push(self, v):
+        self.stack.append(v)
+
+    def pop(self):
+        return self.stack.pop()
+
+    def popn(self, n):
+        if n == 0:
+            return []
+        items = self.stack[-n:]
+        del self.stack[-n:]
+        return items
+
+    # ---- location -------------------------------------------------------------------------
+    def location(self):
+        inst = self.current
+        line = inst.positions.lineno if inst is not None and inst.positions else None
+        return self.code.co_filename, line
+
+    def location_str(self):
+        filename, line = self.location()
+        return f"{filename}:{line}"
+
+    def user_frame(self):
+        filename, line = self.location()
+        pos = self.current.positions if self.current is not None else None
+        col = pos.col_offset if pos is not None else None
+        end = pos.end_col_offset if pos is not None and pos.end_lineno == pos.lineno else None
+        return (filename, line, self.info.source_line(line).strip(),
+                format_instruction(self.current) if self.current else "", self.fn_name, col, end)
+
+    # ---- main loop ------------------------------------------------------------------------
+    def run(self):
+        while True:
+            inst = self.info.instructions[self.ip]
+            self.ip += 1
+            self.step(inst)
+
+    def step(self, inst):
+        self.current = inst
+        self.output.location = self.location_str()
+        line = inst.positions.lineno if inst.positions else None
+        if line is not None and line != self.last_line:
+            self.last_line = line
+            logs.artifact("trace_source", lambda: f"TRACE starts_line {self.code.co_filename}:"
+                          f"{line} in {self.fn_name}\n    {self.info.source_line(line).strip()}")
+        logs.artifact("trace_bytecode", lambda: f"TRACE {inst.opname} {inst.argrepr} "
+                      f"{self.stack!r}")
+        if "try" in self.info.region_kinds(inst.offset):
+            raise Unsupported("try/except block around traced code (an exception raised "
+                              "inside the graph would not reach the handler)")
+        handler = getattr(self, inst.opname, None)
+        if handler is None:
+            raise Unsupported(f"opcode {inst.opname} is not supported")
+        handler(inst)
+
+    def jump(self, target_offset):
+        self.ip = self.info.index_of[target_offset]
+
+    # ---- no-ops ---------------------------------------------------------------------------
+    def NOP(self, inst): pass
+    RESUME = NOP
+    PRECALL = NOP
+    COPY_FREE_VARS = NOP
+
+    def MAKE_CELL(self, inst):
+        name = inst.argval
+        cell = V.CellVariable(self.locals.pop(name, None))
+        self.cells[name] = cell
+
+    def KW_NAMES(self, inst):
+        self.kw_names = self.code.co_consts[inst.arg]
+
+    def PUSH_NULL(self, inst):
+        self.push(V.NULL)
+
+    def POP_TOP(self, inst):
+        self.pop()
+
+    def COPY(self, inst):
+        self.push(self.stack[-inst.arg])
+
+    def SWAP(self, inst):
+        self.stack[-1], self.stack[-inst.arg] = self.stack[-inst.arg], self.stack[-1]
+
+    def END_FOR(self, inst):
+        self.popn(2)
+
+    # ---- locals, constants, globals, cells -------------------------------------------------
+    def LOAD_FAST(self, inst):
+        name = inst.argval
+        if name not in self.locals or isinstance(self.locals[name], V.DeletedVariable):
+            raise Unsupported(f"local variable {name!r} read before assignment")
+        self.push(self.locals[name])
+    LOAD_FAST_CHECK = LOAD_FAST
+
+    def LOAD_FAST_AND_CLEAR(self, inst):
+        self.push(self.locals.pop(inst.argval, V.DeletedVariable()))
+
+    def STORE_FAST(self, inst):
+        value = self.pop()
+        if isinstance(value, V.DeletedVariable):
+            self.locals.pop(inst.argval, None)
+        else:
+            self.locals[inst.argval] = value
+
+    def DELETE_FAST(self, inst):
+        self.locals.pop(inst.argval, None)
+
+    def LOAD_CONST(self, inst):
+        self.push(V.ConstantVariable(inst.argval))
+
+    def LOAD_GLOBAL(self, inst):
+        if inst.arg & 1:
+            self.push(V.NULL)
+        self.push(self.load_global(inst.argval))
+
+    def load_global(self, name):
+        return wrap_global(self, name)
+
+    def STORE_GLOBAL(self, inst):
+        value = self.pop()
+        self.ctx.side_effects.store_global(self, inst.argval, value)
+
+    def LOAD_DEREF(self, inst):
+        name = inst.argval
+        cell = self.cells.get(name)
+        if isinstance(cell, V.CellVariable):
+            if cell.contents is None:
+                raise Unsupported(f"free variable {name!r} read before assignment")
+            self.push(cell.contents)
+        elif cell is not None:
+            self.push(cell)
+        else:
+            raise Unsupported(f"closure variable {name!r} is not available")
+
+    def STORE_DEREF(self, inst):
+        name = inst.argval
+        cell = self.cells.get(name)
+        if isinstance(cell, V.CellVariable):
+            cell.contents = self.pop()
+        else:
+            raise Unsupported(f"assignment to the closure variable {name!r} of an enclosing "
+                              "function (nonlocal write)")
+
+    def LOAD_CLOSURE(self, inst):
+        name = inst.argval
+        cell = self.cells.get(name)
+        if not isinstance(cell, V.CellVariable):
+            raise Unsupported(f"closure over {name!r}, a cell of an enclosing function")
+        self.push(cell)
+
+    # ---- attributes -----------------------------------------------------------------------
+    def LOAD_ATTR(self, inst):
+        obj = self.pop()
+        method = PY312 and bool(inst.arg & 1)
+        value = get_attr(self, obj, inst.argval)
+        if method:
+            self.push(V.NULL)
+        self.push(value)
+
+    def LOAD_METHOD(self, inst):
+        obj = self.pop()
+        value = get_attr(self, obj, inst.argval)
+        self.push(V.NULL)
+        self.push(value)
+
+    def STORE_ATTR(self, inst):
+        obj = self.pop()
+        value = self.pop()
+        store_attr(self, obj, inst.argval, value)
+
+    def LOAD_SUPER_ATTR(self, inst):
+        raise Unsupported("super() attribute access")
+
+    # ---- operators ------------------------------------------------------------------------
+    def BINARY_OP(self, inst):
+        b = self.pop()
+        a = self.pop()
+        self.push(binary_op(self, inst.argrepr, a, b))
+
+    def UNARY_NEGATIVE(self, inst):
+        self.push(unary_op(self, "neg", self.pop()))
+
+    def UNARY_POSITIVE(self, inst):
+        self.push(unary_op(self, "pos", self.pop()))
+
+    def UNARY_INVERT(self, inst):
+        self.push(unary_op(self, "invert", self.pop()))
+
+    def UNARY_NOT(self, inst):
+        self.push(V.ConstantVariable(not truthiness(self, self.pop())))
+
+    def COMPARE_OP(self, inst):
+        b = self.pop()
+        a = self.pop()
+        self.push(compare_op(self, inst.argval, a, b))
+
+    def IS_OP(self, inst):
+        b = self.pop()
+        a = self.pop()
+        self.push(compare_op(self, "is not" if inst.arg else "is", a, b))
+
+    def CONTAINS_OP(self, inst):
+        b = self.pop()
+        a = self.pop()
+        result = contains_op(self, a, b)
+        self.push(V.ConstantVariable(result != bool(inst.arg)))
+
+    def BINARY_SUBSCR(self, inst):
+        key = self.pop()
+        obj = self.pop()
+        self.push(get_item(self, obj, key))
+
+    def STORE_SUBSCR(self, inst):
+        key = self.pop()
+        obj = self.pop()
+        value = self.pop()
+        store_item(self, obj, key, value)
+
+    def DELETE_SUBSCR(self, inst):
+        key = self.pop()
+        obj = self.pop()
+        if isinstance(obj, V.DictVariable) and key.is_constant():
+            self.ctx.side_effects.mutate(self, obj)
+            obj.items.pop(key.as_constant())
+        elif isinstance(obj, V.ListVariable) and key.is_constant():
+            self.ctx.side_effects.mutate(self, obj)
+            del obj.items[key.as_constant()]
+        else:
+            raise Unsupported(f"del on {obj!r}")
+
+    def BUILD_SLICE(self, inst):
+        parts = self.popn(inst.arg)
+        self.push(make_slice(parts))
+
+    def BINARY_SLICE(self, inst):
+        end = self.pop()
+        start = self.pop()
+        obj = self.pop()
+        self.push(get_item(self, obj, make_slice([start, end])))
+
+    def STORE_SLICE(self, inst):
+        end = self.pop()
+        start = self.pop()
+        obj = self.pop()
+        value = self.pop()
+        store_item(self, obj, make_slice([start, end]), value)
+
+    # ---- containers -----------------------------------------------------------------------
+    def BUILD_TUPLE(self, inst):
+        self.push(V.TupleVariable(self.popn(inst.arg)))
+
+    def BUILD_LIST(self, inst):
+        self.push(V.ListVariable(self.popn(inst.arg)))
+
+    def BUILD_MAP(self, inst):
+        flat = self.popn(2 * inst.arg)
+        items = {}
+        for k, v in zip(flat[::2], flat[1::2]):
+            items[const_key(k)] = v
+        self.push(V.DictVariable(items))
+
+    def BUILD_CONST_KEY_MAP(self, inst):
+        keys = self.pop().as_constant()
+        values = self.popn(inst.arg)
+        self.push(V.DictVariable(dict(zip(keys, values))))
+
+    def BUILD_STRING(self, inst):
+        parts = self.popn(inst.arg)
+        self.push(V.ConstantVariable("".join(p.as_constant() for p in parts)))
+
+    def FORMAT_VALUE(self, inst):
+        spec = self.pop().as_constant() if (inst.arg & 0x04) else ""
+        value = self.pop()
+        if not value.is_constant():
+            raise Unsupported(f"f-string formatting of {value!r} (only Python constants)")
+        v = value.as_constant()
+        conv = inst.arg & 0x03
+        v = {1: str, 2: repr, 3: ascii}.get(conv, lambda x: x)(v)
+        self.push(V.ConstantVariable(format(v, spec)))
+
+    def LIST_APPEND(self, inst):
+        v = self.pop()
+        target = self.stack[-inst.arg]
+        self.ctx.side_effects.mutate(self, target)
+        target.items.append(v)
+
+    def LIST_EXTEND(self, inst):
+        v = self.pop()
+        target = self.stack[-inst.arg]
+        self.ctx.side_effects.mutate(self, target)
+        target.items.extend(unpack(self, v))
+
+    def SET_ADD(self, inst):
+        raise Unsupported("set comprehension / set display")
+    BUILD_SET = SET_ADD
+
+    def MAP_ADD(self, inst):
+        v = self.pop()
+        k = self.pop()
+        target = self.stack[-inst.arg]
+        target.items[const_key(k)] = v
+
+    def DICT_UPDATE(self, inst):
+        v = self.pop()
+        target = self.stack[-inst.arg]
+        if not isinstance(v, V.DictVariable):
+            raise Unsupported(f"dict update with {v!r}")
+        target.items.update(v.items)
+    DICT_MERGE = DICT_UPDATE
+
+    def LIST_TO_TUPLE(self, inst):
+        self.push(V.TupleVariable(self.pop().items))
+
+    def CALL_INTRINSIC_1(self, inst):
+        name = inst.argrepr
+        if name == "INTRINSIC_LIST_TO_TUPLE":
+            self.push(V.TupleVariable(self.pop().items))
+        elif name == "INTRINSIC_UNARY_POSITIVE":
+            self.push(unary_op(self, "pos", self.pop()))
+        else:
+            raise Unsupported(f"CALL_INTRINSIC_1 {name}")
+
+    def UNPACK_SEQUENCE(self, inst):
+        items = unpack(self, self.pop())
+        if len(items) != inst.arg:
+            raise Unsupported(f"unpacking {len(items)} values into {inst.arg} names")
+        for v in reversed(items):
+            self.push(v)
+
+    def UNPACK_EX(self, inst):
+        items = unpack(self, self.pop())
+        before, after = inst.arg & 0xFF, inst.arg >> 8
+        if len(items) < before + after:
+            raise Unsupported("not enough values to unpack")
+        mid = V.ListVariable(items[before:len(items) - after])
+        out = items[:before] + [mid] + items[len(items) - after:]
+        for v in reversed(out):
+            self.push(v)
+
+    # ---- iteration and jumps ------------------------------------------------------------------
+    def GET_ITER(self, inst):
+        self.push(get_iter(self, self.pop()))
+
+    def FOR_ITER(self, inst):
+        it = self.stack[-1]
+        if not isinstance(it, V.IteratorVariable):
+            raise Unsupported(f"iteration over {it!r}")
+        if it.index < len(it.items):
+            self.push(it.items[it.index])
+            it.index += 1
+            return
+        self.pop()
+        target = inst.argval
+        if PY312:
+            k = self.info.index_of[target]
+            if self.info.instructions[k].opname == "END_FOR":
+                target = self.info.instructions[k + 1].offset
+        self.jump(target)
+
+    def JUMP_FORWARD(self, inst):
+        self.jump(inst.argval)
+    JUMP_BACKWARD = JUMP_FORWARD
+    JUMP_BACKWARD_NO_INTERRUPT = JUMP_FORWARD
+    JUMP_ABSOLUTE = JUMP_FORWARD
+
+    def _pop_jump(self, inst, when):
+        value = self.pop()
+        if when in ("NONE", "NOT_NONE"):
+            is_none = _is_none(value)
+            if is_none is None:
+                raise Unsupported(f"'is None' test on {value!r}")
+            taken = is_none if when == "NONE" else not is_none
+        else:
+            truth = truthiness(self, value)
+            taken = truth if when == "TRUE" else not truth
+        if taken:
+            self.jump(inst.argval)
+
+    def POP_JUMP_IF_TRUE(self, inst): self._pop_jump(inst, "TRUE")
+    def POP_JUMP_IF_FALSE(self, inst): self._pop_jump(inst, "FALSE")
+    def POP_JUMP_IF_NONE(self, inst): self._pop_jump(inst, "NONE")
+    def POP_JUMP_IF_NOT_NONE(self, inst): self._pop_jump(inst, "NOT_NONE")
+    POP_JUMP_FORWARD_IF_TRUE = POP_JUMP_BACKWARD_IF_TRUE = POP_JUMP_IF_TRUE
+    POP_JUMP_FORWARD_IF_FALSE = POP_JUMP_BACKWARD_IF_FALSE = POP_JUMP_IF_FALSE
+    POP_JUMP_FORWARD_IF_NONE = POP_JUMP_BACKWARD_IF_NONE = POP_JUMP_IF_NONE
+    POP_JUMP_FORWARD_IF_NOT_NONE = POP_JUMP_BACKWARD_IF_NOT_NONE = POP_JUMP_IF_NOT_NONE
+
+    def JUMP_IF_TRUE_OR_POP(self, inst):
+        if truthiness(self, self.stack[-1]):
+            self.jump(inst.argval)
+        else:
+            self.pop()
+
+    def JUMP_IF_FALSE_OR_POP(self, inst):
+        if not truthiness(self, self.stack[-1]):
+            self.jump(inst.argval)
+        else:
+            self.pop()
+
+    # ---- calls ----------------------------------------------------------------------------
+    def CALL(self, inst):
+        argc = inst.arg
+        args = self.popn(argc)
+        second = self.pop()
+        first = self.pop()
+        if isinstance(first, V.NullVariable):
+            fn = second
+        else:
+            fn, args = first, [second] + args
+        kwargs = {}
+        if self.kw_names:
+            names = self.kw_names
+            kw_values = args[len(args) - len(names):]
+            args = args[:len(args) - len(names)]
+            kwargs = dict(zip(names, kw_values))
+        self.kw_names = None
+        self.push(call_function(self, fn, list(args), kwargs))
+
+    def CALL_FUNCTION_EX(self, inst):
+        kwargs = self.pop() if inst.arg & 1 else V.DictVariable({})
+        args = self.pop()
+        fn = self.pop()
+        if isinstance(self.stack[-1] if self.stack else None, V.NullVariable):
+            self.pop()
+        if not isinstance(kwargs, V.DictVariable):
+            raise Unsupported(f"**kwargs from {kwargs!r}")
+        self.push(call_function(self, fn, unpack(self, args), dict(kwargs.items)))
+
+    def MAKE_FUNCTION(self, inst):
+        code = self.pop().as_constant()
+        flags = inst.arg
+        closure = self.pop().items if flags & 0x08 else None
+        annotations = self.pop() if flags & 0x04 else None
+        kwdefaults = self.pop() if flags & 0x02 else None
+        defaults = self.pop() if flags & 0x01 else None
+        self.push(V.NestedFunctionVariable(code, code.co_qualname if hasattr(code, "co_qualname")
+                                           else code.co_name, defaults, kwdefaults, closure,
+                                           self.f_globals, annotations))
+
+    def BEFORE_WITH(self, inst):
+        ctx = self.pop()
+        if not isinstance(ctx, V.GradModeVariable):
+            raise Unsupported(f"'with' on {ctx!r} (only torch.no_grad / enable_grad / "
+                              "set_grad_enabled are traced)")
+        if ctx.prior is None:
+            ctx.prior = self.output.grad_enabled
+        if ctx.target != self.output.grad_enabled:
+            self.output.record_grad_mode(ctx.target)
+        self.push(V.ContextExitVariable(ctx))
+        self.push(V.ConstantVariable(None))
+
+    # ---- returns --------------------------------------------------------------------------
+    def RETURN_VALUE(self, inst):
+        raise ReturnValue(self.pop())
+
+    def RETURN_CONST(self, inst):
+        raise ReturnValue(V.ConstantVariable(inst.argval))
+
+
+def make_slice(parts):
+    if all(p.is_constant() for p in parts):
+        return V.ConstantVariable(slice(*[p.as_constant() for p in parts]))
+    if not all(p.is_constant() or isinstance(p, V.SymNodeVariable) for p in parts):
+        raise Unsupported("slice with non-integer bounds")
+    return V.SliceVariable(parts)
+
+
+def const_key(k):
+    if not k.is_constant():
+        raise Unsupported(f"dict key {k!r} is not a Python constant")
+    return k.as_constant()
+
+
+def _is_none(v):
+    if isinstance(v, V.ConstantVariable):
+        return v.value is None
+    if isinstance(v, (V.TensorVariable, V.BaseListVariable, V.DictVariable, V.NNModuleVariable,
+                      V.UserFunctionVariable, V.NestedFunctionVariable, V.SymNodeVariable,
+                      V.MethodVariable, V.UserMethodVariable, V.TorchFunctionVariable,
+                      V.BuiltinVariable, V.PythonModuleVariable)):
+        return False
+    if isinstance(v, V.UserObjectVariable):
+        return v.value is None
+    return None
+
+
+__all__ = ["Tracer", "ReturnValue", "MAX_INLINE_DEPTH"]

@@ -1,0 +1,235 @@
+"""The FX graph being built while tracing, with fake-tensor propagation and guards.
+
+Each tensor operation the evaluator meets is run on FakeTensors (shapes, dtypes, devices, no
+data) and recorded as an FX node whose meta['example_value'] is the fake result. Tensors read
+from the frame become placeholders; their sizes are symbolic (a ShapeEnv SymInt) for the dims
+listed in `dynamic_dims`, so that the produced guards carry the symbolic constraints.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+import logs
+from compiler.frontend import variables as V
+from compiler.frontend.errors import Unsupported
+from compiler.frontend.source import shape_env_source
+
+try:
+    from compiler.frontend.guards import Guard
+except ImportError:  # frontend-runtime's module not there yet: same fields (CONTRACTS.md 6)
+    import dataclasses
+
+    @dataclasses.dataclass(eq=False)
+    class Guard:  # type: ignore[no-redef]
+        source: str
+        kind: str
+        expected: object
+        user_location: str | None = None
+
+log = logs.get_logger(__name__)
+
+
+class OutputGraph:
+    def __init__(self, dynamic_dims: dict[str, set[int]]):
+        self.graph = torch.fx.Graph()
+        self.shape_env = ShapeEnv()
+        self.fake_mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=False)
+        self.dynamic_dims = dynamic_dims or {}
+        self.input_sources = []          # Source per placeholder, in order
+        self.example_inputs = []         # the real tensors, in order
+        self.input_fakes = []
+        self._inputs_by_source: dict[str, V.TensorVariable] = {}
+        self.guards: dict[tuple, Guard] = {}
+        self.grad_enabled = torch.is_grad_enabled()
+        self.location = None             # "file:line" of the instruction being traced
+        self.op_count = 0
+
+    # ---- guards --------------------------------------------------------------------------
+    def add_guard(self, source, kind: str, expected):
+        name = source if isinstance(source, str) else source.name()
+        key = (name, kind)
+        if key not in self.guards:
+            self.guards[key] = Guard(name, kind, expected, self.location)
+
+    # ---- inputs --------------------------------------------------------------------------
+    def add_input(self, tensor: torch.Tensor, source) -> V.TensorVariable:
+        name = source.name()
+        if name in self._inputs_by_source:
+            return self._inputs_by_source[name]
+        dims = set(self.dynamic_dims.get(name, ()))
+        dims = {d for d in dims if 0 <= d < tensor.dim()}
+        if dims:
+            ctx = StatelessSymbolicContext(
+                dynamic_sizes=[DimDynamic.DYNAMIC if i in dims else DimDynamic.STATIC
+                               for i in range(tensor.dim())],
+                constraint_sizes=[None] * tensor.dim())
+            fake = self.fake_mode.from_tensor(tensor, source=shape_env_source(name),
+                                              symbolic_context=ctx)
+        else:
+            fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
+        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        target = _safe_name(source.render() if hasattr(source, "render") else name)
+        if placeholders:
+            ctx_mgr = self.graph.inserting_after(placeholders[-1])
+        else:
+            first = next(iter(self.graph.nodes), None)
+            ctx_mgr = self.graph.inserting_before(first)
+        with ctx_mgr:
+            node = self.graph.placeholder(target)
+        node.meta["example_value"] = fake
+        node.meta["source"] = name
+        var = V.TensorVariable(node, source)
+        self._inputs_by_source[name] = var
+        self.input_sources.append(source)
+        self.example_inputs.append(tensor)
+        self.input_fakes.append(fake)
+        self.add_guard(source, "TENSOR_MATCH", tensor_expected(tensor, dims))
+        return var
+
+    # ---- recording operations ------------------------------------------------------------
+    def call(self, kind: str, target, args: tuple, kwargs: dict) -> V.Variable:
+        """Record `target(*args, **kwargs)` (kind: call_function / call_method) and return the
+        symbolic result."""
+        node_args = to_node_args(args)
+        node_kwargs = to_node_args(kwargs)
+        fake_args = to_fake_args(args)
+        fake_kwargs = to_fake_args(kwargs)
+        try:
+            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled):
+                if kind == "call_method":
+                    example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+                else:
+                    example = target(*fake_args, **fake_kwargs)
+        except Unsupported:
+            raise
+        except Exception as e:  # data-dependent output, or a user error eager will raise
+            raise Unsupported(f"{_target_name(target)} failed on fake tensors "
+                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+        node = self.graph.create_node(kind, target, node_args, node_kwargs)
+        node.meta["example_value"] = example
+        self.op_count += 1
+        return self.wrap_result(node, example)
+
+    def record_grad_mode(self, enabled: bool):
+        """Put a grad-mode switch into the graph (Dynamo does the same) and follow it."""
+        node = self.graph.call_function(torch._C._set_grad_enabled, (enabled,))
+        node.meta["example_value"] = None
+        self.grad_enabled = enabled
+
+    def wrap_result(self, node, example) -> V.Variable:
+        if isinstance(example, torch.Tensor):
+            return V.TensorVariable(node)
+        if isinstance(example, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            if example.node.is_constant() if hasattr(example.node, "is_constant") else False:
+                return V.ConstantVariable(example.node.constant_value())
+            return V.SymNodeVariable(node)
+        if isinstance(example, (tuple, list)):
+            items = []
+            for i, ex in enumerate(example):
+                sub = self.graph.call_function(operator.getitem, (node, i))
+                sub.meta["example_value"] = ex
+                items.append(self.wrap_result(sub, ex))
+            if isinstance(example, torch.Size):
+                return V.SizeVariable(items)
+            if hasattr(type(example), "_fields") or type(example).__module__ == "torch.return_types":
+                return V.NamedTupleVariable(items, type(example))
+            return (V.TupleVariable if isinstance(example, tuple) else V.ListVariable)(items)
+        if example is None or isinstance(example, (int, float, bool, torch.dtype, torch.device)):
+            # A plain Python value (e.g. x.dim()): no node needed.
+            self.graph.erase_node(node)
+            self.op_count -= 1
+            return V.ConstantVariable(example)
+        raise Unsupported(f"{_target_name(node.target)} returned {type(example).__name__}, "
+                          "which the graph cannot carry")
+
+    # ---- finishing ------------------------------------------------------------------------
+    def has_ops(self) -> bool:
+        return any(n.op not in ("placeholder", "output") for n in self.graph.nodes)
+
+    def symbolic_guards(self) -> list[Guard]:
+        """ShapeEnv's guards (s0 >= 2, equalities between sizes, ...) as SYMBOLIC guards."""
+        if not any(self.dynamic_dims.get(s.name()) for s in self.input_sources):
+            return []
+        sources = [shape_env_source(s.name()) for s in self.input_sources]
+        try:
+            exprs = self.shape_env.produce_guards(self.input_fakes, sources,
+                                                  source_ref=lambda s: str(s.name))
+        except TypeError:
+            exprs = self.shape_env.produce_guards(self.input_fakes, sources)
+        return [Guard(e, "SYMBOLIC", e, self.location) for e in exprs]
+
+
+def tensor_expected(t: torch.Tensor, dynamic_dims) -> dict:
+    """TENSOR_MATCH's expected value: dims in dynamic_dims (and strides built on them) are None."""
+    dyn = set(dynamic_dims)
+    shape = tuple(None if i in dyn else int(s) for i, s in enumerate(t.shape))
+    stride = tuple(None if any(j in dyn for j in range(i + 1, t.dim())) else int(s)
+                   for i, s in enumerate(t.stride()))
+    return {"type": type(t), "dtype": t.dtype, "device": t.device, "shape": shape,
+            "stride": stride, "requires_grad": bool(t.requires_grad)}
+
+
+def _safe_name(text: str) -> str:
+    out = "".join(c if c.isalnum() else "_" for c in text).strip("_")
+    while "__" in out:
+        out = out.replace("__", "_")
+    if not out or out[0].isdigit():
+        out = "v_" + out
+    return out
+
+
+def _target_name(target) -> str:
+    if isinstance(target, str):
+        return f"Tensor.{target}"
+    mod = getattr(target, "__module__", None)
+    name = getattr(target, "__name__", repr(target))
+    return f"{mod}.{name}" if mod else name
+
+
+def to_node_args(value):
+    if isinstance(value, (V.TensorVariable, V.SymNodeVariable)):
+        return value.node
+    if isinstance(value, V.ConstantVariable):
+        return value.value
+    if isinstance(value, V.SliceVariable):
+        return slice(*[to_node_args(p) for p in value.parts])
+    if isinstance(value, V.BaseListVariable):
+        return (list if isinstance(value, V.ListVariable) else tuple)(to_node_args(i) for i in value.items)
+    if isinstance(value, V.DictVariable):
+        return {k: to_node_args(v) for k, v in value.items.items()}
+    if isinstance(value, tuple):
+        return tuple(to_node_args(v) for v in value)
+    if isinstance(value, list):
+        return [to_node_args(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_node_args(v) for k, v in value.items()}
+    if isinstance(value, (V.TorchFunctionVariable, V.BuiltinVariable)):
+        return value.fn
+    raise Unsupported(f"cannot pass {value!r} into a graph operation")
+
+
+def to_fake_args(value):
+    if isinstance(value, (V.TensorVariable, V.SymNodeVariable)):
+        return value.example
+    if isinstance(value, V.ConstantVariable):
+        return value.value
+    if isinstance(value, V.SliceVariable):
+        return slice(*[to_fake_args(p) for p in value.parts])
+    if isinstance(value, V.BaseListVariable):
+        return (list if isinstance(value, V.ListVariable) else tuple)(to_fake_args(i) for i in value.items)
+    if isinstance(value, V.DictVariable):
+        return {k: to_fake_args(v) for k, v in value.items.items()}
+    if isinstance(value, tuple):
+        return tuple(to_fake_args(v) for v in value)
+    if isinstance(value, list):
+        return [to_fake_args(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_fake_args(v) for k, v in value.items()}
+    if isinstance(value, (V.TorchFunctionVariable, V.BuiltinVariable)):
+        return value.fn
+    raise Unsupported(f"cannot pass {value!r} into a graph operation")

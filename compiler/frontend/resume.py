@@ -1,0 +1,115 @@
+"""Resume functions and the assembly of transformed code objects.
+
+A resume function continues the original function after a graph break. It is a copy of the
+original code object with a new signature `(___stack, <live locals>)` and a prologue that
+pushes the saved stack back (PUSH_NULL for NULL slots, GET_ITER for loop iterators saved as
+tuples) and jumps to the instruction after the break. The rest of its body is the original
+bytecode, so when it is itself compiled on first call the evaluator just starts there.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+
+from bytecode import Bytecode, Instr, Label
+
+from compiler.frontend.bytecode_info import code_info
+from compiler.frontend.errors import Unsupported
+
+STACK_ARG = "___stack"
+_PREFIX_OPS = {"RESUME", "MAKE_CELL", "COPY_FREE_VARS", "NOP"}
+_resume_cache: dict = {}
+# resume code object -> (original code, offset): lets capture name its frames and avoid loops
+RESUME_ORIGIN: dict = {}
+
+
+def split_prefix(instrs):
+    """The leading RESUME / MAKE_CELL / COPY_FREE_VARS instructions, which must stay first."""
+    k = 0
+    while k < len(instrs) and isinstance(instrs[k], Instr) and instrs[k].name in _PREFIX_OPS:
+        k += 1
+        if instrs[k - 1].name == "RESUME":
+            break
+    return instrs[:k], instrs[k:]
+
+
+def abstract_instr_at(code, offset):
+    """The `bytecode` Instr for the dis instruction at `offset` (same order, no caches)."""
+    info = code_info(code)
+    want = info.index_of[offset]
+    bc = Bytecode.from_code(code)
+    k = -1
+    for pos, ins in enumerate(bc):
+        if isinstance(ins, Instr):
+            k += 1
+            if k == want:
+                return bc, pos
+    raise Unsupported(f"internal: no instruction at offset {offset}")
+
+
+def make_resume_code(code, offset, layout, local_names):
+    """A code object that resumes `code` at `offset` with the stack described by `layout`
+    ("null" / "value" / "iter" per slot, bottom first) and the locals `local_names`."""
+    key = (code, offset, tuple(layout), tuple(local_names))
+    if key in _resume_cache:
+        return _resume_cache[key]
+    if code.co_cellvars:
+        raise Unsupported("graph break in a function with cell variables (closures over its "
+                          "locals) cannot be resumed")
+    bc, pos = abstract_instr_at(code, offset)
+    instrs = list(bc)
+    label = Label()
+    instrs.insert(pos, label)
+    prefix, rest = split_prefix(instrs)
+    line = code.co_firstlineno
+    prologue = []
+    j = 0
+    for kind in layout:
+        if kind == "null":
+            prologue.append(Instr("PUSH_NULL", lineno=line))
+            continue
+        prologue += [Instr("LOAD_FAST", STACK_ARG, lineno=line), Instr("LOAD_CONST", j, lineno=line),
+                     Instr("BINARY_SUBSCR", lineno=line)]
+        if kind == "iter":
+            prologue.append(Instr("GET_ITER", lineno=line))
+        j += 1
+    prologue.append(Instr("JUMP_FORWARD", label, lineno=line))
+    new = Bytecode(prefix + prologue + rest)
+    new._copy_attr_from(bc)
+    new.argnames = [STACK_ARG] + list(local_names)
+    new.argcount = len(new.argnames)
+    new.posonlyargcount = 0
+    new.kwonlyargcount = 0
+    new.flags = bc.flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+    new.name = f"__resume_at_{offset}_{code.co_name}"
+    if hasattr(new, "qualname"):
+        new.qualname = new.name
+    new.docstring = None
+    result = new.to_code()
+    _resume_cache[key] = result
+    RESUME_ORIGIN[result] = (code, offset)
+    return result
+
+
+def make_function(code, like: types.FunctionType):
+    fn = types.FunctionType(code, like.__globals__, code.co_name, None, like.__closure__)
+    return fn
+
+
+def assemble(code, body, name_suffix=None):
+    """The transformed code: the original's prefix (RESUME, MAKE_CELL, COPY_FREE_VARS) then
+    `body`; same signature, names and flags as `code`."""
+    bc = Bytecode.from_code(code)
+    prefix, _ = split_prefix(list(bc))
+    new = Bytecode(prefix + body)
+    new._copy_attr_from(bc)
+    return new.to_code()
+
+
+def transformed_function(fn, code):
+    new = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    new.__kwdefaults__ = fn.__kwdefaults__
+    new.__qualname__ = fn.__qualname__
+    new.__module__ = fn.__module__
+    new.__doc__ = fn.__doc__
+    return new

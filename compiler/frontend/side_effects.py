@@ -1,0 +1,75 @@
+"""Side effects on objects that existed before the call, replayed after the graph runs.
+
+While tracing, a mutation of a pre-existing list/dict (it has a source), an attribute write
+on a pre-existing object or module, or a global write is not performed: it is recorded here
+(later reads in the trace see the new value). The generated code replays them, in the order
+they happened, right after the compiled graph: `lst[:] = [...]`, `d.clear(); d.update(...)`,
+`obj.attr = value`, `global g = value`.
+"""
+from __future__ import annotations
+
+import logs
+from compiler.frontend import variables as V
+from compiler.frontend.errors import Unsupported
+
+log = logs.get_logger(__name__)
+
+
+class SideEffects:
+    def __init__(self):
+        self.ops = []                  # ordered: ("attr", obj, name, value) / ("global", g, name, value) / ("container", var)
+        self._attrs = {}               # (id(obj var), name) -> value
+        self._globals = {}             # (id(globals dict), name) -> value
+        self._mutated = {}             # id(var) -> var (pre-existing lists/dicts)
+
+    def __bool__(self):
+        return bool(self.ops)
+
+    # ---- containers ----------------------------------------------------------------------
+    def mutate(self, tx, var):
+        if not isinstance(var, (V.ListVariable, V.DictVariable)):
+            raise Unsupported(f"mutation of {var!r}")
+        if var.source is not None and id(var) not in self._mutated:
+            self._mutated[id(var)] = var
+            self.ops.append(("container", var))
+
+    def is_mutated(self, var) -> bool:
+        return id(var) in self._mutated
+
+    # ---- attributes ------------------------------------------------------------------------
+    def store_attr(self, tx, obj, name, value):
+        self._attrs[(id(obj), name)] = value
+        self.ops.append(("attr", obj, name, value))
+
+    def pending_attr(self, obj, name):
+        return self._attrs.get((id(obj), name))
+
+    # ---- globals ---------------------------------------------------------------------------
+    def store_global(self, tx, name, value):
+        if tx.f_globals is not tx.ctx.root_globals:
+            raise Unsupported(f"write to global {name!r} of another module")
+        self._globals[(id(tx.f_globals), name)] = value
+        self.ops.append(("global", tx.f_globals, name, value))
+
+    def has_global(self, g, name):
+        return (id(g), name) in self._globals
+
+    def load_global(self, g, name):
+        return self._globals[(id(g), name)]
+
+    # ---- rendering -------------------------------------------------------------------------
+    def describe(self) -> str:
+        lines = []
+        for op in self.ops:
+            if op[0] == "container":
+                var = op[1]
+                lines.append(f"mutated {var.python_type().__name__} {var.source.name()} "
+                             f"-> {len(var.items)} items")
+            elif op[0] == "attr":
+                _, obj, name, value = op
+                where = obj.source.name() if obj.source is not None else repr(obj)
+                lines.append(f"setattr {where}.{name} = {value!r}")
+            else:
+                _, _, name, value = op
+                lines.append(f"global G[{name!r}] = {value!r}")
+        return "\n".join(lines)

@@ -1,0 +1,352 @@
+"""Symbolic values: what the bytecode evaluator keeps on its stack and in its locals.
+
+Every kind is declared here, in one place. They are mostly plain data; the behaviour
+(calling, attribute access, operators) lives in calls.py / attributes.py, and the way each
+kind is rebuilt at runtime lives in codegen.py.
+
+`source` (see source.py) is set when the value was read from the frame (an argument, a
+global, an attribute of one) and not changed since: the generated code can reload it from
+there, and guards are installed on it.
+"""
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+
+
+class Variable:
+    source = None
+
+    def python_type(self):
+        raise NotImplementedError(type(self).__name__)
+
+    def is_constant(self) -> bool:
+        return False
+
+    def as_constant(self):
+        raise NotImplementedError(f"{type(self).__name__} is not a Python constant")
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class NullVariable(Variable):
+    """The NULL that CPython 3.11+/3.12 push below a callable for the call protocol."""
+
+    def __repr__(self):
+        return "NULL"
+
+
+NULL = NullVariable()
+
+
+class ConstantVariable(Variable):
+    """An immutable Python value known at trace time (int, float, bool, str, None, dtype,
+    device, range, slice of constants, types, Ellipsis...)."""
+
+    def __init__(self, value, source=None):
+        self.value = value
+        self.source = source
+
+    def python_type(self):
+        return type(self.value)
+
+    def is_constant(self):
+        return True
+
+    def as_constant(self):
+        return self.value
+
+    def __repr__(self):
+        return f"Const({self.value!r})"
+
+
+class TensorVariable(Variable):
+    """A tensor produced by (or fed into) the FX graph. `node` is its FX node; the fake
+    tensor is in node.meta['example_value']."""
+
+    def __init__(self, node, source=None):
+        self.node = node
+        self.source = source
+
+    @property
+    def example(self):
+        return self.node.meta["example_value"]
+
+    def python_type(self):
+        return type(self.example) if not hasattr(self.example, "fake_mode") else torch.Tensor
+
+    def __repr__(self):
+        return f"Tensor({self.node.name})"
+
+
+class SymNodeVariable(Variable):
+    """A symbolic int/float/bool (SymInt...) computed in the graph, from dynamic sizes."""
+
+    def __init__(self, node, source=None):
+        self.node = node
+        self.source = source
+
+    @property
+    def example(self):
+        return self.node.meta["example_value"]
+
+    def python_type(self):
+        ex = self.example
+        return {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}.get(type(ex), type(ex))
+
+    def __repr__(self):
+        return f"Sym({self.node.name})"
+
+
+class BaseListVariable(Variable):
+    def __init__(self, items, source=None):
+        self.items = list(items)
+        self.source = source
+
+
+class TupleVariable(BaseListVariable):
+    def python_type(self):
+        return tuple
+
+    def is_constant(self):
+        return all(i.is_constant() for i in self.items)
+
+    def as_constant(self):
+        return tuple(i.as_constant() for i in self.items)
+
+    def __repr__(self):
+        return f"Tuple{self.items!r}"
+
+
+class SizeVariable(TupleVariable):
+    """tensor.shape: a tuple of ints / SymNodes that rebuilds as torch.Size."""
+
+    def python_type(self):
+        return torch.Size
+
+    def as_constant(self):
+        return torch.Size(i.as_constant() for i in self.items)
+
+
+class NamedTupleVariable(TupleVariable):
+    def __init__(self, items, tuple_cls, source=None):
+        super().__init__(items, source)
+        self.tuple_cls = tuple_cls
+
+    def python_type(self):
+        return self.tuple_cls
+
+    def is_constant(self):
+        return False
+
+
+class ListVariable(BaseListVariable):
+    """A list. Mutable: when it came from the frame (has a source) and was changed, the
+    change is a side effect replayed after the graph (side_effects.py)."""
+
+    def python_type(self):
+        return list
+
+    def __repr__(self):
+        return f"List{self.items!r}"
+
+
+class DictVariable(Variable):
+    """A dict with constant keys (insertion order kept). Mutable like ListVariable."""
+
+    def __init__(self, items: dict, source=None, dict_cls=dict):
+        self.items = dict(items)
+        self.source = source
+        self.dict_cls = dict_cls
+
+    def python_type(self):
+        return self.dict_cls
+
+    def __repr__(self):
+        return f"Dict{self.items!r}"
+
+
+class SliceVariable(Variable):
+    """slice(start, stop, step) where some part is symbolic."""
+
+    def __init__(self, parts):
+        self.parts = list(parts)
+
+    def python_type(self):
+        return slice
+
+
+class IteratorVariable(Variable):
+    """An iterator over a known, finite sequence of symbolic values (range, list, tuple,
+    dict keys, enumerate, zip...). Rebuilt at a graph break as iter(remaining items)."""
+
+    def __init__(self, items):
+        self.items = list(items)
+        self.index = 0
+
+    def remaining(self):
+        return self.items[self.index:]
+
+    def python_type(self):
+        return type(iter(()))
+
+
+class UserFunctionVariable(Variable):
+    """A Python function defined in user code (inlined when called)."""
+
+    def __init__(self, fn: types.FunctionType, source=None):
+        self.fn = fn
+        self.source = source
+
+    def python_type(self):
+        return types.FunctionType
+
+    def __repr__(self):
+        return f"UserFunction({self.fn.__qualname__})"
+
+
+class NestedFunctionVariable(Variable):
+    """A function created by MAKE_FUNCTION while tracing (lambda, closure, comprehension)."""
+
+    def __init__(self, code, qualname, defaults, kwdefaults, closure, globals_, annotations=None):
+        self.code = code
+        self.qualname = qualname
+        self.defaults = defaults          # TupleVariable or None
+        self.kwdefaults = kwdefaults      # DictVariable or None
+        self.closure = closure            # list[CellVariable] or None
+        self.globals = globals_
+
+    def python_type(self):
+        return types.FunctionType
+
+
+class CellVariable(Variable):
+    """A closure cell created in the traced frame (MAKE_CELL); `contents` is a Variable."""
+
+    def __init__(self, contents=None):
+        self.contents = contents
+
+
+class UserMethodVariable(Variable):
+    """A Python function bound to an object (self.method)."""
+
+    def __init__(self, fn: types.FunctionType, obj: Variable, source=None):
+        self.fn = fn
+        self.obj = obj
+        self.source = source
+
+    def python_type(self):
+        return types.MethodType
+
+
+class BuiltinVariable(Variable):
+    """A Python builtin (len, isinstance, range, print, ...) or operator.* function."""
+
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    def python_type(self):
+        return type(self.fn)
+
+    def __repr__(self):
+        return f"Builtin({getattr(self.fn, '__name__', self.fn)})"
+
+
+class TorchFunctionVariable(Variable):
+    """A function of torch / torch.nn.functional / a torch.Tensor method (unbound)."""
+
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    def python_type(self):
+        return type(self.fn)
+
+    def __repr__(self):
+        return f"Torch({getattr(self.fn, '__name__', self.fn)})"
+
+
+class MethodVariable(Variable):
+    """A method bound to a symbolic value: tensor.add, list.append, dict.items, ..."""
+
+    def __init__(self, obj: Variable, name: str):
+        self.obj = obj
+        self.name = name
+
+    def python_type(self):
+        return types.BuiltinMethodType
+
+    def __repr__(self):
+        return f"Method({self.obj!r}.{self.name})"
+
+
+class NNModuleVariable(Variable):
+    """A torch.nn.Module instance that existed before the call (always has a source)."""
+
+    def __init__(self, module: torch.nn.Module, source):
+        self.value = module
+        self.source = source
+
+    def python_type(self):
+        return type(self.value)
+
+    def __repr__(self):
+        return f"NNModule({type(self.value).__name__} @ {self.source.name()})"
+
+
+class PythonModuleVariable(Variable):
+    """A Python module object (torch, math, torch.nn.functional, a user module)."""
+
+    def __init__(self, module: types.ModuleType, source=None):
+        self.value = module
+        self.source = source
+
+    def python_type(self):
+        return types.ModuleType
+
+
+class UserObjectVariable(Variable):
+    """Any other object that existed before the call: opaque except for plain instance
+    attributes and Python methods defined on its class."""
+
+    def __init__(self, value: Any, source):
+        self.value = value
+        self.source = source
+
+    def python_type(self):
+        return type(self.value)
+
+    def __repr__(self):
+        return f"Object({type(self.value).__name__} @ {self.source.name() if self.source else '?'})"
+
+
+class GradModeVariable(Variable):
+    """torch.no_grad() / enable_grad() / set_grad_enabled(b): a context manager (and, for
+    set_grad_enabled, an immediate switch) that records the grad mode change in the graph."""
+
+    def __init__(self, target: bool, ctor):
+        self.target = target
+        self.ctor = ctor
+        self.prior = None
+
+    def python_type(self):
+        return self.ctor if isinstance(self.ctor, type) else object
+
+
+class ContextExitVariable(Variable):
+    """The bound __exit__ that BEFORE_WITH leaves on the stack."""
+
+    def __init__(self, ctx: GradModeVariable):
+        self.ctx = ctx
+
+
+class DeletedVariable(Variable):
+    """A local that `del` removed (or a comprehension's saved-and-cleared slot)."""
+
+
+def is_tensor_like(v) -> bool:
+    return isinstance(v, (TensorVariable, SymNodeVariable))
