@@ -106,6 +106,16 @@ class CompiledModule(torch.nn.Module):
         except AttributeError:
             return getattr(self._modules["_orig_mod"], name)
 
+    # container modules (Sequential, ModuleList, ...): dunders skip __getattr__
+    def __getitem__(self, idx):
+        return self._orig_mod[idx]
+
+    def __len__(self):
+        return len(self._orig_mod)
+
+    def __iter__(self):
+        return iter(self._orig_mod)
+
     def state_dict(self, *args, **kwargs):
         return self._orig_mod.state_dict(*args, **kwargs)
 

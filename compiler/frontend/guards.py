@@ -311,7 +311,7 @@ class _Unreachable:
 def frame_locals(fn: types.FunctionType, args: tuple, kwargs: dict, strict: bool = False) -> dict:
     """What Dynamo calls L: the bound arguments, plus closure cell contents."""
     try:
-        bound = inspect.signature(fn).bind(*args, **kwargs)
+        bound = inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
         bound.apply_defaults()
         env = dict(bound.arguments)
     except TypeError:

@@ -5,7 +5,6 @@ contract in docs/CONTRACTS.md section 6 describes it): it runs the function as i
 each argument (TENSOR_MATCH with the requested dynamic dims, CONSTANT_MATCH for scalars), so the
 runtime's behaviour is tested independently of the real capture.
 """
-import dataclasses
 import logging
 
 import pytest
@@ -16,39 +15,7 @@ import logs
 from compiler import config
 from compiler.errors import RecompileLimitError
 from compiler.frontend import eval_frame
-from compiler.frontend.guards import Guard, TensorMeta, frame_locals
-
-
-@dataclasses.dataclass
-class _Result:
-    fn: object
-    guards: list
-    graphs: list
-    graph_breaks: list
-
-
-class StandIn:
-    def __init__(self):
-        self.calls = []     # (fn name, compile id, dynamic_dims)
-
-    def __call__(self, fn, args, kwargs, *, compile_id, backend, fullgraph, dynamic_dims,
-                 make_compiled_callable):
-        env = frame_locals(fn, args, kwargs)
-        guards = []
-        for name, v in env.items():
-            src = f"L[{name!r}]"
-            if isinstance(v, torch.Tensor):
-                guards.append(Guard(src, "TENSOR_MATCH", TensorMeta.of(v, dynamic_dims.get(src, ())),
-                                    f"{fn.__code__.co_filename}:{fn.__code__.co_firstlineno}"))
-            elif isinstance(v, (int, float, bool, str, type(None))):
-                guards.append(Guard(src, "CONSTANT_MATCH", v))
-        self.calls.append((fn.__name__, str(compile_id), {k: set(d) for k, d in dynamic_dims.items()}))
-        run = fn
-        if getattr(fn, "callee", None) is not None:
-            # like a graph break at a call: the callee is compiled lazily on its first call
-            callee = make_compiled_callable(fn.callee)
-            run = lambda *a, **k: callee(*a, **k)  # noqa: E731
-        return _Result(run, guards, [], [])
+from tests.compiler.frontend.corpus.stand_in import StandIn
 
 
 @pytest.fixture

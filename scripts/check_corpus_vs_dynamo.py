@@ -1,0 +1,89 @@
+"""Run every frontend corpus program under TorchDynamo and report Dynamo's counts.
+
+Not part of the pipeline (it calls torch.compile / torch._dynamo on purpose): it sets the
+corpus expectations. For each program, with backend = a counting "eager" backend:
+  graphs      graphs compiled during the first call
+  breaks      graph breaks during the first call (torch._dynamo.utils.counters["graph_break"])
+  recompiles  recompiled frames over all calls (backend calls under a frame_compile_id > 0)
+
+    PYTHONPATH=. python scripts/check_corpus_vs_dynamo.py            # print a table
+    PYTHONPATH=. python scripts/check_corpus_vs_dynamo.py --write    # also write dynamo_counts.json
+    PYTHONPATH=. python scripts/check_corpus_vs_dynamo.py -k graph_breaks
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import sys
+
+import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from tests.compiler.frontend.corpus import all_programs, make_args  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "compiler", "frontend", "corpus",
+                   "dynamo_counts.json")
+
+
+def dynamo_counts(prog) -> dict:
+    torch._dynamo.reset()
+    counters.clear()
+    compiles = []
+
+    def backend(gm, example_inputs):
+        from torch._guards import CompileContext
+        cid = CompileContext.current_compile_id()
+        compiles.append((cid.frame_id, cid.frame_compile_id) if cid else None)
+        return gm.forward
+
+    f = torch.compile(prog.fn, backend=backend)
+    torch.manual_seed(0)
+    first = None
+    with contextlib.redirect_stdout(io.StringIO()):
+        for i, call in enumerate(prog.calls):
+            args, kwargs = make_args(call)
+            if prog.before_call:
+                prog.before_call(prog.fn, i)
+            f(*args, **kwargs)
+            if i == 0:
+                first = (len(compiles), sum(counters["graph_break"].values()))
+    recompiled = {c for c in compiles if c and c[1] > 0}
+    return {"graphs": first[0], "breaks": first[1], "recompiles": len(recompiled),
+            "break_reasons": sorted(counters["graph_break"])[:5]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--write", action="store_true", help="write dynamo_counts.json")
+    ap.add_argument("-k", default="", help="only programs whose name contains this")
+    a = ap.parse_args()
+    results = {}
+    for prog in all_programs():
+        if a.k not in prog.name:
+            continue
+        try:
+            results[prog.name] = dynamo_counts(prog)
+        except Exception as e:  # report, keep going
+            results[prog.name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+        r = results[prog.name]
+        print(f"{prog.name:55s} " + (f"graphs={r['graphs']} breaks={r['breaks']} "
+                                     f"recompiles={r['recompiles']}" if "error" not in r else r["error"]),
+              flush=True)
+    if a.write:
+        old = {}
+        if a.k and os.path.exists(OUT):
+            old = json.load(open(OUT))
+        old.update({k: {kk: v[kk] for kk in ("graphs", "breaks", "recompiles")} for k, v in results.items()
+                    if "error" not in v})
+        with open(OUT, "w") as fh:
+            json.dump(dict(sorted(old.items())), fh, indent=1)
+        print(f"wrote {len(old)} entries to {os.path.relpath(OUT)}")
+
+
+if __name__ == "__main__":
+    main()

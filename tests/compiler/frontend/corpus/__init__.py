@@ -1,0 +1,110 @@
+"""The frontend corpus: small programs as data, run eagerly and compiled by test_corpus.py.
+
+Each group module (tensor_ops, python_values, containers, control_flow, functions, modules,
+graph_breaks) defines PROGRAMS: a list of `Program`s. A program's `calls` is a list of argument
+tuples; an item that is an `In` (e.g. `T(3, 4)`) is made fresh for each call (the same values
+for the eager and the compiled run), anything else is passed as is.
+
+Expected counts are TorchDynamo's: scripts/check_corpus_vs_dynamo.py runs every program under
+torch.compile and writes Dynamo's numbers to dynamo_counts.json (committed), which the test
+uses wherever a Program does not set its own. `graphs` and `breaks` are the graphs compiled and
+the graph breaks seen during the FIRST call; `recompiles` counts recompiles of any frame over
+all calls. A Program that sets its own numbers must say why in `note` (e.g. Dynamo makes a
+changed int argument a SymInt where we specialise).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import torch
+
+
+@dataclasses.dataclass
+class Program:
+    name: str
+    fn: Callable
+    calls: list
+    graphs: int | None = None      # None: Dynamo's recorded count (dynamo_counts.json)
+    breaks: int | None = None
+    recompiles: int | None = None
+    dynamic: Any = None
+    dynamo: tuple | None = None
+    note: str = ""
+    xfail: str | None = None      # a described capture bug (strict xfail)
+    before_call: Callable | None = None   # before_call(fn, i): e.g. toggle a module's training flag
+
+
+class In:
+    """A fresh input per call."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def __call__(self):
+        return self.make()
+
+
+def T(*shape, dtype=torch.float32, requires_grad=False):
+    def make():
+        if dtype.is_floating_point:
+            t = torch.randn(*shape, dtype=dtype)
+        elif dtype is torch.bool:
+            t = torch.randn(*shape) > 0
+        else:
+            t = torch.randint(-5, 6, shape, dtype=dtype)
+        return t.requires_grad_(requires_grad) if requires_grad else t
+    return In(make)
+
+
+def L(*items):
+    """A fresh list of fresh inputs."""
+    return In(lambda: [i() if isinstance(i, In) else i for i in items])
+
+
+def TUP(*items):
+    return In(lambda: tuple(i() if isinstance(i, In) else i for i in items))
+
+
+def D(**items):
+    return In(lambda: {k: (i() if isinstance(i, In) else i) for k, i in items.items()})
+
+
+def shapes(*shape_list, extra=()):
+    """One tensor argument per call, of these shapes (plus constant extra arguments)."""
+    return [(T(*s), *extra) for s in shape_list]
+
+
+# The default schedule: same shape twice (a cache hit), then two new sizes of dim 0
+# (Dynamo: one recompile that makes dim 0 dynamic, then no more).
+STD = shapes((3, 4), (3, 4), (5, 4), (6, 4))
+STD2 = [(T(*s), T(*s)) for s in [(3, 4), (3, 4), (5, 4), (6, 4)]]
+
+
+def P(fn, calls=None, graphs=None, breaks=None, recompiles=None, name=None, **kw) -> Program:
+    calls = STD if calls is None else calls
+    name = name or getattr(fn, "__name__", None) or type(fn).__name__
+    return Program(name, fn, calls, graphs, breaks, recompiles, **kw)
+
+
+class KW(dict):
+    """Keyword arguments of a call (the last item of the call tuple)."""
+
+
+def make_args(call) -> tuple[tuple, dict]:
+    kwargs = {}
+    if call and isinstance(call[-1], KW):
+        kwargs = {k: (v() if isinstance(v, In) else v) for k, v in call[-1].items()}
+        call = call[:-1]
+    return tuple(a() if isinstance(a, In) else a for a in call), kwargs
+
+
+def all_programs() -> list[Program]:
+    from tests.compiler.frontend.corpus import (containers, control_flow, functions, graph_breaks,
+                                                modules, python_values, tensor_ops)
+    out = []
+    for mod in (tensor_ops, python_values, containers, control_flow, functions, modules, graph_breaks):
+        for p in mod.PROGRAMS:
+            p.name = f"{mod.__name__.rsplit('.', 1)[-1]}.{p.name}"
+            out.append(p)
+    return out

@@ -1,0 +1,202 @@
+"""Graph breaks: side effects, data-dependent control flow, numpy, generators, try/except,
+opaque objects, breaks in nested inlined calls, in loops, and several breaks per function."""
+import collections
+import logging
+
+import numpy as np
+import torch
+
+from tests.compiler.frontend.corpus import KW, L, P, STD, STD2, T, shapes
+
+_log = logging.getLogger("tracetorch.corpus")
+_LOG = []
+
+
+class Opaque:
+    """A C-implemented-like object: its method is opaque to capture (an unsupported builtin)."""
+
+    def __init__(self):
+        self.d = collections.OrderedDict(a=1)
+
+
+OPAQUE = Opaque()
+
+
+def print_between(x):
+    y = x * 2
+    print("corpus: print_between")
+    return y + 1
+def print_start(x):
+    print("corpus: print_start")
+    return x.sin()
+def print_end(x):
+    y = x.cos()
+    print("corpus: print_end")
+    return y
+def item_in_if(x):
+    if x.sum().item() > 0:
+        return x + 1
+    return x - 1
+def item_as_scalar(x):
+    s = x.max().item()
+    return x / (abs(s) + 1)
+def tolist_loop(x):
+    total = x[0] * 0
+    for v in x[:, 0].tolist():
+        total = total + v
+    return total
+def bool_tensor_if(x):
+    if (x > 0).any():
+        return x * 2
+    return x
+def tensor_in_while(x):
+    i = 0
+    while x.sum() > -100 and i < 3:
+        x = x - 1
+        i += 1
+    return x
+def numpy_call(x):
+    y = x.sin()
+    z = torch.from_numpy(np.cos(y.numpy()))
+    return z + 1
+def numpy_scalar(x):
+    return x * float(np.float32(2.0))
+def generator_fn(x):
+    def gen():
+        yield x * 2
+        yield x * 3
+    return sum(gen())
+def try_except(x):
+    y = x * 2
+    try:
+        z = y + 1
+    except RuntimeError:
+        z = y - 1
+    return z
+def try_finally(x):
+    y = x + 1
+    try:
+        y = y * 2
+    finally:
+        _LOG.append(1)
+    return y
+def opaque_method(x):
+    y = x * 2
+    n = len(OPAQUE.d.copy())
+    return y + n
+def logging_call(x):
+    y = x + 1
+    _log.debug("corpus: logging_call")
+    return y * 2
+def list_side_effect(x):
+    y = x * 2
+    _LOG.append(float(y.sum()))
+    return y
+def break_in_inlined(x):
+    return _inner_break(x) + 1
+def _inner_break(x):
+    y = x * 3
+    print("corpus: inner")
+    return y - 1
+def break_in_deeply_inlined(x):
+    return _middle(x) * 2
+def _middle(x):
+    return _inner_break(x + 1) + 1
+def break_in_loop(x):
+    for i in range(3):
+        x = x + i
+        print("corpus: loop", i)
+    return x
+def break_in_while_loop(x):
+    i = 0
+    while i < 2:
+        x = x * 2
+        print("corpus: while", i)
+        i += 1
+    return x
+def two_breaks(x):
+    a = x + 1
+    print("corpus: one")
+    b = a * 2
+    print("corpus: two")
+    return b - 1
+def three_breaks_mixed(x):
+    a = x.relu()
+    print("corpus: a")
+    if a.sum().item() > 0:
+        a = a + 1
+    b = a.cos()
+    n = len(OPAQUE.d.copy())
+    return b * n
+def break_then_return_container(x):
+    y = x * 2
+    print("corpus: c")
+    return {"y": y, "z": [y + 1]}
+def break_with_live_locals(x, y):
+    a = x + y
+    b = x - y
+    print("corpus: live")
+    return a * b
+def break_in_module(x):
+    return PrintingModule()(x)
+class PrintingModule(torch.nn.Module):
+    def forward(self, x):
+        y = x.exp()
+        print("corpus: module")
+        return y.log()
+def break_mutating_list(x):
+    out = [x]
+    out.append(x * 2)
+    print("corpus: list")
+    out.append(out[-1] * 2)
+    return torch.stack(out)
+def break_global_write(x):
+    global _COUNTER
+    _COUNTER = _COUNTER + 1
+    print("corpus: global")
+    return x * _COUNTER
+_COUNTER = 0
+
+
+def _reset_counter(fn, i):
+    global _COUNTER
+    _COUNTER = 0
+
+
+def item_then_tensor_op(x):
+    n = int(x.abs().sum().item()) % 3 + 1
+    return x * n
+def break_inside_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+        print("corpus: no_grad")
+        z = y + 1
+    return z + x
+def nonzero_data_dependent(x):
+    idx = torch.nonzero(x > 0)
+    return idx.float().sum() + x.sum()
+def unsupported_builtin_id(x):
+    y = x + 1
+    key = id(y) > 0
+    return y * 2 if key else y
+def tensor_repr_fstring(x):
+    y = x + 1
+    s = f"{y.sum()}"
+    return y * len(s) * 0 + y
+def input_to_print_in_comprehension(x):
+    ys = [x * i for i in range(3)]
+    print("corpus: comp", len(ys))
+    return sum(ys)
+
+
+PROGRAMS = [
+    P(print_between), P(print_start), P(print_end), P(item_in_if), P(item_as_scalar),
+    P(tolist_loop), P(bool_tensor_if), P(tensor_in_while), P(numpy_call), P(numpy_scalar),
+    P(generator_fn), P(try_except), P(try_finally), P(opaque_method), P(logging_call),
+    P(list_side_effect), P(break_in_inlined), P(break_in_deeply_inlined), P(break_in_loop),
+    P(break_in_while_loop), P(two_breaks), P(three_breaks_mixed), P(break_then_return_container),
+    P(break_with_live_locals, STD2), P(break_in_module), P(break_mutating_list),
+    P(break_global_write, before_call=_reset_counter), P(item_then_tensor_op), P(break_inside_no_grad, [(T(3, 4, requires_grad=True),)] * 3),
+    P(nonzero_data_dependent), P(unsupported_builtin_id), P(tensor_repr_fstring),
+    P(input_to_print_in_comprehension),
+]
