@@ -148,3 +148,47 @@ class TritonKernel:
                                      num_warps=config.num_warps, num_stages=config.num_stages)
         return self.fn[grid](*args, *size_args, **config.meta,
                              num_warps=config.num_warps, num_stages=config.num_stages)
+
+
+class TritonLauncher:
+    """What the output code binds a kernel name to (define_code of codegen/triton.py).
+
+    Called with the kernel's call_args (tensors, then size-symbol ints): computes xnumel/rnumel
+    from the sizes, picks the launch config for this size bucket (autotuned on CUDA on the first
+    call, remembered afterwards), computes the grid and launches."""
+
+    def __init__(self, name: str, source: str, *, kind: str, n_ptrs: int, numel: Callable,
+                 rblock: int | None = None, interpret: bool = False, clone_args: tuple = ()):
+        self.name, self.kind, self.n_ptrs, self.numel = name, kind, n_ptrs, numel
+        self.rblock, self.clone_args = rblock, tuple(clone_args)
+        self.reduction = kind != "pointwise"
+        self.kernel = TritonKernel(name, source, self._grid, interpret=interpret)
+        self._configs: dict[tuple, LaunchConfig] = {}
+
+    def _grid(self, meta, *ints):
+        xnumel = ints[-2] if self.reduction else ints[-1]
+        return (cdiv(xnumel, meta["XBLOCK"]), 1, 1)
+
+    def _candidates(self, xnumel, rnumel):
+        from compiler.backend import autotune
+        if self.kind == "pointwise":
+            return autotune.pointwise_configs(xnumel)
+        return autotune.reduction_configs(xnumel, rnumel, persistent=self.kind == "persistent")
+
+    def __call__(self, *call_args):
+        ptrs = list(call_args[:self.n_ptrs])
+        sizes = [int(s) for s in call_args[self.n_ptrs:]]
+        xnumel, rnumel = (int(n) for n in self.numel(*sizes))
+        if xnumel == 0:
+            return              # nothing to compute: outputs are empty
+        ints = sizes + [xnumel] + ([rnumel] if self.reduction else [])
+        from compiler.backend.autotune import choose_config, size_bucket
+        key = size_bucket([xnumel, rnumel])
+        cfg = self._configs.get(key)
+        if cfg is None:
+            cfg = choose_config(self.kernel, self._candidates(xnumel, rnumel), ptrs, ints,
+                                clone_args=self.clone_args)
+            if self.kind == "persistent":
+                cfg = LaunchConfig({**cfg.meta, "RBLOCK": self.rblock}, cfg.num_warps, cfg.num_stages)
+            self._configs[key] = cfg
+        self.kernel.launch(ptrs, ints, cfg)

@@ -1,0 +1,519 @@
+"""Triton code generation: one ir.KernelGroup -> one @triton.jit kernel plus its launcher.
+
+Kernel shapes (why: one program handles a block of outer points; reductions keep whole rows in
+registers when they fit, which is what makes a fused softmax/layernorm one pass over memory):
+
+  pointwise   xindex = pid*XBLOCK + arange(XBLOCK); every node straight-line, masked by xmask.
+  persistent  reduction with rnumel <= config.triton.persistent_reduction_max: a tile
+              [XBLOCK, RBLOCK >= rnumel]; each reduction is one tl.reduce over axis 1, and later
+              nodes read its result from registers.
+  looped      larger (or symbolic) rnumel: `for roffset in range(0, rnumel, RBLOCK)` loops; each
+              reduction accumulates a [XBLOCK, RBLOCK] tile and reduces it after its loop. Nodes
+              that read a reduction start a new loop after it; an inner value needed in a later
+              loop is recomputed there (never written to memory and read back).
+
+Outer ranges are flattened to xindex, reduction ranges to rindex. Index expressions are rendered
+from sympy: runs of dimensions whose strides line up are merged, so a contiguous access is
+`base + xindex` (coalesced) rather than a div/mod per dimension. Symbolic sizes arrive as int
+kernel arguments. Each kernel starts with a provenance comment (FX nodes and user source lines).
+"""
+from __future__ import annotations
+
+import sympy
+import torch
+
+from compiler.backend import ir
+from compiler.backend.codegen.common import (CodegenUnsupported, GeneratedKernel, KernelCodegen,
+                                             PythonIndexPrinter, provenance_comment)
+from compiler.backend.codegen.triton_ops import (TVar, TritonOpsHandler, compute_dtype,
+                                                 triton_constant, tl_type)
+
+_print = PythonIndexPrinter()
+X, R = "x", "r"
+
+
+def _opt(name, default):
+    from compiler import config
+    return getattr(config.triton, name, default)
+
+
+def _is_int(e) -> bool:
+    return isinstance(sympy.sympify(e), sympy.Integer)
+
+
+class TritonKernelBuilder:
+    """State of one kernel being generated: lines, temporaries, CSE scopes, masks, locals."""
+
+    def __init__(self, group: ir.KernelGroup, interpret: bool):
+        self.group = group
+        self.interpret = interpret
+        self.debug = False
+        self.xs = [ir.index_var("x", i) for i in range(len(group.ranges))]
+        self.rs = [ir.index_var("r", i) for i in range(len(group.reduction_ranges))]
+        self.xranges = [sympy.sympify(r) for r in group.ranges]
+        self.rranges = [sympy.sympify(r) for r in group.reduction_ranges]
+        self.reduction = bool(self.rranges)
+        rnumel = ir.product(self.rranges)
+        self.persistent = self.reduction and _is_int(rnumel) and \
+            int(rnumel) <= _opt("persistent_reduction_max", 1024)
+        self.prologue: list[str] = []       # index variables derived from xindex (kernel top)
+        self.lines: list[str] = []          # the current block
+        self.n_tmp = 0
+        self.cse: list[dict] = [{}]
+        self.locals: list[dict] = [{}]      # buffer name -> TVar, scoped like cse
+        self.masks: list[TVar] = []         # masks of enclosing ops.masked bodies
+        self.in_rloop = False
+        self.indirect: dict[str, frozenset] = {}
+        self.defined_runs: set = set()
+        self.produced = {n.name: n for n in group.nodes}
+        self.handler = TritonOpsHandler(self)
+
+    # emission ---------------------------------------------------------------------------------
+    def line(self, text: str):
+        self.lines.append(text)
+
+    def emit(self, expr: str, dtype, dims) -> TVar:
+        for scope in reversed(self.cse):
+            if expr in scope:
+                return scope[expr]
+        v = TVar(f"tmp{self.n_tmp}", dtype, frozenset(dims))
+        self.n_tmp += 1
+        self.lines.append(f"{v.name} = {expr}")
+        self.cse[-1][expr] = v
+        return v
+
+    def push(self):
+        self.cse.append({})
+        self.locals.append({})
+
+    def pop(self):
+        self.cse.pop()
+        self.locals.pop()
+
+    def local(self, name):
+        for scope in reversed(self.locals):
+            if name in scope:
+                return scope[name]
+        return None
+
+    # shapes and masks -------------------------------------------------------------------------
+    def shape(self, dims) -> str:
+        if not self.reduction:
+            return "[XBLOCK]"
+        return f"[{'XBLOCK' if X in dims else '1'}, {'RBLOCK' if R in dims else '1'}]"
+
+    def mask_for(self, dims) -> str | None:
+        parts = (["xmask"] if X in dims else []) + (["rmask"] if R in dims else [])
+        parts += [m.name for m in self.masks]
+        return " & ".join(parts) if parts else None
+
+    def broadcast(self, v: TVar, dims) -> str:
+        """`v` as an expression of at least the tile shape of `dims`."""
+        if dims <= v.dims:
+            return v.name
+        return f"tl.broadcast_to({v.name}, {self.shape(dims | v.dims)})"
+
+    # index rendering ------------------------------------------------------------------------
+    def render_plain(self, expr) -> str:
+        return _print(sympy.sympify(expr))
+
+    def indirect_symbol(self, v: TVar) -> sympy.Symbol:
+        self.indirect[v.name] = v.dims
+        return sympy.Symbol(v.name, integer=True)
+
+    def index(self, expr) -> tuple[str, frozenset]:
+        """Render a flat index over x*/r* (and size/indirect symbols); return (text, dims)."""
+        expr = sympy.expand(sympy.sympify(expr))
+        zero = {v: 0 for v, n in zip(self.xs + self.rs, self.xranges + self.rranges) if n == 1}
+        if zero:
+            expr = sympy.expand(expr.subs(zero))
+        dims = set()
+        expr = self._merge_runs(expr, self.xs, self.xranges, "xindex", X, dims)
+        expr = self._merge_runs(expr, self.rs, self.rranges, "rindex", R, dims)
+        for s in expr.free_symbols:
+            dims |= self.indirect.get(s.name, frozenset())
+        return _print(expr), frozenset(dims)
+
+    def _merge_runs(self, expr, vs, ranges, flat, dim, dims):
+        used = [v for v in vs if expr.has(v)]
+        if not used:
+            return expr
+        dims.add(dim)
+        strides = ir.contiguous_strides(ranges)
+        coeffs, rest = _affine(expr, vs)
+        if coeffs is None:            # views folded into div/mod: one variable per dimension
+            return expr.subs({v: self._run_var(flat, k, k, ranges, strides) for k, v in enumerate(vs)
+                              if expr.has(v)})
+        out, k, n = rest, 0, len(vs)
+        while k < n:
+            if coeffs.get(k, 0) == 0:
+                k += 1
+                continue
+            j = k
+            while j + 1 < n and coeffs.get(j + 1, 0) != 0 and \
+                    sympy.expand(coeffs[j] - coeffs[j + 1] * ranges[j + 1]) == 0:
+                j += 1
+            out = out + coeffs[j] * self._run_var(flat, k, j, ranges, strides)
+            k = j + 1
+        return out
+
+    def _run_var(self, flat, a, b, ranges, strides) -> sympy.Symbol:
+        """A symbol for dims a..b of `flat` merged: (flat // stride_b) % prod(ranges[a..b])."""
+        if a == 0 and b == len(ranges) - 1:
+            return sympy.Symbol(flat, integer=True, nonnegative=True)
+        name = f"{flat[0]}{a}" if a == b else f"{flat[0]}{a}_{b}"
+        sym = sympy.Symbol(name, integer=True, nonnegative=True)
+        key = (name, self.in_rloop and flat == "rindex")
+        if flat == "rindex" and self.in_rloop:
+            self.emit_index_def(name, flat, a, b, ranges, strides, self.lines)
+        elif key not in self.defined_runs:
+            self.defined_runs.add(key)
+            self.emit_index_def(name, flat, a, b, ranges, strides, self.prologue)
+        return sym
+
+    def emit_index_def(self, name, flat, a, b, ranges, strides, target):
+        text = flat
+        if strides[b] != 1:
+            text = f"({text} // {_print(strides[b])})"
+        if a != 0:
+            text = f"({text} % {_print(ir.product(ranges[a:b + 1]))})"
+        stmt = f"{name} = {text}"
+        if target is self.lines:
+            if stmt in self.cse[-1]:
+                return
+            self.cse[-1][stmt] = None
+        target.append(stmt)
+
+    # loads, stores, masked ------------------------------------------------------------------
+    def load(self, name, index):
+        v = self.local(name)
+        if v is not None:
+            return v
+        node = self.produced.get(name)
+        if node is not None:
+            return self._recompute(node)
+        if name not in self.group.layouts:
+            raise CodegenUnsupported(f"load of unknown buffer {name}")
+        idx, dims = self.index(index)
+        mask_dims = dims | self._stack_dims()
+        if mask_dims - dims:
+            idx = f"{idx} + tl.zeros({self.shape(mask_dims)}, tl.int32)"
+        mask = self.mask_for(mask_dims)
+        dt = self.group.layouts[name].dtype
+        tl_type(dt)
+        expr = f"tl.load({name} + ({idx})" + (f", {mask}, other=0)" if mask else ")")
+        if dt in (torch.float16, torch.bfloat16):
+            expr += ".to(tl.float32)"
+        return self.emit(expr, compute_dtype(dt), mask_dims)
+
+    def _stack_dims(self):
+        out = frozenset()
+        for m in self.masks:
+            out |= m.dims
+        return out
+
+    def _recompute(self, node):
+        kind = self.group.kinds[node.name]
+        if kind != ir.NODE_INNER or not self.in_rloop:
+            raise CodegenUnsupported(f"{node.name} ({kind}) read before it is computed")
+        v = node.data.inner_fn(self.xs + self.rs)
+        self.locals[-1][node.name] = v
+        return v
+
+    def store(self, name, index, value: TVar, ctx_dims):
+        idx, dims = self.index(index)
+        ptr_dims = dims | value.dims | ctx_dims
+        if ptr_dims - dims:
+            idx = f"{idx} + tl.zeros({self.shape(ptr_dims)}, tl.int32)"
+        mask = self.mask_for(ptr_dims)
+        dt = self.group.layouts[name].dtype
+        val = f"{value}.to({tl_type(dt)})"
+        self.line(f"tl.store({name} + ({idx}), {val}" + (f", {mask})" if mask else ")"))
+
+    def masked(self, mask: TVar, body, other):
+        self.masks.append(mask)
+        self.push()
+        try:
+            result = body()
+        finally:
+            self.pop()
+            self.masks.pop()
+        other_s = triton_constant(other, result.dtype)
+        return self.emit(f"tl.where({mask}, {result}, {other_s})", result.dtype, result.dims | mask.dims)
+
+
+# ---------------------------------------------------------------------------------- nodes
+
+_NEUTRAL = {"sum": "0", "prod": "1"}
+
+
+def _extreme(dtype, lowest: bool) -> str:
+    if dtype.is_floating_point:
+        return 'float("-inf")' if lowest else 'float("inf")'
+    if dtype == torch.bool:
+        return "0" if lowest else "1"
+    info = torch.iinfo(dtype)
+    return str(info.min if lowest else info.max)
+
+
+class TritonCodegen(KernelCodegen):
+    language = "triton"
+
+    def generate(self, group: ir.KernelGroup) -> GeneratedKernel:
+        interpret = any(l.device.type == "cpu" for l in group.layouts.values())
+        k = TritonKernelBuilder(group, interpret)
+        with ir.set_ops_handler(k.handler):
+            if not k.reduction:
+                self._pointwise(k)
+            elif k.persistent:
+                self._persistent(k)
+            else:
+                self._looped(k)
+        return self._finish(k)
+
+    # bodies -------------------------------------------------------------------------------
+    def _outer(self, k, node, ctx):
+        v = node.data.inner_fn(k.xs)
+        k.locals[0][node.name] = v
+        if node.name in k.group.outputs:
+            k.store(node.name, node.store_index(k.xs), v, ctx)
+
+    def _pointwise(self, k):
+        for node in k.group.nodes:
+            self._outer(k, node, frozenset({X}))
+
+    def _persistent(self, k):
+        k.in_rloop = True            # rindex covers the whole row: inner values stay valid
+        for node in k.group.nodes:
+            kind = k.group.kinds[node.name]
+            if kind == ir.NODE_OUTER:
+                self._outer(k, node, frozenset({X}))
+            elif kind == ir.NODE_INNER:
+                self._inner(k, node)
+            else:
+                acc = self._reduce_init(k, node, persistent=True)
+                self._reduce_step(k, node, acc, persistent=True)
+                self._reduce_finish(k, node, acc, persistent=True)
+
+    def _inner(self, k, node):
+        xr = k.xs + k.rs
+        v = node.data.inner_fn(xr)
+        k.locals[-1][node.name] = v
+        if node.name in k.group.outputs:
+            k.store(node.name, node.store_index(xr), v, frozenset({X, R}))
+
+    def _looped(self, k):
+        block, block_reductions = [], set()
+
+        def flush():
+            if block:
+                self._loop(k, list(block))
+                block.clear()
+                block_reductions.clear()
+
+        for node in k.group.nodes:
+            kind = k.group.kinds[node.name]
+            reads = set(node.reads())
+            if kind == ir.NODE_OUTER:
+                if reads & {n.name for n in block}:
+                    flush()
+                self._outer(k, node, frozenset({X}))
+                continue
+            if reads & block_reductions:
+                flush()
+            block.append(node)
+            if kind == ir.NODE_REDUCTION:
+                block_reductions.add(node.name)
+        flush()
+
+    def _loop(self, k, nodes):
+        accs = {n.name: self._reduce_init(k, n, persistent=False)
+                for n in nodes if k.group.kinds[n.name] == ir.NODE_REDUCTION}
+        k.line("for roffset in range(0, rnumel, RBLOCK):")
+        outer_lines, k.lines = k.lines, []
+        k.push()
+        k.in_rloop = True
+        k.line("rindex = roffset + tl.arange(0, RBLOCK)[None, :]")
+        k.line("rmask = rindex < rnumel")
+        for node in nodes:
+            if k.group.kinds[node.name] == ir.NODE_INNER:
+                self._inner(k, node)
+            else:
+                self._reduce_step(k, node, accs[node.name], persistent=False)
+        k.in_rloop = False
+        k.pop()
+        body, k.lines = k.lines, outer_lines
+        k.lines += ["    " + line for line in body]
+        for node in nodes:
+            if node.name in accs:
+                self._reduce_finish(k, node, accs[node.name], persistent=False)
+
+    # reductions -----------------------------------------------------------------------------
+    def _reduce_init(self, k, node, persistent):
+        red = node.data
+        rt = red.reduction_type
+        adt = torch.bool if rt in ("any", "all") else compute_dtype(red.src_dtype)
+        acc = {"name": f"{node.name}_acc", "dtype": adt, "rt": rt}
+        if persistent:
+            return acc
+        ty = "tl.int1" if adt == torch.bool else tl_type(adt)
+        init = self._neutral(rt, adt)
+        k.line(f"{acc['name']} = tl.full([XBLOCK, RBLOCK], {init}, {ty})")
+        if rt in ("argmax", "argmin"):
+            k.line(f"{acc['name']}_idx = tl.full([XBLOCK, RBLOCK], 2147483647, tl.int64)")
+        return acc
+
+    def _neutral(self, rt, adt):
+        if rt in _NEUTRAL:
+            return _NEUTRAL[rt]
+        if rt == "any":
+            return "0"
+        if rt == "all":
+            return "1"
+        return _extreme(adt, lowest=rt in ("max", "argmax"))
+
+    def _reduce_step(self, k, node, acc, persistent):
+        rt, adt = acc["rt"], acc["dtype"]
+        v = node.data.inner_fn(k.xs, k.rs)
+        if rt in ("any", "all"):
+            v = k.handler.to_dtype(v, torch.bool)
+        elif v.dtype != adt:
+            v = k.emit(f"{v}.to({tl_type(adt)})", adt, v.dims)
+        full = frozenset({X, R})
+        vb = k.broadcast(v, full)
+        neutral = self._neutral(rt, adt)
+        masked = k.emit(f"tl.where(xmask & rmask, {vb}, {neutral})", adt, full)
+        a = acc["name"]
+        if persistent:
+            acc["value"] = masked
+            return
+        if rt == "sum":
+            k.line(f"{a} = {a} + {masked}")
+        elif rt == "prod":
+            k.line(f"{a} = {a} * {masked}")
+        elif rt == "max":
+            k.line(f"{a} = th.maximum({a}, {masked})")
+        elif rt == "min":
+            k.line(f"{a} = th.minimum({a}, {masked})")
+        elif rt == "any":
+            k.line(f"{a} = {a} | {masked}")
+        elif rt == "all":
+            k.line(f"{a} = {a} & {masked}")
+        else:
+            idx = k.emit("tl.broadcast_to(rindex, [XBLOCK, RBLOCK]).to(tl.int64)", torch.int64, full)
+            k.line(f"{a}, {a}_idx = th.{rt}_combine({a}, {a}_idx, {masked}, {idx})")
+
+    def _reduce_finish(self, k, node, acc, persistent):
+        rt, adt = acc["rt"], acc["dtype"]
+        src = acc["value"].name if persistent else acc["name"]
+        name = f"{node.name}_val"
+        if rt == "sum":
+            k.line(f"{name} = tl.sum({src}, 1)[:, None]")
+        elif rt == "prod":
+            k.line(f"{name} = tl.reduce({src}, 1, th.prod_combine)[:, None]")
+        elif rt in ("max", "min"):
+            k.line(f"{name} = tl.reduce({src}, 1, th.{'maximum' if rt == 'max' else 'minimum'})[:, None]")
+        elif rt == "any":
+            k.line(f"{name} = tl.max({src}.to(tl.int32), 1)[:, None] != 0")
+        elif rt == "all":
+            k.line(f"{name} = tl.min({src}.to(tl.int32), 1)[:, None] != 0")
+        else:
+            if persistent:
+                k.line(f"{node.name}_idx = tl.broadcast_to(rindex, [XBLOCK, RBLOCK]).to(tl.int64)")
+                idx = f"{node.name}_idx"
+            else:
+                idx = f"{acc['name']}_idx"
+            k.line(f"_, {name} = tl.reduce(({src}, {idx}), 1, th.{rt}_combine)")
+            k.line(f"{name} = {name}[:, None]")
+            adt = torch.int64
+        v = TVar(name, adt, frozenset({X}))
+        k.locals[0][node.name] = v
+        if node.name in k.group.outputs:
+            k.store(node.name, node.store_index(k.xs), v, frozenset({X}))
+
+    # assembly ---------------------------------------------------------------------------------
+    def _finish(self, k: TritonKernelBuilder) -> GeneratedKernel:
+        g = k.group
+        ptrs = list(g.inputs) + [n for n in g.outputs if n not in g.inputs]
+        for name in ptrs:
+            tl_type(g.layouts[name].dtype)
+        sizes = [s.name for s in g.size_symbols]
+        params = ptrs + sizes + ["xnumel"] + (["rnumel"] if k.reduction else []) + \
+            ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if k.reduction else [])
+        kind = "pointwise" if not k.reduction else ("persistent" if k.persistent else "looped")
+        big = self._needs_int64(g)
+        pid = "tl.program_id(0).to(tl.int64)" if big else "tl.program_id(0)"
+        head = [f"xoffset = {pid} * XBLOCK"]
+        if k.reduction:
+            head += ["xindex = xoffset + tl.arange(0, XBLOCK)[:, None]", "xmask = xindex < xnumel"]
+            if k.persistent:
+                head += ["rindex = tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel"]
+        else:
+            head += ["xindex = xoffset + tl.arange(0, XBLOCK)", "xmask = xindex < xnumel"]
+        body = head + k.prologue + k.lines
+        src = [f"# {g.name}: {kind}, ranges={[str(r) for r in g.ranges]}, "
+               f"reduction_ranges={[str(r) for r in g.reduction_ranges]}"]
+        prov = provenance_comment(g.provenance)
+        if prov:
+            src.append(prov)
+        src += ["import triton", "import triton.language as tl",
+                "from compiler.backend.runtime import triton_helpers as th",
+                "from compiler.backend.runtime import triton_interp_libdevice as libdevice"
+                if k.interpret else "from triton.language.extra import libdevice", "", "",
+                "@triton.jit(debug=True)" if k.debug else "@triton.jit",
+                f"def {g.name}({', '.join(params)}):"]
+        src += ["    " + line for line in body]
+        source = "\n".join(src) + "\n"
+        xnumel = _print(ir.product(g.ranges))
+        rnumel = _print(ir.product(g.reduction_ranges)) if k.reduction else "1"
+        clone = [i for i, n in enumerate(ptrs) if n in g.inputs and n in g.outputs]
+        if "'''" in source:
+            raise CodegenUnsupported("kernel source contains triple quotes")
+        define = (f"{g.name} = TritonLauncher({g.name!r}, '''{source}''', kind={kind!r}, "
+                  f"n_ptrs={len(ptrs)}, numel=lambda {', '.join(sizes)}: ({xnumel}, {rnumel}), "
+                  f"rblock={self._rblock(k)}, interpret={k.interpret}, clone_args={tuple(clone)!r})")
+        return GeneratedKernel(
+            name=g.name, source=source, language="triton", call_args=ptrs + sizes,
+            define_code=define,
+            launch={"kind": kind, "xnumel": xnumel, "rnumel": rnumel,
+                    "size_args": sizes, "interpret": k.interpret},
+            provenance=list(g.provenance), group=g)
+
+    def _rblock(self, k):
+        if not k.persistent:
+            return None
+        return 1 << (int(ir.product(k.rranges)) - 1).bit_length()
+
+    def _needs_int64(self, g) -> bool:
+        limit = 2 ** 31 - 1
+        for lay in g.layouts.values():
+            n = lay.storage_size()
+            if not _is_int(n) or int(n) > limit:
+                return True
+        total = ir.product(g.ranges) * ir.product(g.reduction_ranges)
+        return not _is_int(total) or int(total) > limit
+
+    def module_prelude(self, kernels) -> str:
+        if not kernels:
+            return ""
+        return "from compiler.backend.runtime.triton_launch import TritonLauncher"
+
+
+def _affine(expr, vs):
+    """Split expr into {k: coefficient of vs[k]} + rest when it is affine in vs, else (None, expr)."""
+    coeffs, rest = {}, sympy.Integer(0)
+    vset = set(vs)
+    for term in sympy.Add.make_args(expr):
+        hit = [v for v in vs if term.has(v)]
+        if not hit:
+            rest = rest + term
+            continue
+        if len(hit) > 1:
+            return None, expr
+        v = hit[0]
+        c = sympy.expand(term / v)
+        if c.free_symbols & vset:       # v inside a div/mod or a power: not affine
+            return None, expr
+        k = vs.index(v)
+        coeffs[k] = coeffs.get(k, 0) + c
+    return coeffs, rest
