@@ -101,7 +101,12 @@ def _compile(gm, example_inputs, fw_compiler, bw_compiler, decompositions, name)
 
     primals = access() + list(example_inputs)
     table = decompositions if decompositions is not None else training_decompositions()
-    joint = trace_joint(fn, primals, table)
+    try:
+        joint = trace_joint(fn, primals, table)
+    except TrainingUnsupported:
+        raise
+    except Exception as exc:   # the captured graph runs in eager, so eager is a safe fallback
+        raise TrainingUnsupported(f"joint tracing failed: {type(exc).__name__}: {exc}") from exc
     logs.artifact("aot_joint_graph", lambda: _readable(joint.graph, name), graph=name,
                   filename="aot_joint_graph.py")
     part = partition_joint(joint, strategy=config.aot.partitioner,

@@ -1,0 +1,162 @@
+"""The partitioner (min-cut over bytes) and the events the training path emits."""
+from __future__ import annotations
+
+import copy
+import logging
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import logs
+from compiler import config
+from compiler.aot.joint import trace_joint, training_decompositions
+from compiler.aot.partition import INF, FlowNetwork, is_recomputable, partition_joint
+from compiler.aot.training import aot_module_training
+from tests.compiler.aot.test_training import capture, run_as_is
+
+
+def test_max_flow_min_cut_small_network():
+    # classic CLRS example: max flow 23; the min cut separates {s, v1, v2, v4}
+    net = FlowNetwork()
+    for a, b, c in [("s", "v1", 16), ("s", "v2", 13), ("v1", "v3", 12), ("v2", "v1", 4),
+                    ("v2", "v4", 14), ("v3", "v2", 9), ("v3", "t", 20), ("v4", "v3", 7),
+                    ("v4", "t", 4)]:
+        net.add_edge(a, b, c)
+    assert net.max_flow("s", "t") == 23
+    assert net.source_side("s") == {"s", "v1", "v2", "v4"}
+
+
+def test_max_flow_infinite_edges_force_cut_on_finite_ones():
+    net = FlowNetwork()
+    net.add_edge("s", "a_in", INF)
+    net.add_edge("a_in", "a_out", 100)
+    net.add_edge("a_out", "b_in", INF)
+    net.add_edge("b_in", "b_out", 30)          # cheaper to save b than a
+    net.add_edge("b_out", "t", INF)
+    assert net.max_flow("s", "t") == 30
+    side = net.source_side("s")
+    assert "b_in" in side and "b_out" not in side
+
+
+class GeluMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(16, 64), nn.Linear(64, 16)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)) * torch.sigmoid(self.fc1(x)))
+
+
+def _joint(model, x):
+    gm = capture(model)
+    params = dict(gm.named_parameters())
+    names = list(params)
+
+    def fn(*primals):
+        return torch.func.functional_call(gm, dict(zip(names, primals[:len(names)])),
+                                          tuple(primals[len(names):]))
+
+    return trace_joint(fn, list(params.values()) + [x], training_decompositions())
+
+
+def test_min_cut_saves_fewer_bytes_than_save_everything_and_recomputes_pointwise():
+    torch.manual_seed(0)
+    joint = _joint(GeluMLP(), torch.randn(8, 16))
+    min_cut = partition_joint(joint, "min_cut")
+    baseline = partition_joint(joint, "default")
+    assert baseline.saved_bytes == baseline.baseline_bytes
+    assert min_cut.baseline_bytes == baseline.saved_bytes
+    assert min_cut.saved_bytes < baseline.saved_bytes
+    assert min_cut.recomputed                      # the gelu/sigmoid chain is recomputed
+    nodes = {n.name: n for n in joint.graph.graph.nodes}
+    assert all(is_recomputable(nodes[name]) for name in min_cut.recomputed)
+
+
+def test_random_ops_are_saved_never_recomputed():
+    class Drop(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return F.dropout(self.fc(x), 0.5, training=True).relu()
+
+    joint = _joint(Drop(), torch.randn(4, 8))
+    part = partition_joint(joint, "min_cut")
+    nodes = {n.name: n for n in joint.graph.graph.nodes}
+    random = {name for name, n in nodes.items() if n.op == "call_function"
+              and isinstance(n.target, torch._ops.OpOverload)
+              and torch.Tag.nondeterministic_seeded in n.target.tags}
+    assert random and not (random & set(part.recomputed))
+    bw_ops = {n.target for n in part.backward.graph.nodes if n.op == "call_function"}
+    assert not any(isinstance(t, torch._ops.OpOverload)
+                   and torch.Tag.nondeterministic_seeded in t.tags for t in bw_ops)
+
+
+@pytest.mark.parametrize("strategy", ["default", "min_cut"])
+def test_both_strategies_give_eager_gradients(strategy):
+    torch.manual_seed(0)
+    model = GeluMLP()
+    ref = copy.deepcopy(model)
+    x = torch.randn(8, 16)
+    with config.patch(**{"aot.partitioner": strategy}):
+        f = aot_module_training(capture(model), [x], run_as_is)
+    f(x).pow(2).sum().backward()
+    ref(x).pow(2).sum().backward()
+    for p, rp in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, rp.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_events_joint_graph_partition_decision_and_lazy_backward_compile_id():
+    events = []
+    sink = logs.add_sink(events.append, level=logging.DEBUG,
+                         artifacts=["aot_joint_graph", "aot_graphs", "partition_decision"])
+    try:
+        torch.manual_seed(0)
+        model = GeluMLP()
+        x = torch.randn(4, 16)
+        with logs.compile_context(7, 2):
+            f = aot_module_training(capture(model), [x], run_as_is)
+        names = [e.name for e in events]
+        assert "aot_joint_graph" in names and "partition_decision" in names
+        decision = next(e for e in events if e.name == "partition_decision").payload
+        assert decision["saved_bytes"] <= decision["baseline_bytes"]
+        assert set(decision) >= {"saved", "recomputed", "bytes_saved_vs_baseline"}
+        fw = [e for e in events if e.name == "aot_graphs" and e.fields.get("graph") == "forward"]
+        assert fw and "def forward" in fw[0].payload
+        assert not any(e.fields.get("is_backward") for e in events)   # not compiled yet
+        f(x).sum().backward()                  # outside the compile context
+        bw = [e for e in events if e.fields.get("is_backward")]
+        assert bw and all(str(e.compile_id) == "7/2" for e in bw)
+        assert any(e.name == "aot_graphs" and e.fields.get("graph") == "backward" for e in bw)
+    finally:
+        logs.remove_sink(sink)
+
+
+def test_unsupported_graph_falls_back_with_reason():
+    """A mutation of an input that requires grad is not supported: eager autograd, logged."""
+    events = []
+    sink = logs.add_sink(events.append, level=logging.DEBUG)
+    try:
+        class Mut(nn.Module):
+            def forward(self, x, y):
+                x.mul_(2)
+                return x * y
+
+        x = torch.randn(3, requires_grad=True) * 1.0   # a non-leaf: eager may mutate it
+        y = torch.randn(3, requires_grad=True)
+        f = aot_module_training(capture(Mut()), [x, y], run_as_is)
+        assert any(e.name == "aot_training_fallback" for e in events)
+        a = torch.randn(3, requires_grad=True)
+        ra = a.detach().clone().requires_grad_()
+        out = f(a * 1.0, y)
+        rout = Mut()(ra * 1.0, y)
+        torch.testing.assert_close(out, rout)
+        out.sum().backward()
+        ga = a.grad.clone()
+        rout.sum().backward()
+        torch.testing.assert_close(ga, ra.grad)
+    finally:
+        logs.remove_sink(sink)
