@@ -175,7 +175,7 @@ def _accepted(opt: Option) -> str:
         text = " or ".join(repr(c) for c in opt.choices)
         return f"{text}{' or None' if opt.optional else ''}"
     kind = {"int": "an int", "list[int]": "a list of ints", "list[str]": "a list of strings",
-            "bool": "a bool (true/false)"}.get(opt.kind, f"a {opt.kind}")
+            "bool": "a bool"}.get(opt.kind, f"a {opt.kind}")
     return f"{kind}{' or None' if opt.optional else ''}"
 
 
@@ -232,12 +232,12 @@ def parse_text(section: str, name: str, text: str, where: str) -> Any:
         else:
             items = [p.strip().strip("'\"") for p in raw.strip("[]").split(",") if p.strip()]
             value = [int(p) for p in items] if opt.kind == "list[int]" else items
-    except ValueError:
+        return check_value(section, name, value, where)
+    except ValueError:                      # ConfigError too: one message for env mistakes
         extra = " (1/0, true/false, yes/no, on/off)" if opt.kind == "bool" else ""
         extra = extra or (" (comma-separated)" if opt.kind.startswith("list") else "")
         raise ConfigError(f"{where}={text!r}: {section}.{name} expects {_accepted(opt)}"
                           f"{extra}.") from None
-    return check_value(section, name, value, where)
 
 
 # -- sources --------------------------------------------------------------------------------------
