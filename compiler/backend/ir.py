@@ -252,7 +252,11 @@ class _OpsProxy:
     def __getattr__(self, name):
         if name not in OPS_VOCABULARY:
             raise AttributeError(f"ops.{name} is not in the op vocabulary (ir.OPS_VOCABULARY)")
-        return getattr(current_ops_handler(), name)
+
+        def dispatch(*args, **kwargs):  # looked up at call time: lowerings hold `ops.sin` early
+            return getattr(current_ops_handler(), name)(*args, **kwargs)
+        dispatch.__name__ = name
+        return dispatch
 
 
 ops = _OpsProxy()
@@ -300,12 +304,18 @@ def _fmt_arg(a) -> str:
 
 
 class DependencyHandler(OpsHandler):
-    """Collects (buffer name, index) for every load, and the symbols indices use."""
+    """Collects (buffer name, index) for every load and store, the expressions of index_expr /
+    indirect_indexing sizes (for the size symbols a kernel needs), and the indirect symbols."""
 
     def __init__(self):
         self.loads: list[tuple[str, Expr]] = []
         self.stores: list[tuple[str, Expr]] = []
-        self.indirect = False
+        self.exprs: list[Expr] = []
+        self.indirect_symbols: set = set()
+
+    @property
+    def indirect(self) -> bool:
+        return bool(self.indirect_symbols)
 
     def __getattr__(self, name):
         if name not in OPS_VOCABULARY:
@@ -313,14 +323,18 @@ class DependencyHandler(OpsHandler):
 
         def op(*args, **kwargs):
             if name == "load":
-                self.loads.append((args[0], args[1]))
+                self.loads.append((args[0], sympy.sympify(args[1])))
             elif name == "store":
-                self.stores.append((args[0], args[1]))
+                self.stores.append((args[0], sympy.sympify(args[1])))
+            elif name == "index_expr":
+                self.exprs.append(sympy.sympify(args[0]))
             elif name == "masked":
                 return args[1]()
             elif name == "indirect_indexing":
-                self.indirect = True
-                return sympy.Symbol(f"ind{len(self.loads)}_{id(args)}", integer=True)
+                self.exprs.append(sympy.sympify(args[1]))
+                sym = sympy.Symbol(f"ind{len(self.indirect_symbols)}", integer=True)
+                self.indirect_symbols.add(sym)
+                return sym
             return "v"
 
         return op
@@ -569,7 +583,7 @@ class ComputedBuffer(Buffer):
         return self.layout.index(idx)
 
     def read_deps(self) -> list[tuple[str, Expr]]:
-        """(buffer, index) of every load, over index vars i*/r* (cached)."""
+        """(buffer, index) of every load, over the node's own index vars i*/r* (cached)."""
         if self._reads is None:
             h = DependencyHandler()
             with set_ops_handler(h):
@@ -578,8 +592,25 @@ class ComputedBuffer(Buffer):
                 else:
                     self.data.inner_fn(self.data.index_vars())
             self._reads = h.loads
-            self.has_indirect = h.indirect
+            self.index_exprs = h.exprs
+            self.indirect_symbols = h.indirect_symbols
         return self._reads
+
+    def node_vars(self) -> list:
+        vs = self.data.index_vars()
+        return vs + self.data.reduction_vars() if isinstance(self.data, Reduction) else vs
+
+    def size_symbols(self) -> set:
+        """Free size symbols of this node's ranges, indices and index expressions."""
+        self.read_deps()
+        exprs = list(self.data.ranges) + list(getattr(self.data, "reduction_ranges", []))
+        exprs += [e for _, e in self._reads] + list(self.index_exprs)
+        exprs.append(self.store_index(self.data.index_vars()))
+        own = set(self.node_vars()) | set(self.indirect_symbols)
+        out = set()
+        for e in exprs:
+            out |= {s for s in sympy.sympify(e).free_symbols if s not in own}
+        return out
 
     def reads(self):
         return list(dict.fromkeys(n for n, _ in self.read_deps()))

@@ -139,7 +139,7 @@ class CppCodegen(KernelCodegen):
     def _params(self, group):
         params, call_args = [], []
         for name in group.inputs:
-            params.append(f"const {CPP_STORAGE[group.layouts[name].dtype]}* __restrict__ {name}"
+            params.append(f"const {CPP_STORAGE[group.layouts[name].dtype]}* {name}"
                           if name not in group.outputs else f"{CPP_STORAGE[group.layouts[name].dtype]}* {name}")
             call_args.append(name)
         for name in group.outputs:

@@ -1,0 +1,81 @@
+"""The decomposition table: aten ops -> a small primitive set (PrimTorch-style).
+
+Base: torch._decomp's core ATen decompositions, plus the composite ops that table leaves whole
+(softmax, layer norm, gelu, ...), so the backend sees pointwise ops and simple reductions it can
+fuse. Kept whole on purpose (KEEP_WHOLE): matmuls, convolution and attention, which the backend
+calls as extern kernels (vendor libraries beat generated code there). `decomposition_table()` is
+shared with the training path (compiler/aot/joint.py).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch._decomp import core_aten_decompositions, get_decompositions
+
+aten = torch.ops.aten
+
+
+def _ops(*names):
+    out = []
+    for name in names:
+        packet, _, overload = name.partition(".")
+        p = getattr(aten, packet, None)
+        if p is None:
+            continue
+        if overload:
+            if overload in p.overloads():
+                out.append(getattr(p, overload))
+        else:
+            out.append(p)
+    return out
+
+
+#: decomposed although core ATen keeps them (our lowering handles their pieces and fuses them)
+EXTRA = _ops("_softmax", "_log_softmax", "native_layer_norm", "gelu", "native_group_norm",
+             "_native_batch_norm_legit_no_training", "hardtanh", "leaky_relu", "silu", "hardswish",
+             "hardsigmoid", "mish", "softplus", "logsumexp", "addcmul", "addcdiv", "lerp", "std",
+             "std_mean", "elu", "celu", "selu", "threshold", "log_sigmoid_forward", "glu", "nll_loss_forward",
+             "mse_loss", "huber_loss", "smooth_l1_loss", "rsub", "xlogy", "logit", "sinc", "frac", "deg2rad",
+             "rad2deg", "linalg_vector_norm", "_log_softmax_backward_data")
+
+#: never decomposed: called as extern kernels (or kept as one op we lower ourselves)
+KEEP_WHOLE = _ops("mm", "bmm", "addmm", "baddbmm", "convolution",
+                  "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
+                  "_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention",
+                  "var_mean.correction", "var.correction", "mean.dim", "embedding", "cumsum")
+
+
+def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """scaled_dot_product_attention -> the fused CPU kernel (kept whole), when it applies."""
+    if (query.device.type == "cpu" and dropout_p == 0.0 and not enable_gqa and query.dim() == 4
+            and query.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+            and (attn_mask is None or attn_mask.dtype == query.dtype)):
+        return aten._scaled_dot_product_flash_attention_for_cpu.default(
+            query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
+    return NotImplemented
+
+
+@functools.lru_cache(maxsize=1)
+def _table() -> dict:
+    table = dict(core_aten_decompositions())
+    table.update(get_decompositions(EXTRA))
+    keep = set()
+    for op in KEEP_WHOLE:
+        keep |= set(op.overloads() and [getattr(op, o) for o in op.overloads()]) \
+            if isinstance(op, torch._ops.OpOverloadPacket) else {op}
+    for op in list(table):
+        if op in keep:
+            del table[op]
+    return table
+
+
+def decomposition_table() -> dict:
+    """A fresh copy of the inference decomposition table (callers may edit their copy)."""
+    return dict(_table())
+
+
+def sdpa_decompositions() -> dict:
+    """Extra entries that keep scaled_dot_product_attention whole as the fused CPU kernel."""
+    return {aten.scaled_dot_product_attention.default: _sdpa}

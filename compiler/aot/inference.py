@@ -1,0 +1,226 @@
+"""The aot stage for inference: functionalize + decompose the captured graph, then hand the flat,
+functional aten graph to an inner compiler (docs/CONTRACTS.md section 3).
+
+    aot_module(gm, example_inputs, inner_compile) -> callable(*inputs) -> gm's output structure
+
+Tracing uses make_fx over fake tensors: the frontend's own fake inputs (placeholder
+meta['example_value'] / meta['val']) when they are there, so symbolic sizes carry over as the
+same sympy symbols; else fakes of the example inputs, symbolic when `dynamic=True`. At run time
+a cheap check (memoized per input sizes/strides) verifies that the inputs still match what was
+traced (every size/stride expression and every shape guard recorded while tracing); anything
+else runs the original graph eagerly, logged. With grads needed, the training helper's
+`compiler.aot.training.aot_module_training` takes over.
+"""
+
+from __future__ import annotations
+
+import time
+
+import sympy
+import torch
+import torch.fx.traceback as fx_traceback
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.utils import _pytree as pytree
+
+import logs
+from compiler.aot.decompose import decomposition_table, sdpa_decompositions
+from compiler.aot.functionalize import count_mutations, functional_flat_fn
+
+log = logs.get_logger(__name__)
+
+
+def _placeholder_fakes(gm):
+    vals = []
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            vals.append(n.meta.get("val", n.meta.get("example_value")))
+    return vals
+
+
+def _needs_grad(gm, example_inputs) -> bool:
+    if not torch.is_grad_enabled():
+        return False
+    return (any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
+            or any(p.requires_grad for p in gm.parameters()))
+
+
+def _has_symbols(v) -> bool:
+    if isinstance(v, torch.Tensor):
+        return any(isinstance(s, torch.SymInt) for s in list(v.shape) + list(v.stride()))
+    return isinstance(v, torch.SymInt)
+
+
+def trace_inference(gm, example_inputs, dynamic=None):
+    """(traced aten GraphModule, output spec, fake inputs, shape_env or None, guards)."""
+    fn, flat = functional_flat_fn(gm)
+    table = decomposition_table()
+    table.update(sdpa_decompositions())
+    fakes = _placeholder_fakes(gm)
+    frontend_fakes = (len(fakes) == len(example_inputs) and all(
+        (isinstance(f, FakeTensor) or isinstance(f, (torch.SymInt, int))) if isinstance(x, (torch.Tensor, torch.SymInt, int))
+        else True for f, x in zip(fakes, example_inputs)) and any(_has_symbols(f) for f in fakes))
+    with fx_traceback.preserve_node_meta():
+        if frontend_fakes and dynamic is not False:
+            fake_mode = next(f.fake_mode for f in fakes if isinstance(f, FakeTensor))
+            shape_env = fake_mode.shape_env
+            n_guards = len(shape_env.guards) if shape_env is not None else 0
+            with fake_mode:
+                traced = make_fx(fn, decomposition_table=table, tracing_mode="real")(*fakes)
+            new_guards = shape_env.guards[n_guards:] if shape_env is not None else []
+            inputs = fakes
+        else:
+            mode = "symbolic" if dynamic else "fake"
+            traced = make_fx(fn, decomposition_table=table, tracing_mode=mode,
+                             _allow_non_fake_inputs=True)(*example_inputs)
+            inputs = [n.meta.get("val") for n in traced.graph.nodes if n.op == "placeholder"]
+            shape_env = _shape_env_of(inputs)
+            new_guards = list(shape_env.guards) if shape_env is not None else []
+    return traced, flat.spec, inputs, shape_env, new_guards
+
+
+def _shape_env_of(vals):
+    for v in vals:
+        if isinstance(v, FakeTensor) and v.fake_mode.shape_env is not None:
+            return v.fake_mode.shape_env
+        if isinstance(v, torch.SymInt):
+            return v.node.shape_env
+    return None
+
+
+class InputCheck:
+    """Do the runtime inputs match what was traced? (sizes/strides as sympy exprs + guards)"""
+
+    def __init__(self, traced_inputs, guards, shape_env):
+        self.specs = []
+        for v in traced_inputs:
+            if isinstance(v, torch.Tensor):
+                self.specs.append(("t", [_expr(s) for s in v.shape], [_expr(s) for s in v.stride()]))
+            elif isinstance(v, (torch.SymInt, int)) and not isinstance(v, bool):
+                self.specs.append(("i", _expr(v)))
+            else:
+                self.specs.append(("o",))
+        self.guards = [g.expr for g in guards]
+        if shape_env is not None:
+            for sym, vr in getattr(shape_env, "var_to_range", {}).items():
+                if _is_used(sym, self.specs) and vr.lower is not None and vr.lower > 0 and vr.lower.is_finite:
+                    self.guards.append(sympy.Ge(sym, int(vr.lower)))
+        self.static = not any(_free(s) for s in self.specs) and not self.guards
+        self.memo: dict = {}
+
+    def key(self, args):
+        parts = []
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                parts.append((tuple(a.shape), a.stride()))
+            elif isinstance(a, int):
+                parts.append(a)
+        return tuple(parts)
+
+    def __call__(self, args) -> str:
+        k = self.key(args)
+        hit = self.memo.get(k)
+        if hit is None:
+            hit = self.memo[k] = self._check(args)
+        return hit
+
+    def _check(self, args) -> str:
+        binds = {}
+        pending = []
+        for spec, a in zip(self.specs, args):
+            if spec[0] == "t":
+                if not isinstance(a, torch.Tensor) or a.dim() != len(spec[1]):
+                    return "input rank changed"
+                for e, v in zip(spec[1], a.shape):
+                    pending.append((e, int(v), "size"))
+                for e, v, s in zip(spec[2], a.stride(), a.shape):
+                    if int(s) > 1:
+                        pending.append((e, int(v), "stride"))
+            elif spec[0] == "i":
+                pending.append((spec[1], int(a), "int"))
+        for e, v, _ in pending:
+            if isinstance(e, sympy.Symbol) and e not in binds:
+                binds[e] = sympy.Integer(v)
+        for e, v, what in pending:
+            got = e.xreplace(binds) if isinstance(e, sympy.Basic) else e
+            if not (got.is_number and int(got) == v):
+                return f"{what} {v} does not match traced {e}"
+        for g in self.guards:
+            try:
+                ok = bool(g.xreplace(binds))
+            except TypeError:
+                return f"cannot evaluate shape guard {g}"
+            if not ok:
+                return f"shape guard {g} fails"
+        return ""
+
+
+def _expr(s):
+    if isinstance(s, torch.SymInt):
+        return s.node.expr
+    return sympy.Integer(int(s))
+
+
+def _free(spec):
+    syms = set()
+    for part in spec[1:]:
+        for e in (part if isinstance(part, list) else [part]):
+            if isinstance(e, sympy.Basic):
+                syms |= e.free_symbols
+    return syms
+
+
+def _is_used(sym, specs) -> bool:
+    return any(sym in _free(s) for s in specs)
+
+
+def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynamic=None):
+    """Functionalize + decompose `gm`, compile it with `inner_compile(traced_gm, inputs)`, and return
+    a callable with gm's calling convention."""
+    example_inputs = list(example_inputs)
+    if _needs_grad(gm, example_inputs):
+        try:
+            from compiler.aot import training
+        except ImportError as e:
+            log.warning("aot_runs_eagerly", reason=f"inputs require grad and the training path is missing: {e}")
+            return gm
+        return training.aot_module_training(gm, example_inputs, inner_compile)
+    t0 = time.perf_counter()
+    try:
+        traced, spec, traced_inputs, shape_env, guards = trace_inference(gm, example_inputs, dynamic)
+    except Exception as e:
+        log.warning("aot_runs_eagerly", reason=f"tracing failed: {type(e).__name__}: {e}")
+        logs.artifact("perf_hints", lambda: f"aot tracing failed, graph runs eagerly: {type(e).__name__}: {e}")
+        return gm
+    logs.artifact("aot_graphs", lambda: traced.print_readable(print_output=False, include_stride=True,
+                                                              include_device=True),
+                  graph="inference", filename="aot_inference.py")
+    log.info("aot_traced", nodes=len(traced.graph.nodes), mutated_inputs=count_mutations(traced),
+             guards=len(guards), seconds=round(time.perf_counter() - t0, 3))
+    compiled = inner_compile(traced, traced_inputs)
+    check = InputCheck(traced_inputs, guards, shape_env)
+    return InferenceRuntime(gm, compiled, spec, check)
+
+
+class InferenceRuntime:
+    """Runs the compiled graph and rebuilds gm's output structure; inputs that do not match the
+    traced sizes/strides/guards run gm eagerly (logged once per distinct input shape)."""
+
+    def __init__(self, gm, compiled, spec, check):
+        self.gm = gm
+        self.compiled = compiled
+        self.spec = spec
+        self.check = check
+
+    def __call__(self, *args):
+        why = self.check(args)
+        if why:
+            if (k := self.check.key(args)) not in self._warned:
+                self._warned.add(k)
+                log.warning("compiled_graph_skipped", reason=why, action="run the graph eagerly")
+            return self.gm(*args)
+        with torch.no_grad():
+            flat = self.compiled(*args)
+        return pytree.tree_unflatten(list(flat), self.spec)
+
+    _warned: set = set()

@@ -1,0 +1,45 @@
+"""tracetorch's backend: post-aot FX graph -> loop IR -> fused kernels (C++ on CPU tensors,
+Triton on CUDA tensors) + a Python wrapper.
+
+The package itself is a torch.compile backend: `torch.compile(model, backend=compiler.backend)`
+calls `compiler.backend(gm, example_inputs)`, which runs the aot stage (compiler.aot) with our
+inner compiler (compiler/backend/compile.py). Stages: lowering/ (aten -> IR), ir.py (every IR
+node type), scheduler/ (fusion, memory planning), codegen/ (cpp, triton, wrapper), runtime/
+(building/loading kernels), cache.py (on-disk compiled-graph cache).
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+
+def inner_compile(gm, example_inputs):
+    """The post-aot compiler (wrapped by compiler.hooks for repro/minifier when available)."""
+    from compiler.backend.compile import compile_graph
+    return compile_graph(gm, example_inputs)
+
+
+def compile_fx(gm, example_inputs, *, dynamic=None):
+    """Our backend: aot (functionalize, decompose / joint+partition) then the inner compiler."""
+    from compiler.aot import aot_module
+    inner = inner_compile
+    try:
+        from compiler import hooks
+        if hasattr(hooks, "wrap_compiler"):
+            inner = hooks.wrap_compiler(inner_compile, "backend")
+    except ImportError:
+        pass
+    return aot_module(gm, example_inputs, inner, dynamic=dynamic)
+
+
+class _CallableModule(types.ModuleType):
+    """Lets the package be used as a backend: compiler.backend(gm, example_inputs)."""
+
+    def __call__(self, gm, example_inputs, **kwargs):
+        return compile_fx(gm, example_inputs, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+
+__all__ = ["compile_fx", "inner_compile"]

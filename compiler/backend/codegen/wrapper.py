@@ -1,0 +1,211 @@
+"""Wrapper code generation: the readable, standalone Python module that runs a compiled graph.
+
+    def call(args):
+        arg0_1, = args
+        args.clear()
+        s0 = arg0_1.size(0)                      # size symbols bound from the inputs
+        # kernel0_sin_cos: sin (model.py:12: y = x.sin()), cos (...)
+        buf0 = empty_strided((s0, 16), (16, 1), dtype=torch.float32, device='cpu')
+        kernel0_sin_cos(arg0_1, buf0, s0)
+        buf1 = aten.mm.default(buf0, arg1_1)     # extern kernel
+        del buf0
+        return (buf1,)
+
+Kernels are defined above `call` by each code generator's module_prelude / define_code.
+`python output_code.py` runs `call` on random inputs of the example sizes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import sympy
+import torch
+
+from compiler.backend import ir
+from compiler.backend.codegen.common import CodegenUnsupported, PythonIndexPrinter
+
+pexpr = PythonIndexPrinter()
+
+
+def _dtype(d: torch.dtype) -> str:
+    return str(d)
+
+
+def _tuple(xs) -> str:
+    items = [pexpr(x) for x in xs]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def fmt_arg(a) -> str:
+    if isinstance(a, ir.ReinterpretView):
+        L = a.layout
+        return f"as_strided({a.data.name}, {_tuple(L.size)}, {_tuple(L.stride)}, {pexpr(L.offset)})"
+    if isinstance(a, ir.Buffer):
+        return a.name
+    if isinstance(a, (list, tuple)):
+        inner = ", ".join(fmt_arg(x) for x in a)
+        return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
+    if isinstance(a, sympy.Basic):
+        if a.is_number and not a.is_integer:
+            return repr(float(a))
+        return pexpr(a)
+    if isinstance(a, torch.dtype):
+        return _dtype(a)
+    if isinstance(a, torch.device):
+        return f"torch.device({str(a)!r})"
+    if isinstance(a, (torch.memory_format, torch.layout)):
+        return str(a)
+    if isinstance(a, float):
+        if math.isinf(a) or math.isnan(a):
+            return f"float({str(a)!r})"
+        return repr(a)
+    if isinstance(a, (bool, int, str)) or a is None:
+        return repr(a)
+    raise CodegenUnsupported(f"cannot write argument {a!r} of type {type(a).__name__} into the wrapper")
+
+
+def symbol_bindings(graph) -> dict:
+    """size symbol -> Python expression reading it from the graph inputs."""
+    out = {}
+    for name, v in graph.graph_inputs:
+        if isinstance(v, sympy.Symbol):
+            out.setdefault(v, name)
+    for name, v in graph.graph_inputs:
+        if isinstance(v, ir.InputBuffer):
+            for d, s in enumerate(v.layout.size):
+                if isinstance(s, sympy.Symbol):
+                    out.setdefault(s, f"{name}.size({d})")
+            for d, s in enumerate(v.layout.stride):
+                if isinstance(s, sympy.Symbol):
+                    out.setdefault(s, f"{name}.stride({d})")
+            if isinstance(v.layout.offset, sympy.Symbol):
+                out.setdefault(v.layout.offset, f"{name}.storage_offset()")
+    return out
+
+
+def _free(x) -> set:
+    if isinstance(x, sympy.Basic):
+        return set(x.free_symbols)
+    if isinstance(x, ir.Layout):
+        s = set()
+        for e in list(x.size) + list(x.stride) + [x.offset]:
+            s |= e.free_symbols
+        return s
+    if isinstance(x, ir.ReinterpretView):
+        return _free(x.layout)
+    if isinstance(x, (list, tuple)):
+        s = set()
+        for e in x:
+            s |= _free(e)
+        return s
+    return set()
+
+
+def _example_value(x, default=8) -> int:
+    if isinstance(x, torch.SymInt):
+        try:
+            return int(x.node.hint) if x.node.hint is not None else default
+        except Exception:
+            return default
+    return int(x)
+
+
+def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(), header: str = "") -> str:
+    graph = sched.graph
+    lines_top = ['"""tracetorch output code' + (f": {header}" if header else "") + '"""',
+                 "import torch",
+                 "from torch import empty_strided, as_strided",
+                 "from compiler.backend.runtime.cpp_build import load_cpp_module",
+                 "from compiler.backend.runtime.wrapper_support import ensure_layout",
+                 "aten = torch.ops.aten", ""]
+    for p in preludes:
+        if p:
+            lines_top += [p, ""]
+    for k in kernels.values():
+        if k.define_code:
+            lines_top += [k.define_code, ""]
+
+    body = []
+    ins = [n for n, _ in graph.graph_inputs]
+    body.append(f"{', '.join(ins)}{',' if len(ins) == 1 else ''} = args" if ins else "pass")
+    body.append("args.clear()")
+    needed = set()
+    for s in sched.steps:
+        if isinstance(s, ir.KernelGroup):
+            needed |= set(s.size_symbols)
+            for o in s.outputs:
+                needed |= _free(s.layouts[o])
+        else:
+            needed |= _free(getattr(s, "args", [])) | _free(list(getattr(s, "kwargs", {}).values()))
+            if s.layout is not None:
+                needed |= _free(s.layout)
+    for v in graph.outputs:
+        needed |= _free(v) if not isinstance(v, ir.Buffer) else set()
+    binds = symbol_bindings(graph)
+    for sym in sorted(needed, key=lambda s: s.name):
+        if sym not in binds:
+            raise CodegenUnsupported(f"size symbol {sym} cannot be read from the graph inputs")
+        body.append(f"{sym.name} = {binds[sym]}")
+
+    for i, s in enumerate(sched.steps):
+        if isinstance(s, ir.KernelGroup):
+            k = kernels[s.name]
+            body.append("")
+            prov = "; ".join(f"{n}" + (f" ({w})" if w else "") for n, w in k.provenance)
+            body.append(f"# {s.name}: {prov}" if prov else f"# {s.name}")
+            for name, src in sched.plan.allocs.get(i, []):
+                L = s.layouts[name]
+                if src is not None:
+                    body.append(f"{name} = {src}; del {src}  # reuse")
+                else:
+                    body.append(f"{name} = empty_strided({_tuple(L.size)}, {_tuple(L.stride)}, "
+                                f"dtype={_dtype(L.dtype)}, device='{L.device}')")
+            body.append(f"{k.name}({', '.join(k.call_args)})")
+        elif isinstance(s, ir.MultiOutput):
+            body.append(f"{s.name} = {s.parent.name}[{s.index}]")
+            L = s.layout
+            body.append(f"{s.name} = ensure_layout({s.name}, {_tuple(L.size)}, {_tuple(L.stride)})")
+        else:
+            args = [fmt_arg(a) for a in s.args] + [f"{k}={fmt_arg(v)}" for k, v in s.kwargs.items()]
+            note = f"  # fallback: {s.reason}" if isinstance(s, ir.FallbackKernel) else "  # extern kernel"
+            body.append(f"{s.name} = {s.kernel}({', '.join(args)}){note}")
+            if isinstance(s, ir.FallbackKernel) and s.layout is not None:
+                L = s.layout
+                body.append(f"{s.name} = ensure_layout({s.name}, {_tuple(L.size)}, {_tuple(L.stride)})")
+        for d in sched.plan.frees.get(i, []):
+            if not _reused_later(sched.plan, d, i):
+                body.append(f"del {d}")
+    outs = [fmt_arg(v) for v in graph.outputs]
+    body.append(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+
+    lines = lines_top + ["def call(args):"] + ["    " + b if b else "" for b in body]
+    lines += ["", "", _main_block(graph, example_inputs)]
+    return "\n".join(lines) + "\n"
+
+
+def _reused_later(plan, name, step) -> bool:
+    for j, entries in plan.allocs.items():
+        if j > step and any(src == name for _, src in entries):
+            return True
+    return False
+
+
+def _main_block(graph, example_inputs) -> str:
+    specs = []
+    for (name, v), ex in zip(graph.graph_inputs, list(example_inputs) + [None] * len(graph.graph_inputs)):
+        if isinstance(ex, torch.Tensor):
+            size = [_example_value(s) for s in ex.shape]
+            stride = [_example_value(s) for s in ex.stride()]
+            specs.append(f"rand_strided({tuple(size)!r}, {tuple(stride)!r}, {ex.dtype}, '{ex.device}')")
+        elif isinstance(ex, (int, torch.SymInt)):
+            specs.append(repr(_example_value(ex)))
+        else:
+            specs.append(repr(ex))
+    return "\n".join([
+        'if __name__ == "__main__":',
+        "    from compiler.backend.runtime.wrapper_support import rand_strided",
+        f"    args = [{', '.join(specs)}]",
+        "    out = call(list(args))",
+        "    print([tuple(o.shape) if isinstance(o, torch.Tensor) else o for o in out])",
+    ])

@@ -1,0 +1,125 @@
+"""The inner compiler: post-aot FX graph -> IR -> schedule -> kernels + wrapper -> a callable.
+
+`compile_graph(gm, example_inputs)` follows the backend contract on the aot graph (flat tensor
+outputs). Whatever cannot be compiled (a graph-level limitation, a code generator refusing a
+kernel) makes the graph run eagerly, with the reason logged: never an error, never wrong.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+import logs
+from compiler import config
+from compiler.backend import cache, ir
+from compiler.backend.codegen.common import CodegenUnsupported
+from compiler.backend.lowering import GraphFallback, lower_graph
+from compiler.backend.scheduler import schedule
+
+log = logs.get_logger(__name__)
+
+
+class CompiledGraph:
+    """Callable running the generated `call(args)`; keeps the output code for inspection."""
+
+    def __init__(self, call, code: str, path: str, key: str, n_kernels: int | None = None):
+        self._call = call
+        self.code = code
+        self.path = path
+        self.key = key
+        self.n_kernels = n_kernels
+
+    def __call__(self, *args):
+        return self._call(list(args))
+
+
+class EagerGraph:
+    """Fallback: run the (aot) graph as is, with the reason kept for inspection."""
+
+    def __init__(self, gm, reason: str):
+        self.gm = gm
+        self.reason = reason
+        self.code = None
+
+    def __call__(self, *args):
+        return self.gm(*args)
+
+
+def pick_codegen(device: torch.device):
+    """C++ for CPU tensors (or Triton when backend.cpu_codegen == 'triton'), Triton for CUDA."""
+    if device is None or device.type == "cpu":
+        if config.backend.cpu_codegen == "triton":
+            return _triton("backend.cpu_codegen is 'triton'")
+        from compiler.backend.codegen.cpp import CppCodegen
+        return CppCodegen()
+    if device.type == "cuda":
+        return _triton("CUDA tensors")
+    raise CodegenUnsupported(f"no code generator for device {device}")
+
+
+def _triton(why):
+    try:
+        from compiler.backend.codegen.triton import TritonCodegen
+    except ImportError as e:
+        raise CodegenUnsupported(f"{why} need the Triton code generator, which is not available: {e}")
+    return TritonCodegen()
+
+
+def _exec(code: str, path: str):
+    ns = {"__name__": "tracetorch_output_code", "__file__": path}
+    exec(compile(code, path, "exec"), ns)
+    return ns["call"]
+
+
+def generate(gm, example_inputs):
+    """(output code, number of kernels) for the graph."""
+    from compiler.backend.codegen.wrapper import generate_wrapper
+    graph = lower_graph(gm, example_inputs)
+    sched = schedule(graph)
+    codegen = pick_codegen(graph.device)
+    kernels = {}
+    for group in sched.kernels():
+        k = codegen.generate(group)
+        kernels[group.name] = k
+        logs.artifact("kernel_code", lambda k=k: f"# {k.name} ({k.language})\n{k.source}",
+                      kernel=k.name, filename=f"{k.name}.{'cpp' if k.language == 'cpp' else 'py'}")
+        logs.artifact("kernel", lambda k=k: {"name": k.name, "language": k.language, "source": k.source,
+                                             "provenance": [{"node": n, "source": w} for n, w in k.provenance],
+                                             "launch": {a: str(b) for a, b in k.launch.items()}})
+    preludes = [codegen.module_prelude(list(kernels.values()))]
+    cid = logs.current_compile_id()
+    code = generate_wrapper(sched, kernels, preludes, example_inputs,
+                            header=f"compile id {cid}" if cid is not None else "")
+    return code, len(kernels), graph
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs):
+    t0 = time.perf_counter()
+    try:
+        key = cache.graph_key(gm, example_inputs)
+        code = cache.lookup(key)
+        n_kernels = None
+        if code is None:
+            code, n_kernels, graph = generate(gm, example_inputs)
+            for op, reason in graph.fallbacks:
+                log.info("aten_fallback", op=op, reason=reason)
+        path = cache.store(key, code)
+        logs.artifact("output_code", lambda: code, filename="output_code.py")
+        call = _exec(code, path)
+    except (GraphFallback, CodegenUnsupported) as e:
+        log.warning("graph_runs_eagerly", reason=str(e))
+        logs.artifact("perf_hints", lambda: f"whole graph runs eagerly: {e}")
+        return EagerGraph(gm, str(e))
+    except Exception as e:
+        if not config.backend.fallback_on_error:
+            raise
+        log.error("backend_compile_failed", error=f"{type(e).__name__}: {e}")
+        logs.artifact("perf_hints", lambda: f"whole graph runs eagerly after a backend error: {type(e).__name__}: {e}")
+        return EagerGraph(gm, f"{type(e).__name__}: {e}")
+    log.info("graph_compiled", kernels=n_kernels, seconds=round(time.perf_counter() - t0, 3), key=key)
+    return CompiledGraph(call, code, path, key, n_kernels)
+
+
+__all__ = ["compile_graph", "CompiledGraph", "EagerGraph", "generate", "pick_codegen", "ir"]

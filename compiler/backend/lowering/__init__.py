@@ -1,0 +1,17 @@
+"""Lowering: aten ops of the post-aot FX graph -> the loop-level IR (compiler/backend/ir.py).
+
+Split by op family: pointwise.py, views.py, reductions.py, misc.py (factories, cat, pad,
+indexing), extern.py (ops kept whole + the ATen fallback). graph.py walks the FX graph.
+"""
+
+from compiler.backend.lowering import extern, misc, pointwise, reductions, views  # noqa: F401  (registration)
+from compiler.backend.lowering.graph import GraphFallback, GraphLowering, user_location
+from compiler.backend.lowering.registry import LOWERINGS, NotLowerable, register_lowering
+
+
+def lower_graph(gm, example_inputs) -> GraphLowering:
+    return GraphLowering(gm, example_inputs).run()
+
+
+__all__ = ["lower_graph", "GraphLowering", "GraphFallback", "LOWERINGS", "NotLowerable", "register_lowering",
+           "user_location"]

@@ -1,0 +1,83 @@
+"""Ops kept whole (matmul, convolution, attention) and the generic ATen fallback.
+
+Both become nodes the wrapper calls directly with realized tensors: ir.ExternKernel for the
+ops we choose not to generate (vendor libraries are better at them), ir.FallbackKernel for
+everything without a lowering (logged as a perf hint by the graph lowering).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from compiler.backend import ir
+from compiler.backend.lowering.registry import aten, register_lowering, to_sympy
+
+#: ops the aot stage keeps whole and the backend calls as extern kernels
+EXTERN_OPS = [
+    aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,
+    aten.convolution.default,
+    aten._scaled_dot_product_flash_attention_for_cpu.default,
+    aten._scaled_dot_product_efficient_attention.default,
+    aten._scaled_dot_product_flash_attention.default,
+    aten._scaled_dot_product_cudnn_attention.default,
+]
+
+
+def layout_from_meta(v) -> ir.Layout:
+    return ir.Layout([to_sympy(s) for s in v.shape], [to_sympy(s) for s in v.stride()], v.dtype, v.device,
+                     to_sympy(v.storage_offset()))
+
+
+def op_name(target) -> str:
+    """`aten.mm.default` for an OpOverload (what the wrapper writes)."""
+    if isinstance(target, torch._ops.OpOverload):
+        ns = target.namespace
+        return f"{ns if ns != 'aten' else 'aten'}.{target._schema.name.split('::')[-1]}.{target._overloadname}" \
+            if ns == "aten" else f"torch.ops.{ns}.{target._schema.name.split('::')[-1]}.{target._overloadname}"
+    return f"{getattr(target, '__module__', '')}.{getattr(target, '__name__', str(target))}"
+
+
+def make_extern(ctx, args, kwargs, *, cls=ir.ExternKernel, reason=None):
+    """An extern/fallback call of ctx.node.target on realized inputs; returns the IR value(s)
+    matching the node's output (a buffer, or a tuple of buffers / sympy ints / None)."""
+    graph = ctx.graph
+
+    def realize(a):
+        if isinstance(a, ir.IRNode):
+            return graph.realize_input(a)
+        if isinstance(a, (list, tuple)):
+            return type(a)(realize(x) for x in a)
+        return a
+
+    args = [realize(a) for a in args]
+    kwargs = {k: realize(v) for k, v in kwargs.items()}
+    val = ctx.val
+    kernel = op_name(ctx.node.target)
+    extra = {"reason": reason} if cls is ir.FallbackKernel else {}
+    if isinstance(val, torch.Tensor):
+        node = cls(graph.new_name(), layout_from_meta(val), kernel, args, kwargs, origins=ctx.origins, **extra)
+        graph.register_buffer(node)
+        return node
+    if isinstance(val, (list, tuple)):
+        parent = cls(graph.new_name(), None, kernel, args, kwargs, origins=ctx.origins, **extra)
+        graph.register_buffer(parent)
+        outs = []
+        for i, v in enumerate(val):
+            if isinstance(v, torch.Tensor):
+                mo = ir.MultiOutput(graph.new_name(), layout_from_meta(v), parent, i, origins=ctx.origins)
+                graph.register_buffer(mo)
+                outs.append(mo)
+            elif isinstance(v, (int, torch.SymInt)):
+                outs.append(to_sympy(v))
+            else:
+                outs.append(v)
+        return tuple(outs)
+    raise NotImplementedError(f"extern call with output {type(val).__name__}")
+
+
+def _extern(ctx, *args, **kwargs):
+    return make_extern(ctx, list(args), kwargs)
+
+
+for _op in EXTERN_OPS:
+    register_lowering(_op)(_extern)

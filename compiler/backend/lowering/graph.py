@@ -1,0 +1,270 @@
+"""GraphLowering: walks the post-aot FX graph and builds the IR (buffers in program order).
+
+Each FX node's value is an IR node: lazy (Pointwise / View, inlined into its readers) or stored
+(a Buffer). The realize policy decides what gets a buffer: reductions, extern/fallback inputs,
+graph outputs, and values read by several users when recomputing them would be expensive.
+Ops without a lowering become FallbackKernels (the ATen call), logged as perf hints.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+
+import sympy
+import torch
+
+import logs
+from compiler import config
+from compiler.backend import ir
+from compiler.backend.lowering.registry import LOWERINGS, Ctx, NotLowerable, aten, to_sympy
+from compiler.backend.lowering.extern import layout_from_meta, make_extern
+
+log = logs.get_logger(__name__)
+
+#: a value read by several users is recomputed (inlined) while its op count stays below this
+INLINE_MAX_COST_SHARED = 12
+#: any lazy value is stored once its inlined expression grows beyond this (bounds compile time)
+INLINE_MAX_COST = 120
+
+
+class GraphFallback(Exception):
+    """The graph cannot be compiled as a whole (e.g. data-dependent sizes): run it eagerly."""
+
+
+_SYM_OPS = {operator.add: operator.add, operator.sub: operator.sub, operator.mul: operator.mul,
+            operator.floordiv: lambda a, b: ir.FloorDiv(a, b), operator.neg: operator.neg,
+            operator.mod: lambda a, b: ir.ModularIndexing(a, 1, b)}
+
+
+def user_location(node: torch.fx.Node) -> str:
+    """'file.py:12: source line' from the node's stack_trace (its last frame), or ''."""
+    st = node.meta.get("stack_trace")
+    if not st:
+        return ""
+    frames = re.findall(r'File "([^"]+)", line (\d+), in [^\n]*\n\s*([^\n]*)', st)
+    if not frames:
+        return ""
+    path, line, code = frames[-1]
+    return f"{path.rsplit('/', 1)[-1]}:{line}: {code.strip()}"
+
+
+class GraphLowering:
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs):
+        self.gm = gm
+        self.example_inputs = list(example_inputs)
+        self.env: dict = {}
+        self.buffers: list[ir.Buffer] = []       # everything stored, in program order
+        self.name_to_buffer: dict[str, ir.Buffer] = {}
+        self.graph_inputs: list[tuple[str, object]] = []   # (name, InputBuffer | sympy expr | None)
+        self.outputs: list = []
+        self.side_effects: list[str] = []        # buffers kept even if unused (input write-backs)
+        self.fallbacks: list[tuple[str, str]] = []
+        self.provenance: dict[str, str] = {}     # fx node name -> user location
+        self.device = None
+        self._n = 0
+
+    # naming and registration ----------------------------------------------------------------
+    def new_name(self) -> str:
+        name = f"buf{self._n}"
+        self._n += 1
+        return name
+
+    def register_buffer(self, buf: ir.Buffer) -> ir.Buffer:
+        self.buffers.append(buf)
+        self.name_to_buffer[buf.name] = buf
+        return buf
+
+    # realization -------------------------------------------------------------------------
+    def _layout_for(self, size, dtype, device, fx_node):
+        v = fx_node.meta.get("val") if fx_node is not None else None
+        if isinstance(v, torch.Tensor) and len(v.shape) == len(size) and all(
+                sympy.expand(to_sympy(a) - b) == 0 for a, b in zip(v.shape, size)):
+            stride = [to_sympy(s) for s in v.stride()]
+            if _is_dense_permutation(size, stride):
+                return ir.Layout(size, stride, dtype, device)
+        return ir.Layout.contiguous(size, dtype, device)
+
+    def realize(self, value, fx_node=None):
+        """Store a lazy value into a new ComputedBuffer (no-op for stored values)."""
+        if isinstance(value, (ir.Buffer, ir.ReinterpretView)):
+            return value
+        if isinstance(value, ir.Loops):
+            data = value
+        elif isinstance(value, ir.View):
+            data = ir.Pointwise(value.get_size(), value.make_loader(), value.get_dtype(), value.get_device(),
+                                origins=value.origins, cost=value.op_count())
+        else:
+            raise TypeError(f"cannot realize {type(value).__name__}")
+        layout = self._layout_for(data.get_size(), data.get_dtype(), data.get_device(), fx_node)
+        buf = ir.ComputedBuffer(self.new_name(), layout, data, origins=data.origins)
+        return self.register_buffer(buf)
+
+    def realize_input(self, value):
+        return self.realize(value)
+
+    # the walk ------------------------------------------------------------------------------
+    def run(self):
+        for i, node in enumerate(self.gm.graph.nodes):
+            if node.op == "placeholder":
+                self._placeholder(node)
+            elif node.op == "get_attr":
+                self._get_attr(node)
+            elif node.op == "call_function":
+                loc = user_location(node)
+                if loc:
+                    self.provenance[node.name] = loc
+                self.env[node] = self._call(node)
+            elif node.op == "output":
+                self._output(node)
+            else:
+                raise GraphFallback(f"unsupported FX node kind {node.op}")
+        return self
+
+    def _placeholder(self, node):
+        idx = len(self.graph_inputs)
+        v = node.meta.get("val")
+        if v is None and idx < len(self.example_inputs):
+            v = self.example_inputs[idx]
+        name = f"arg{idx}_1"
+        if isinstance(v, torch.Tensor):
+            buf = ir.InputBuffer(name, layout_from_meta(v), origins=[node.name])
+            self.graph_inputs.append((name, buf))
+            self.name_to_buffer[name] = buf
+            self.env[node] = buf
+            self.device = self.device or v.device
+        elif isinstance(v, (torch.SymInt, int)) and not isinstance(v, bool):
+            expr = to_sympy(v)
+            self.graph_inputs.append((name, expr))
+            self.env[node] = expr
+        else:
+            self.graph_inputs.append((name, None))
+            self.env[node] = v
+
+    def _get_attr(self, node):
+        value = getattr(self.gm, node.target)
+        if not isinstance(value, torch.Tensor):
+            self.env[node] = value
+            return
+        name = f"const_{node.name}"
+        buf = ir.ConstantBuffer(name, layout_from_meta(value), value, origins=[node.name])
+        self.name_to_buffer[name] = buf
+        self.env[node] = buf
+
+    def _args(self, node):
+        def load(a):
+            return self.env[a] if isinstance(a, torch.fx.Node) else a
+        args = torch.fx.node.map_aggregate(node.args, load)
+        kwargs = torch.fx.node.map_aggregate(node.kwargs, load)
+        return list(args), dict(kwargs)
+
+    def _call(self, node):
+        target = node.target
+        args, kwargs = self._args(node)
+        if target is operator.getitem:
+            return args[0][args[1]]
+        if target in _SYM_OPS:
+            return _SYM_OPS[target](*args)
+        if target in (aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.default,
+                      aten.sym_storage_offset.default):
+            return self._sym_query(target, args)
+        if not isinstance(target, torch._ops.OpOverload):
+            raise GraphFallback(f"call of {getattr(target, '__name__', target)} in the graph")
+        val = node.meta.get("val")
+        if _has_unbacked(val):
+            raise GraphFallback(f"{target} has a data-dependent output size")
+        ctx = Ctx(self, node)
+        if target is aten.copy_.default:
+            # the aot stage's write-back of a mutated input: call it last, keep it
+            out = make_extern(ctx, args, kwargs, cls=ir.FallbackKernel, reason="input mutation write-back")
+            self.side_effects.append(out.name)
+            return args[0]
+        if _is_complex(val) or any(isinstance(a, ir.IRNode) and a.get_dtype().is_complex for a in args):
+            return self._fallback(ctx, node, args, kwargs, "complex dtype")
+        fn = LOWERINGS.get(target)
+        if fn is None:
+            return self._fallback(ctx, node, args, kwargs, "no lowering")
+        try:
+            result = fn(ctx, *args, **kwargs)
+        except NotLowerable as e:
+            return self._fallback(ctx, node, args, kwargs, f"not lowerable: {e}")
+        except (GraphFallback, KeyboardInterrupt):
+            raise
+        except Exception as e:  # a lowering bug must not make the compile fail
+            if not config.backend.fallback_on_error:
+                raise
+            log.warning("lowering_failed", op=str(target), node=node.name, error=f"{type(e).__name__}: {e}")
+            return self._fallback(ctx, node, args, kwargs, f"lowering raised {type(e).__name__}: {e}")
+        return self._after_lowering(result, node)
+
+    def _after_lowering(self, result, node):
+        if isinstance(result, tuple):
+            return tuple(self._after_lowering(r, None) for r in result)
+        if isinstance(result, ir.Reduction):
+            return self.realize(result, node)
+        if isinstance(result, (ir.Pointwise, ir.View)):
+            n_users = len(node.users) if node is not None else 2
+            cost = result.op_count()
+            if cost > INLINE_MAX_COST or (n_users > 1 and cost > INLINE_MAX_COST_SHARED):
+                return self.realize(result, node)
+        return result
+
+    def _sym_query(self, target, args):
+        x = args[0]
+        if target is aten.sym_size.int:
+            return x.get_size()[args[1]]
+        if target is aten.sym_numel.default:
+            return ir.product(x.get_size())
+        if isinstance(x, (ir.Buffer, ir.ReinterpretView)):
+            layout = x.layout
+            return layout.stride[args[1]] if target is aten.sym_stride.int else layout.offset
+        raise GraphFallback("stride of a lazy value")
+
+    def _fallback(self, ctx, node, args, kwargs, reason):
+        target = node.target
+        self.fallbacks.append((str(target), reason))
+        logs.artifact("perf_hint", lambda: {"op": str(target), "node": node.name, "reason": reason,
+                                            "hint": "ATen fallback: the op runs as a separate call"})
+        logs.artifact("perf_hints", lambda: f"fallback to ATen for {target} (node {node.name}): {reason}")
+        log.debug("fallback_kernel", op=str(target), node=node.name, reason=reason)
+        return make_extern(ctx, args, kwargs, cls=ir.FallbackKernel, reason=reason)
+
+    def _output(self, node):
+        outs = node.args[0]
+        values = []
+        for a in (outs if isinstance(outs, (list, tuple)) else [outs]):
+            v = self.env[a] if isinstance(a, torch.fx.Node) else a
+            if isinstance(v, ir.IRNode):
+                v = self.realize(v, a if isinstance(a, torch.fx.Node) else None)
+            values.append(v)
+        self.outputs = values
+
+
+def _is_dense_permutation(size, stride) -> bool:
+    """Strides are a permutation of some contiguous strides (concrete sizes only)."""
+    if not all(s.is_number for s in list(size) + list(stride)):
+        return all(sympy.expand(a - b) == 0 for a, b in zip(stride, ir.contiguous_strides(size)))
+    dims = sorted(range(len(size)), key=lambda d: (int(stride[d]), -d))
+    expect = 1
+    for d in dims:
+        if int(size[d]) == 1:
+            continue
+        if int(stride[d]) != expect:
+            return False
+        expect *= int(size[d])
+    return True
+
+
+def _has_unbacked(val) -> bool:
+    vals = val if isinstance(val, (list, tuple)) else [val]
+    for v in vals:
+        if isinstance(v, torch.Tensor):
+            for s in v.shape:
+                if isinstance(s, torch.SymInt) and any(str(f).startswith("u") for f in s.node.expr.free_symbols):
+                    return True
+    return False
+
+
+def _is_complex(val) -> bool:
+    vals = val if isinstance(val, (list, tuple)) else [val]
+    return any(isinstance(v, torch.Tensor) and v.dtype.is_complex for v in vals)

@@ -1,0 +1,230 @@
+"""Factories (full, arange), concatenation and padding (masked loads), and indexing
+(embedding, index, gather, index_select through ops.indirect_indexing)."""
+
+from __future__ import annotations
+
+import sympy
+import torch
+
+from compiler.backend import ir
+from compiler.backend.ir import ops
+from compiler.backend.lowering.registry import NotLowerable, aten, broadcast_loader, register_lowering, same, \
+    to_sympy
+
+
+def _const_node(ctx, value):
+    dtype = ctx.dtype
+    if isinstance(value, sympy.Basic) and not value.is_number:
+        fn = lambda idx: ops.index_expr(value, dtype)  # noqa: E731
+    else:
+        v = bool(value) if dtype == torch.bool else (float(value) if dtype.is_floating_point else int(value))
+        fn = lambda idx: ops.constant(v, dtype)  # noqa: E731
+    return ir.Pointwise(ctx.size, fn, dtype, ctx.device, origins=ctx.origins)
+
+
+@register_lowering(aten.full.default, aten.scalar_tensor.default)
+def full(ctx, size_or_value, value=None, **kwargs):
+    if ctx.dtype.is_complex:
+        raise NotLowerable("complex")
+    return _const_node(ctx, size_or_value if value is None else value)
+
+
+@register_lowering(aten.full_like.default)
+def full_like(ctx, x, value, **kwargs):
+    return _const_node(ctx, value)
+
+
+@register_lowering(aten.zeros_like.default, aten.empty_like.default, aten.new_zeros.default,
+                   aten.new_empty.default, aten.empty.memory_format, aten.zeros.default,
+                   aten.empty_strided.default, aten.new_empty_strided.default)
+def zeros(ctx, *args, **kwargs):
+    if ctx.dtype.is_complex:
+        raise NotLowerable("complex")
+    return _const_node(ctx, 0)
+
+
+@register_lowering(aten.ones_like.default, aten.new_ones.default, aten.ones.default)
+def ones(ctx, *args, **kwargs):
+    return _const_node(ctx, 1)
+
+
+@register_lowering(aten.new_full.default)
+def new_full(ctx, x, size, value, **kwargs):
+    return _const_node(ctx, value)
+
+
+@register_lowering(aten.fill.Scalar)
+def fill(ctx, x, value):
+    return _const_node(ctx, value)
+
+
+@register_lowering(aten.arange.start_step, aten.arange.default, aten.arange.start)
+def arange(ctx, start, end=None, step=1, **kwargs):
+    if end is None:
+        start, end = 0, start
+    dtype = ctx.dtype
+    acc = torch.float64 if dtype.is_floating_point else torch.int64
+
+    def fn(idx):
+        i = ops.index_expr(idx[0], acc)
+        v = ops.add(ops.mul(i, _scalar(step, acc)), _scalar(start, acc))
+        return ops.to_dtype(v, dtype) if acc != dtype else v
+
+    return ir.Pointwise(ctx.size, fn, dtype, ctx.device, origins=ctx.origins)
+
+
+def _scalar(v, dtype):
+    if isinstance(v, sympy.Basic) and not v.is_number:
+        return ops.index_expr(v, dtype)
+    return ops.constant(float(v) if dtype.is_floating_point else int(v), dtype)
+
+
+def iota(ctx, length, *, start, step, dtype=None, device=None, requires_grad=False):
+    return arange(ctx, start, start + step * length, step)
+
+
+if hasattr(torch.ops.prims, "iota"):
+    register_lowering(torch.ops.prims.iota.default)(iota)
+
+
+def _index_value(i):
+    return ops.index_expr(i, torch.int64)
+
+
+def _in_range(i, lo, hi):
+    """lo <= i < hi as a bool value (sympy bounds)."""
+    return ops.logical_and(ops.ge(_index_value(i), _index_value(lo)), ops.lt(_index_value(i), _index_value(hi)))
+
+
+@register_lowering(aten.cat.default)
+def cat(ctx, tensors, dim=0):
+    size = ctx.size
+    n = len(size)
+    dim = dim + n if dim < 0 else dim
+    parts = [t for t in tensors if not (len(t.get_size()) == 1 and same(t.get_size()[0], 0) and n > 1)]
+    dtype = ctx.dtype
+    offsets, off = [], sympy.Integer(0)
+    for t in parts:
+        offsets.append(off)
+        off = off + t.get_size()[dim]
+    loaders = [t.make_loader() for t in parts]
+
+    def fn(idx):
+        result = None
+        for k in reversed(range(len(parts))):
+            lo, hi = offsets[k], offsets[k] + parts[k].get_size()[dim]
+            src = list(idx)
+            src[dim] = idx[dim] - lo
+            ld, t = loaders[k], parts[k]
+
+            def body(ld=ld, src=src, t=t):
+                v = ld(src)
+                return ops.to_dtype(v, dtype) if t.get_dtype() != dtype else v
+            # every part is masked: its loads are out of bounds outside its slice of the output
+            m = ops.masked(_in_range(idx[dim], lo, hi), body, 0)
+            result = m if result is None else ops.where(_in_range(idx[dim], lo, hi), m, result)
+        return result
+
+    return ir.Pointwise(size, fn, dtype, ctx.device, origins=ctx.origins,
+                        cost=sum(t.op_count() for t in parts) + len(parts))
+
+
+@register_lowering(aten.constant_pad_nd.default)
+def constant_pad_nd(ctx, x, pad, value=0):
+    size = ctx.size
+    n = len(size)
+    lows = [sympy.Integer(0)] * n
+    for k in range(len(pad) // 2):
+        lows[n - 1 - k] = to_sympy(pad[2 * k])
+    in_size = x.get_size()
+    loader = x.make_loader()
+    dtype = ctx.dtype
+
+    def fn(idx):
+        src = [i - lo for i, lo in zip(idx, lows)]
+        conds = [_in_range(s, 0, sz) for s, lo, sz in zip(src, lows, in_size) if lo != 0 or True]
+        padded = [d for d in range(n) if lows[d] != 0 or not same(in_size[d], size[d])]
+        if not padded:
+            return loader(src)
+        mask = None
+        for d in padded:
+            c = conds[d]
+            mask = c if mask is None else ops.logical_and(mask, c)
+        return ops.masked(mask, lambda: loader(src), value)
+
+    return ir.Pointwise(size, fn, dtype, ctx.device, origins=ctx.origins, cost=x.op_count() + 2)
+
+
+@register_lowering(aten.embedding.default)
+def embedding(ctx, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    wl = weight.make_loader()
+    il = indices.make_loader()
+    nrows = weight.get_size()[0]
+    k = len(indices.get_size())
+
+    def fn(idx):
+        row = ops.indirect_indexing(il(idx[:k]), nrows)
+        return wl([row, idx[k]])
+
+    return ir.Pointwise(ctx.size, fn, ctx.dtype, ctx.device, origins=ctx.origins)
+
+
+@register_lowering(aten.index_select.default)
+def index_select(ctx, x, dim, index):
+    n = len(x.get_size())
+    dim = dim + n if dim < 0 else dim
+    xl, il = x.make_loader(), index.make_loader()
+    size_d = x.get_size()[dim]
+
+    def fn(idx):
+        src = list(idx)
+        src[dim] = ops.indirect_indexing(il([idx[dim]] if index.get_size() else []), size_d)
+        return xl(src)
+
+    return ir.Pointwise(ctx.size, fn, ctx.dtype, ctx.device, origins=ctx.origins)
+
+
+@register_lowering(aten.gather.default)
+def gather(ctx, x, dim, index, sparse_grad=False):
+    n = len(x.get_size())
+    dim = dim + n if dim < 0 else dim
+    if n == 0:
+        raise NotLowerable("0-d gather")
+    xl, il = x.make_loader(), index.make_loader()
+    size_d = x.get_size()[dim]
+
+    def fn(idx):
+        src = list(idx)
+        src[dim] = ops.indirect_indexing(il(idx), size_d)
+        return xl(src)
+
+    return ir.Pointwise(ctx.size, fn, ctx.dtype, ctx.device, origins=ctx.origins)
+
+
+@register_lowering(aten.index.Tensor)
+def index(ctx, x, indices):
+    size = x.get_size()
+    pos = [d for d, t in enumerate(indices) if t is not None]
+    if not pos or any(t.get_dtype() not in (torch.int64, torch.int32) for t in indices if t is not None):
+        raise NotLowerable("boolean or empty index")
+    adjacent = pos == list(range(pos[0], pos[-1] + 1))
+    out = ctx.size
+    idx_tensors = [indices[d] for d in pos]
+    bdim = max(len(t.get_size()) for t in idx_tensors)
+    rest = [d for d in range(len(size)) if d not in pos]
+    first = pos[0] if adjacent else 0
+    bshape = out[first:first + bdim]
+    loaders = [broadcast_loader(t, bshape) for t in idx_tensors]
+    xl = x.make_loader()
+
+    def fn(o):
+        b = o[first:first + bdim]
+        others = list(o[:first]) + list(o[first + bdim:])
+        src = [None] * len(size)
+        for d, ld in zip(pos, loaders):
+            src[d] = ops.indirect_indexing(ld(b), size[d])
+        for d, i in zip(rest, others):
+            src[d] = i
+        return xl(src)
+
+    return ir.Pointwise(out, fn, ctx.dtype, ctx.device, origins=ctx.origins)

@@ -1,0 +1,189 @@
+"""Elementwise aten ops -> ir.Pointwise (type promotion follows the FX node's output metadata)."""
+
+from __future__ import annotations
+
+import torch
+
+from compiler.backend.ir import ops
+from compiler.backend.lowering.registry import (NotLowerable, aten, is_tensor, make_pointwise,
+                                                promoted_dtype, register_lowering)
+
+# unary ops computed in the output dtype: aten name -> ops name
+_UNARY = {
+    "abs": "abs", "neg": "neg", "exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log",
+    "log2": "log2", "log10": "log10", "log1p": "log1p", "sqrt": "sqrt", "rsqrt": "rsqrt", "sin": "sin",
+    "cos": "cos", "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh",
+    "cosh": "cosh", "tanh": "tanh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
+    "sigmoid": "sigmoid", "erf": "erf", "erfc": "erfc", "erfinv": "erfinv", "lgamma": "lgamma",
+    "floor": "floor", "ceil": "ceil", "trunc": "trunc", "sign": "sign", "sgn": "sign",
+    "reciprocal": "reciprocal", "relu": "relu", "bitwise_not": "bitwise_not", "square": "square",
+}
+
+
+def _unary(opname):
+    def lower(ctx, x):
+        if not is_tensor(x):
+            raise NotLowerable("scalar input")
+        if opname == "sign" and ctx.dtype.is_complex:
+            raise NotLowerable("complex")
+        return make_pointwise(ctx, [x], getattr(ops, opname))
+    return lower
+
+
+for _aten_name, _op in _UNARY.items():
+    if hasattr(aten, _aten_name):
+        register_lowering(getattr(aten, _aten_name).default)(_unary(_op))
+
+
+@register_lowering(aten.round.default)
+def _round(ctx, x):
+    return make_pointwise(ctx, [x], ops.round)
+
+
+@register_lowering(aten.logical_not.default)
+def _logical_not(ctx, x):
+    return make_pointwise(ctx, [x], ops.logical_not, compute_dtype=torch.bool)
+
+
+@register_lowering(aten.isnan.default, aten.isinf.default, aten.signbit.default)
+def _float_predicate(ctx, x):
+    name = ctx.node.target.__name__.split(".")[0]
+    return make_pointwise(ctx, [x], getattr(ops, name), compute_dtype=x.get_dtype())
+
+
+@register_lowering(aten.isfinite.default)
+def _isfinite(ctx, x):
+    return make_pointwise(ctx, [x], lambda v: ops.logical_not(ops.logical_or(ops.isnan(v), ops.isinf(v))),
+                          compute_dtype=x.get_dtype())
+
+
+def _binary(opname, scale_arg=False):
+    def lower(ctx, a, b, alpha=1):
+        if not (is_tensor(a) or is_tensor(b)):
+            raise NotLowerable("no tensor operand")
+        if alpha != 1:
+            return make_pointwise(ctx, [a, b, alpha], lambda x, y, al: getattr(ops, opname)(x, ops.mul(y, al)))
+        return make_pointwise(ctx, [a, b], getattr(ops, opname))
+    return lower
+
+
+for _name, _op in {"add": "add", "sub": "sub", "mul": "mul", "div": "truediv", "true_divide": "truediv",
+                   "maximum": "maximum", "minimum": "minimum", "fmax": None, "atan2": "atan2",
+                   "copysign": "copysign", "hypot": "hypot", "fmod": "fmod", "remainder": "remainder",
+                   "floor_divide": "floordiv", "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
+                   "bitwise_xor": "bitwise_xor", "bitwise_left_shift": "left_shift",
+                   "bitwise_right_shift": "right_shift", "__lshift__": "left_shift",
+                   "__rshift__": "right_shift"}.items():
+    if _op is None or not hasattr(aten, _name):
+        continue
+    _packet = getattr(aten, _name)
+    for _ov in ("Tensor", "Scalar", "default", "Scalar_Tensor"):
+        if _ov in _packet.overloads():
+            register_lowering(getattr(_packet, _ov))(_binary(_op))
+
+
+@register_lowering(aten.rsub.Tensor, aten.rsub.Scalar)
+def _rsub(ctx, a, b, alpha=1):
+    return make_pointwise(ctx, [b, a, alpha], lambda y, x, al: ops.sub(y, ops.mul(x, al)))
+
+
+@register_lowering(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def _div_mode(ctx, a, b, rounding_mode=None):
+    if rounding_mode is None:
+        return make_pointwise(ctx, [a, b], ops.truediv)
+    if ctx.dtype.is_floating_point:
+        rnd = ops.trunc if rounding_mode == "trunc" else ops.floor
+        return make_pointwise(ctx, [a, b], lambda x, y: rnd(ops.truediv(x, y)))
+    if rounding_mode == "trunc":
+        return make_pointwise(ctx, [a, b], ops.truediv)  # C integer division truncates
+    return make_pointwise(ctx, [a, b], ops.floordiv)
+
+
+@register_lowering(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar)
+def _pow(ctx, a, b):
+    if not is_tensor(b) and not hasattr(b, "free_symbols"):
+        if b == 2:
+            return make_pointwise(ctx, [a], lambda x: ops.mul(x, x))
+        if b == 1:
+            return make_pointwise(ctx, [a], lambda x: x)
+        if b == 0.5 and ctx.dtype.is_floating_point:
+            return make_pointwise(ctx, [a], ops.sqrt)
+        if b == -1 and ctx.dtype.is_floating_point:
+            return make_pointwise(ctx, [a], ops.reciprocal)
+    return make_pointwise(ctx, [a, b], ops.pow)
+
+
+def _compare(opname):
+    def lower(ctx, a, b):
+        return make_pointwise(ctx, [a, b], getattr(ops, opname), compute_dtype=promoted_dtype(ctx))
+    return lower
+
+
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    _packet = getattr(aten, _name)
+    for _ov in ("Tensor", "Scalar"):
+        register_lowering(getattr(_packet, _ov))(_compare(_name))
+
+
+def _logical(opname):
+    def lower(ctx, a, b):
+        return make_pointwise(ctx, [a, b], getattr(ops, opname), compute_dtype=torch.bool)
+    return lower
+
+
+for _name in ("logical_and", "logical_or", "logical_xor"):
+    register_lowering(getattr(aten, _name).default)(_logical(_name))
+
+
+@register_lowering(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+def _where(ctx, cond, a, b):
+    return make_pointwise(ctx, [cond, a, b], lambda c, x, y: ops.where(ops.to_dtype(c, torch.bool), x, y),
+                          compute_dtype=ctx.dtype)
+
+
+def _clamp_fn(lo, hi):
+    def fn(x, *bounds):
+        it = iter(bounds)
+        if lo is not None:
+            x = ops.maximum(x, next(it))
+        if hi is not None:
+            x = ops.minimum(x, next(it))
+        return x
+    return fn
+
+
+@register_lowering(aten.clamp.default, aten.clamp.Tensor)
+def _clamp(ctx, x, min=None, max=None):
+    bounds = [b for b in (min, max) if b is not None]
+    return make_pointwise(ctx, [x, *bounds], _clamp_fn(min, max))
+
+
+@register_lowering(aten.clamp_min.default, aten.clamp_min.Tensor)
+def _clamp_min(ctx, x, lo):
+    return make_pointwise(ctx, [x, lo], ops.maximum)
+
+
+@register_lowering(aten.clamp_max.default, aten.clamp_max.Tensor)
+def _clamp_max(ctx, x, hi):
+    return make_pointwise(ctx, [x, hi], ops.minimum)
+
+
+@register_lowering(aten._to_copy.default)
+def _to_copy(ctx, x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+             memory_format=None):
+    if device is not None and torch.device(device) != x.get_device():
+        raise NotLowerable("device copy")
+    if x.get_dtype().is_complex or ctx.dtype.is_complex:
+        raise NotLowerable("complex dtype")
+    return make_pointwise(ctx, [x], lambda v: v, compute_dtype=ctx.dtype)
+
+
+@register_lowering(aten.clone.default, aten.alias.default, aten.lift_fresh_copy.default,
+                   aten.detach.default, aten.contiguous.default)
+def _identity(ctx, x, memory_format=None):
+    return make_pointwise(ctx, [x], lambda v: v)
+
+
+@register_lowering(aten.copy.default)
+def _copy(ctx, dst, src, non_blocking=False):
+    return make_pointwise(ctx, [src], lambda v: v)

@@ -1,0 +1,230 @@
+"""Reductions -> ir.Reduction (realized at once: a reduction's value is read from its buffer).
+
+Iteration: `ranges` are the kept dims, `reduction_ranges` the reduced dims, both in source order,
+so a reduction over the last dims has the same (outer, reduction) split as the pointwise ops on
+its input: that is what lets the scheduler fuse a whole softmax or layernorm into one kernel.
+mean and var are sums; var reads the realized mean in a second reduction (no welford).
+"""
+
+from __future__ import annotations
+
+import sympy
+import torch
+
+from compiler.backend import ir
+from compiler.backend.ir import ops
+from compiler.backend.lowering.registry import NotLowerable, aten, register_lowering, same
+
+
+def _dims(x, dim):
+    n = len(x.get_size())
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return list(range(n))
+    dims = dim if isinstance(dim, (list, tuple)) else [dim]
+    return sorted({d + n if d < 0 else d for d in dims}) if n else []
+
+
+def make_reduction(ctx, x, dims, reduction_type, *, out_dtype, src_dtype=None, keepdim=False, value_fn=None):
+    """Realized reduction of x over dims; `value_fn(v, full_index)` transforms each loaded value."""
+    size = x.get_size()
+    n = len(size)
+    kept = [d for d in range(n) if d not in dims]
+    ranges = [size[d] for d in kept]
+    rranges = [size[d] for d in dims]
+    src_dtype = src_dtype or out_dtype
+    loader = x.make_loader()
+    in_dtype = x.get_dtype()
+
+    def inner_fn(idx, ridx):
+        full = [None] * n
+        for d, i in zip(kept, idx):
+            full[d] = i
+        for d, r in zip(dims, ridx):
+            full[d] = r
+        v = loader(full)
+        if value_fn is not None:
+            v = value_fn(v, full)
+        elif in_dtype != src_dtype:
+            v = ops.to_dtype(v, src_dtype)
+        return v
+
+    red = ir.Reduction(ranges, rranges, inner_fn, reduction_type, out_dtype, src_dtype, x.get_device(),
+                       origins=ctx.origins, cost=x.op_count() + 1)
+    buf = ctx.graph.realize(red, ctx.node)
+    if keepdim:
+        return keepdim_view(ctx, buf, n, dims)
+    return buf
+
+
+def keepdim_view(ctx, buf, n, dims):
+    kept = [d for d in range(n) if d not in dims]
+    size = []
+    stride = []
+    L = buf.layout
+    it = iter(zip(L.size, L.stride))
+    for d in range(n):
+        if d in dims:
+            size.append(sympy.Integer(1))
+            stride.append(sympy.Integer(1))
+        else:
+            s, st = next(it)
+            size.append(s)
+            stride.append(st)
+    del kept
+    return ir.ReinterpretView(buf, ir.Layout(size, stride, L.dtype, L.device, L.offset), origins=ctx.origins)
+
+
+def _acc(dtype):
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+@register_lowering(aten.sum.dim_IntList, aten.sum.default)
+def sum_(ctx, x, dim=None, keepdim=False, dtype=None):
+    out = ctx.dtype
+    return make_reduction(ctx, x, _dims(x, dim), "sum", out_dtype=out, src_dtype=_acc(out), keepdim=keepdim)
+
+
+@register_lowering(aten.prod.default, aten.prod.dim_int)
+def prod(ctx, x, dim=None, keepdim=False, dtype=None):
+    out = ctx.dtype
+    return make_reduction(ctx, x, _dims(x, dim), "prod", out_dtype=out, src_dtype=_acc(out), keepdim=keepdim)
+
+
+def _numel(x, dims):
+    return ir.product([x.get_size()[d] for d in dims])
+
+
+def _scalar(value, dtype):
+    if isinstance(value, sympy.Basic) and not value.is_number:
+        return ops.index_expr(value, dtype)
+    return ops.constant(float(value) if dtype.is_floating_point else int(value), dtype)
+
+
+@register_lowering(aten.mean.dim, aten.mean.default)
+def mean(ctx, x, dim=None, keepdim=False, dtype=None):
+    out = ctx.dtype
+    if not out.is_floating_point:
+        raise NotLowerable("mean of an integer tensor")
+    dims = _dims(x, dim)
+    acc = _acc(out)
+    s = make_reduction(ctx, x, dims, "sum", out_dtype=acc, src_dtype=acc, keepdim=keepdim)
+    n = _numel(x, dims)
+    ld = s.make_loader()
+    return ir.Pointwise(s.get_size(), lambda idx: ops.to_dtype(ops.truediv(ld(idx), _scalar(n, acc)), out)
+                        if acc != out else ops.truediv(ld(idx), _scalar(n, acc)),
+                        out, ctx.device, origins=ctx.origins, cost=2)
+
+
+def _var(ctx, x, dims, correction, keepdim, out):
+    acc = _acc(out)
+    n = _numel(x, dims)
+    total = make_reduction(ctx, x, dims, "sum", out_dtype=acc, src_dtype=acc, keepdim=True)
+    mean_ld = total.make_loader()
+    size = x.get_size()
+    bsize = total.get_size()
+
+    def centered(v, full):
+        m = mean_ld([sympy.Integer(0) if same(b, 1) and not same(s, 1) else i for i, b, s in zip(full, bsize, size)])
+        m = ops.truediv(m, _scalar(n, acc))
+        d = ops.sub(ops.to_dtype(v, acc) if x.get_dtype() != acc else v, m)
+        return ops.mul(d, d)
+
+    sq = make_reduction(ctx, x, dims, "sum", out_dtype=acc, src_dtype=acc, keepdim=keepdim, value_fn=centered)
+    denom = n - (1 if correction is None else correction)
+    sq_ld = sq.make_loader()
+
+    def var_fn(idx):
+        v = sq_ld(idx)
+        if isinstance(denom, sympy.Basic) and not denom.is_number:
+            d = ops.maximum(ops.index_expr(denom, acc), ops.constant(0.0, acc))
+        else:
+            d = ops.constant(float(max(denom, 0)), acc)
+        r = ops.truediv(v, d)
+        return ops.to_dtype(r, out) if out != acc else r
+
+    var = ir.Pointwise(sq.get_size(), var_fn, out, ctx.device, origins=ctx.origins, cost=3)
+    mean_fn = (lambda idx: ops.to_dtype(ops.truediv(mean_ld(idx), _scalar(n, acc)), out)) if acc != out else \
+        (lambda idx: ops.truediv(mean_ld(idx), _scalar(n, acc)))
+    if keepdim:
+        mean_node = ir.Pointwise(bsize, mean_fn, out, ctx.device, origins=ctx.origins, cost=2)
+    else:
+        keep = [d for d in range(len(size)) if d not in dims]
+        mean_node = ir.Pointwise([size[d] for d in keep],
+                                 lambda idx: mean_fn(_expand_idx(idx, keep, len(size))),
+                                 out, ctx.device, origins=ctx.origins, cost=2)
+    return var, mean_node
+
+
+def _expand_idx(idx, keep, n):
+    full = [sympy.Integer(0)] * n
+    for d, i in zip(keep, idx):
+        full[d] = i
+    return full
+
+
+@register_lowering(aten.var.correction)
+def var(ctx, x, dim=None, correction=None, keepdim=False):
+    if not ctx.dtype.is_floating_point:
+        raise NotLowerable("var of a non-float tensor")
+    return _var(ctx, x, _dims(x, dim), correction, keepdim, ctx.dtype)[0]
+
+
+@register_lowering(aten.var_mean.correction)
+def var_mean(ctx, x, dim=None, correction=None, keepdim=False):
+    out = ctx.val[0].dtype
+    if not out.is_floating_point:
+        raise NotLowerable("var_mean of a non-float tensor")
+    return _var(ctx, x, _dims(x, dim), correction, keepdim, out)
+
+
+@register_lowering(aten.amax.default, aten.amin.default)
+def amax(ctx, x, dim=(), keepdim=False):
+    rt = "max" if ctx.node.target is aten.amax.default else "min"
+    return make_reduction(ctx, x, _dims(x, dim), rt, out_dtype=ctx.dtype, keepdim=keepdim)
+
+
+@register_lowering(aten.max.default, aten.min.default)
+def max_all(ctx, x):
+    rt = "max" if ctx.node.target is aten.max.default else "min"
+    return make_reduction(ctx, x, _dims(x, None), rt, out_dtype=ctx.dtype)
+
+
+def _arg_reduction(ctx, x, dim, keepdim, rt):
+    if dim is None:
+        dims = list(range(len(x.get_size())))
+        if keepdim:
+            raise NotLowerable("argmax(dim=None, keepdim=True)")
+    else:
+        dims = _dims(x, dim)
+    return make_reduction(ctx, x, dims, rt, out_dtype=torch.int64, src_dtype=_acc(x.get_dtype()), keepdim=keepdim,
+                          value_fn=(lambda v, full: ops.to_dtype(v, _acc(x.get_dtype())))
+                          if _acc(x.get_dtype()) != x.get_dtype() else None)
+
+
+@register_lowering(aten.argmax.default, aten.argmin.default)
+def argmax(ctx, x, dim=None, keepdim=False):
+    rt = "argmax" if ctx.node.target is aten.argmax.default else "argmin"
+    return _arg_reduction(ctx, x, dim, keepdim, rt)
+
+
+@register_lowering(aten.max.dim, aten.min.dim)
+def max_dim(ctx, x, dim, keepdim=False):
+    is_max = ctx.node.target is aten.max.dim
+    values = make_reduction(ctx, x, _dims(x, dim), "max" if is_max else "min", out_dtype=x.get_dtype(),
+                            keepdim=keepdim)
+    idx = _arg_reduction(ctx, x, dim, keepdim, "argmax" if is_max else "argmin")
+    return values, idx
+
+
+@register_lowering(aten.any.default, aten.any.dim, aten.any.dims, aten.all.default, aten.all.dim, aten.all.dims)
+def any_all(ctx, x, dim=None, keepdim=False):
+    rt = "any" if ctx.node.target.name().startswith("aten::any") else "all"
+    in_dt = x.get_dtype()
+    fn = None if in_dt == torch.bool else (lambda v, full: ops.to_dtype(v, torch.bool))
+    buf = make_reduction(ctx, x, _dims(x, dim), rt, out_dtype=torch.bool, src_dtype=torch.bool, keepdim=keepdim,
+                         value_fn=fn)
+    if ctx.dtype != torch.bool:  # any/all of uint8 return uint8
+        ld = buf.make_loader()
+        return ir.Pointwise(buf.get_size(), lambda idx: ops.to_dtype(ld(idx), ctx.dtype), ctx.dtype, ctx.device,
+                            origins=ctx.origins)
+    return buf

@@ -1,0 +1,27 @@
+"""Small helpers the generated output code imports (kept tiny: the output code stays readable)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def ensure_layout(t: torch.Tensor, size, stride) -> torch.Tensor:
+    """Return `t` with exactly this size/stride (a copy only if an ATen op chose other strides):
+    generated kernels index buffers with the strides decided at compile time."""
+    if tuple(t.stride()) == tuple(stride) or t.numel() <= 1:
+        return t
+    out = torch.empty_strided(tuple(size), tuple(stride), dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out
+
+
+def rand_strided(size, stride, dtype, device="cpu") -> torch.Tensor:
+    """A random tensor with the given size and stride (for running output_code.py standalone)."""
+    need = 1 + sum((s - 1) * st for s, st in zip(size, stride)) if all(s > 0 for s in size) else 0
+    if dtype.is_floating_point:
+        base = torch.randn(need, dtype=dtype, device=device)
+    elif dtype == torch.bool:
+        base = torch.randint(0, 2, (need,), device=device).to(torch.bool)
+    else:
+        base = torch.randint(0, 8, (need,), dtype=dtype, device=device)
+    return torch.as_strided(base, tuple(size), tuple(stride))

@@ -1,0 +1,157 @@
+"""Scheduling: dead-code elimination, fusion into kernels, memory planning.
+
+`schedule(graph)` turns a GraphLowering into a Schedule: ordered steps (ir.KernelGroup for
+generated kernels, ExternKernel / FallbackKernel / MultiOutput for ATen calls) plus the memory
+plan the wrapper follows. See docs/CONTRACTS.md section 7 for what code generators receive.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import logs
+from compiler.backend import ir
+from compiler.backend.scheduler import fusion, memory
+
+log = logs.get_logger(__name__)
+
+
+@dataclasses.dataclass
+class Schedule:
+    steps: list
+    graph: object
+    plan: "memory.Plan"
+
+    def kernels(self) -> list:
+        return [s for s in self.steps if isinstance(s, ir.KernelGroup)]
+
+    def to_str(self) -> str:
+        lines = []
+        for i, s in enumerate(self.steps):
+            if isinstance(s, ir.KernelGroup):
+                lines.append(f"[{i}] kernel " + s.to_str())
+            else:
+                lines.append(f"[{i}] {type(s).__name__} {s.name}: {getattr(s, 'kernel', '')}"
+                             + (f" (fallback: {s.reason})" if isinstance(s, ir.FallbackKernel) else ""))
+            a = self.plan.allocs.get(i, [])
+            if a:
+                lines.append("      allocate: " + ", ".join(f"{n}" + (f" (reuses {r})" if r else "") for n, r in a))
+            f = self.plan.frees.get(i, [])
+            if f:
+                lines.append("      free after: " + ", ".join(f))
+        return "\n".join(lines)
+
+
+def output_names(graph) -> list[str]:
+    out = []
+    for v in graph.outputs:
+        if isinstance(v, ir.ReinterpretView):
+            out.append(v.data.name)
+        elif isinstance(v, ir.Buffer):
+            out.append(v.name)
+    return out
+
+
+def dce(graph) -> list:
+    """Buffers reachable from the outputs and side effects, in program order."""
+    live = set(output_names(graph)) | set(graph.side_effects)
+    keep = []
+    for buf in reversed(graph.buffers):
+        if buf.name in live or isinstance(buf, ir.FallbackKernel) and buf.name in graph.side_effects:
+            keep.append(buf)
+            live |= set(buf.reads())
+            if isinstance(buf, ir.MultiOutput):
+                live.add(buf.parent.name)
+        else:
+            log.debug("dead_buffer_removed", buffer=buf.name, origins=sorted(buf.origins))
+    # a multi-output parent is live if any of its outputs is
+    keep_names = {b.name for b in keep}
+    result = [b for b in graph.buffers if b.name in keep_names or b.name in live]
+    return result
+
+
+def _kernel_name(k: int, nodes) -> str:
+    names = []
+    for n in nodes:
+        for o in sorted(n.origins):
+            base = re.sub(r"_\d+$", "", o)
+            base = re.sub(r"\W", "_", base)
+            if base not in names:
+                names.append(base)
+    return f"kernel{k}" + ("_" + "_".join(names[:4]) if names else "")
+
+
+def schedule(graph) -> Schedule:
+    buffers = dce(graph)
+    logs.artifact("ir_pre_fusion", lambda: ir.format_ir(buffers), filename="ir_pre_fusion.txt")
+    outs = set(output_names(graph)) | set(graph.side_effects)
+    steps = fusion.fuse(buffers, None)
+
+    readers: dict[str, set] = {}
+    for i, s in enumerate(steps):
+        for r in (fusion._group_reads(s) if isinstance(s, fusion.Group) else set(s.reads())):
+            readers.setdefault(r, set()).add(i)
+
+    final = []
+    k = 0
+    for i, s in enumerate(steps):
+        if not isinstance(s, fusion.Group):
+            final.append(s)
+            continue
+        final.append(_finalize(graph, s, i, readers, outs, _kernel_name(k, s.nodes)))
+        k += 1
+    logs.artifact("ir_post_fusion", lambda: _post_fusion_text(final), filename="ir_post_fusion.txt")
+    plan = memory.plan(final, graph, outs)
+    sched = Schedule(final, graph, plan)
+    logs.artifact("schedule", sched.to_str, filename="schedule.txt")
+    log.info("scheduled", kernels=len(sched.kernels()), steps=len(final), buffers=len(buffers))
+    return sched
+
+
+def _finalize(graph, g, step_index, readers, graph_outs, name) -> ir.KernelGroup:
+    members = g.names()
+    outputs, internal = [], []
+    for n in g.nodes:
+        outside = any(j != step_index for j in readers.get(n.name, ()))
+        if outside or n.name in graph_outs or (g.kinds[n.name] == ir.NODE_INNER and g.rranges):
+            outputs.append(n.name)
+        else:
+            internal.append(n.name)
+    inputs = []
+    for n in g.nodes:
+        for r in n.reads():
+            if r not in members and r not in inputs:
+                inputs.append(r)
+    layouts = {}
+    for nm in inputs:
+        layouts[nm] = graph.name_to_buffer[nm].layout
+    for n in g.nodes:
+        layouts[n.name] = n.layout
+    syms = set()
+    for n in g.nodes:
+        syms |= n.size_symbols()
+    for r in list(g.ranges) + list(g.rranges):
+        syms |= r.free_symbols
+    provenance = []
+    for n in g.nodes:
+        for o in sorted(n.origins):
+            if all(o != p[0] for p in provenance):
+                provenance.append((o, graph.provenance.get(o, "")))
+    return ir.KernelGroup(name=name, nodes=list(g.nodes), ranges=list(g.ranges), reduction_ranges=list(g.rranges),
+                          kinds=dict(g.kinds), inputs=inputs, outputs=outputs, internal=internal,
+                          size_symbols=sorted(syms, key=lambda s: s.name), layouts=layouts,
+                          provenance=provenance)
+
+
+def _post_fusion_text(steps) -> str:
+    parts = []
+    for s in steps:
+        if isinstance(s, ir.KernelGroup):
+            parts.append(s.to_str() + "\n" + "\n".join(ir._indent(n.to_str()) for n in s.nodes))
+        else:
+            parts.append(s.to_str())
+    return "\n\n".join(parts)
+
+
+__all__ = ["schedule", "Schedule", "dce", "output_names"]

@@ -1,0 +1,219 @@
+"""Fusion: group ComputedBuffers into kernels (vertical: producer -> consumer, including pointwise
+into reductions; horizontal: independent nodes over the same iteration space that share reads).
+
+Nodes are visited in program order; each joins the first candidate group where fusion is legal,
+or starts a new one. A group runs at one place in the step list; joining may move it later (past
+the producers of the new node) when nothing in between reads the group's buffers. Every
+decision, taken or refused, is an event with its reason.
+
+Legality (so a code generator can evaluate a group's nodes in order at each iteration point):
+- iteration spaces agree: a group has outer `ranges` and `reduction_ranges`; a Pointwise joins
+  over `ranges + reduction_ranges` ("inner") or `ranges` ("outer"); a Reduction must match both;
+- every load of a buffer produced in the group reads the element stored at the same iteration
+  point (same index after renaming loop variables), and not through an indirect index.
+"""
+
+from __future__ import annotations
+
+import sympy
+
+import logs
+from compiler import config
+from compiler.backend import ir
+
+log = logs.get_logger(__name__)
+
+
+def _same_list(a, b) -> bool:
+    return len(a) == len(b) and all(sympy.expand(x - y) == 0 for x, y in zip(a, b))
+
+
+class Group:
+    """A kernel under construction."""
+
+    def __init__(self, node: ir.ComputedBuffer):
+        d = node.data
+        self.nodes = [node]
+        if isinstance(d, ir.Reduction):
+            self.ranges, self.rranges = list(d.ranges), list(d.reduction_ranges)
+            self.kinds = {node.name: ir.NODE_REDUCTION}
+        else:
+            self.ranges, self.rranges = list(d.ranges), []
+            self.kinds = {node.name: ir.NODE_OUTER}
+        self.device = d.device
+
+    def names(self):
+        return {n.name for n in self.nodes}
+
+
+def node_kind_in(ranges, rranges, node):
+    """How `node` would run in a group with these ranges, or None."""
+    d = node.data
+    if isinstance(d, ir.Reduction):
+        if _same_list(d.ranges, ranges) and _same_list(d.reduction_ranges, rranges) and rranges:
+            return ir.NODE_REDUCTION
+        return None
+    if rranges and _same_list(d.ranges, list(ranges) + list(rranges)):
+        return ir.NODE_INNER
+    if _same_list(d.ranges, ranges):
+        return ir.NODE_OUTER
+    return None
+
+
+def var_map(node, kind, n_outer):
+    """Node loop vars -> group loop vars (x* outer, r* reduction)."""
+    xs = [ir.index_var("x", k) for k in range(n_outer)]
+    d = node.data
+    iv = d.index_vars()
+    if kind == ir.NODE_INNER:
+        rs = [ir.index_var("r", k) for k in range(len(iv) - n_outer)]
+        return dict(zip(iv, xs + rs))
+    m = dict(zip(iv, xs))
+    if kind == ir.NODE_REDUCTION:
+        m.update({r: ir.index_var("r", k) for k, r in enumerate(d.reduction_vars())})
+    return m
+
+
+def prospective(group: Group, node):
+    """(ranges, rranges, kinds) of group + node, or (None, reason)."""
+    d = node.data
+    if d.device != group.device:
+        return None, "different devices"
+    if isinstance(d, ir.Reduction):
+        if group.rranges:
+            if _same_list(group.ranges, d.ranges) and _same_list(group.rranges, d.reduction_ranges):
+                return (group.ranges, group.rranges, dict(group.kinds, **{node.name: ir.NODE_REDUCTION})), ""
+            return None, (f"reduction over {d.ranges} x {d.reduction_ranges} vs group "
+                          f"{group.ranges} x {group.rranges}")
+        # a pure pointwise group adopts the reduction's split
+        o, r = list(d.ranges), list(d.reduction_ranges)
+        if _same_list(group.ranges, o + r):
+            kinds = {k: ir.NODE_INNER for k in group.kinds}
+        elif _same_list(group.ranges, o):
+            kinds = {k: ir.NODE_OUTER for k in group.kinds}
+        else:
+            return None, f"pointwise ranges {group.ranges} do not split as {o} x {r}"
+        kinds[node.name] = ir.NODE_REDUCTION
+        return (o, r, kinds), ""
+    kind = node_kind_in(group.ranges, group.rranges, node)
+    if kind is None:
+        return None, f"ranges {d.ranges} do not match group {group.ranges} x {group.rranges}"
+    return (group.ranges, group.rranges, dict(group.kinds, **{node.name: kind})), ""
+
+
+def check_deps(group: Group, node, plan) -> str:
+    """'' if every read of a group buffer by `node` is a same-point read, else why not."""
+    ranges, rranges, kinds = plan
+    n_outer = len(ranges)
+    members = {n.name: n for n in group.nodes}
+    nmap = var_map(node, kinds[node.name], n_outer)
+    for name, index in node.read_deps():
+        if name not in members:
+            continue
+        producer = members[name]
+        pkind = kinds[name]
+        if index.free_symbols & set(node.indirect_symbols):
+            return f"{node.name} reads {name} through an indirect index"
+        if pkind == ir.NODE_INNER and kinds[node.name] == ir.NODE_OUTER:
+            return f"{node.name} (outer) needs a whole row of {name} (inner)"
+        pmap = var_map(producer, pkind, n_outer)
+        store = producer.store_index(producer.data.index_vars()).xreplace(pmap)
+        load = index.xreplace(nmap)
+        if sympy.expand(store - load) != 0:
+            return f"{node.name} reads {name}[{load}] but it is stored at [{store}] (not the same point)"
+    return ""
+
+
+def decide(name_a: str, nodes_b: list, fused: bool, reason: str, kind: str):
+    logs.artifact("fusion_decision", lambda: {"nodes": nodes_b + [name_a], "fused": fused, "reason": reason,
+                                              "kind": kind})
+    logs.artifact("fusion", lambda: f"{'fused' if fused else 'not fused'} ({kind}): {name_a} into "
+                                    f"[{', '.join(nodes_b)}]: {reason}")
+    log.debug("fusion_decision", node=name_a, group=nodes_b, fused=fused, kind=kind, reason=reason)
+
+
+def fuse(steps_in: list, readers_of) -> list:
+    """steps_in: buffers in program order. Returns steps: Group or non-ComputedBuffer buffers."""
+    steps: list = []
+    where: dict[str, object] = {}     # buffer name -> step holding it
+    enabled = config.backend.fusion
+    max_size = config.backend.max_fusion_size
+    for buf in steps_in:
+        if not isinstance(buf, ir.ComputedBuffer):
+            steps.append(buf)
+            where[buf.name] = buf
+            continue
+        reads = set(buf.reads())
+        chosen = None
+        if enabled:
+            producers = [where[r] for r in reads if r in where]
+            vertical = [s for s in dict.fromkeys(producers) if isinstance(s, Group)]
+            vertical.sort(key=lambda s: -steps.index(s))
+            horizontal = [s for s in reversed(steps) if isinstance(s, Group) and s not in vertical
+                          and reads & _group_reads(s)][:6]
+            for kind, cands in (("vertical", vertical), ("horizontal", horizontal)):
+                for g in cands:
+                    names = [n.name for n in g.nodes]
+                    if len(g.nodes) >= max_size:
+                        decide(buf.name, names, False, f"group already has {max_size} nodes", kind)
+                        continue
+                    plan, why = prospective(g, buf)
+                    if plan is None:
+                        decide(buf.name, names, False, why, kind)
+                        continue
+                    why = check_deps(g, buf, plan)
+                    if why:
+                        decide(buf.name, names, False, why, kind)
+                        continue
+                    why = _place(steps, g, buf, where)
+                    if why:
+                        decide(buf.name, names, False, why, kind)
+                        continue
+                    g.ranges, g.rranges, g.kinds = plan
+                    g.nodes.append(buf)
+                    decide(buf.name, names, True, "same iteration point" if kind == "vertical"
+                           else "same iteration space, shared reads", kind)
+                    chosen = g
+                    break
+                if chosen:
+                    break
+        if chosen is None:
+            chosen = Group(buf)
+            steps.append(chosen)
+        where[buf.name] = chosen
+    return steps
+
+
+def _group_reads(g: Group) -> set:
+    out = set()
+    for n in g.nodes:
+        out |= set(n.reads())
+    return out
+
+
+def _place(steps, g: Group, buf, where) -> str:
+    """Make sure every producer of `buf` outside g runs before g, moving g later if possible."""
+    gpos = steps.index(g)
+    outside = [where[r] for r in buf.reads() if r in where and where[r] is not g]
+    if not outside:
+        return ""
+    last = max(steps.index(s) for s in outside)
+    if last < gpos:
+        return ""
+    mine = g.names()
+    for s in steps[gpos + 1:last + 1]:
+        if _step_reads(s) & mine:
+            return f"{_step_name(s)} between them reads the group's output"
+    steps.remove(g)
+    steps.insert(last, g)  # `last` shifted down by one after the removal: right after the producer
+    return ""
+
+
+def _step_reads(s) -> set:
+    if isinstance(s, Group):
+        return _group_reads(s)
+    return set(s.reads())
+
+
+def _step_name(s) -> str:
+    return "+".join(n.name for n in s.nodes) if isinstance(s, Group) else s.name
