@@ -21,6 +21,7 @@ runs the eager step, logged with the reason.
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import Callable
 
 import torch
@@ -34,15 +35,32 @@ log = logs.get_logger(__name__)
 aten = torch.ops.aten
 
 
+def optimizer_of(fn) -> torch.optim.Optimizer | None:
+    """The optimizer whose step `fn` is: a bound `optimizer.step`, or the wrapper an LR
+    scheduler installs over it (which holds a weak reference to the optimizer)."""
+    if isinstance(fn, torch.optim.Optimizer):
+        return fn
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, torch.optim.Optimizer):
+        return owner if getattr(fn, "__name__", "") == "step" else None
+    if getattr(fn, "_wrapped_by_lr_sched", False):
+        for cell in getattr(fn, "__closure__", None) or ():
+            target = cell.cell_contents
+            target = target() if isinstance(target, weakref.ref) else target
+            if isinstance(target, torch.optim.Optimizer):
+                return target
+    return None
+
+
 def is_optimizer_step(fn) -> bool:
-    return isinstance(getattr(fn, "__self__", None), torch.optim.Optimizer) \
-        and getattr(fn, "__name__", "") == "step"
+    return optimizer_of(fn) is not None and not isinstance(fn, torch.optim.Optimizer)
 
 
 def compile_optimizer_step(step, backend="default") -> Callable:
-    """step: a bound `optimizer.step` (or the optimizer). Returns step's drop-in replacement."""
-    opt = step if isinstance(step, torch.optim.Optimizer) else getattr(step, "__self__", None)
-    if not isinstance(opt, torch.optim.Optimizer):
+    """step: `optimizer.step` (bound, or wrapped by an LR scheduler), or the optimizer itself.
+    Returns a drop-in replacement for step."""
+    opt = optimizer_of(step)
+    if opt is None:
         raise TypeError(f"compile_optimizer_step needs a bound optimizer.step, got {step!r}")
     return CompiledOptimizerStep(opt, backend)
 
@@ -163,8 +181,9 @@ class CompiledOptimizerStep:
                         self._sgd(gi, group, params)
                     else:
                         self._adam(gi, group, params)
-        if hasattr(self.optimizer, "_opt_called"):
-            self.optimizer._opt_called = True     # what LR schedulers' step wrapper records
+        # what an LR scheduler's wrapper around optimizer.step records (else it warns that
+        # scheduler.step() ran before optimizer.step())
+        self.optimizer._opt_called = True
         return loss
 
     def _compiled(self, key, kind, fn, inputs: list) -> Callable:

@@ -1,0 +1,171 @@
+"""The compiled optimizer step matches eager torch.optim, and shares its state."""
+from __future__ import annotations
+
+import copy
+import logging
+
+import pytest
+import torch
+import torch.nn as nn
+
+import logs
+from compiler.optim import compile_optimizer_step
+
+
+def _model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+def _grads(model, seed):
+    g = torch.Generator().manual_seed(seed)
+    model.zero_grad()
+    x = torch.randn(5, 8, generator=g)
+    model(x).pow(2).sum().backward()
+
+
+CASES = [
+    (torch.optim.SGD, dict(lr=0.1)),
+    (torch.optim.SGD, dict(lr=0.1, momentum=0.9)),
+    (torch.optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)),
+    (torch.optim.SGD, dict(lr=0.05, momentum=0.8, dampening=0.1, maximize=True)),
+    (torch.optim.Adam, dict(lr=0.01)),
+    (torch.optim.Adam, dict(lr=0.01, weight_decay=0.1, amsgrad=True)),
+    (torch.optim.Adam, dict(lr=0.01, foreach=True)),
+    (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.1)),
+    (torch.optim.AdamW, dict(lr=0.01, betas=(0.8, 0.9), eps=1e-6, maximize=True)),
+]
+
+
+@pytest.mark.parametrize("cls,kw", CASES, ids=lambda v: v.__name__ if isinstance(v, type) else
+                         ",".join(f"{k}={x}" for k, x in v.items()))
+def test_matches_eager_parameters_and_state(cls, kw):
+    model = _model()
+    ref = copy.deepcopy(model)
+    opt, ref_opt = cls(model.parameters(), **kw), cls(ref.parameters(), **kw)
+    step = compile_optimizer_step(opt.step, backend="eager")
+    for i in range(4):
+        _grads(model, i)
+        _grads(ref, i)
+        step()
+        ref_opt.step()
+    for p, rp in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, rp, rtol=0, atol=0)   # same ATen ops: bit for bit
+    for p, rp in zip(model.parameters(), ref.parameters()):
+        s, rs = opt.state[p], ref_opt.state[rp]
+        assert set(s) == set(rs)
+        for k in s:
+            torch.testing.assert_close(s[k], rs[k], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("cls,kw", [(torch.optim.SGD, dict(lr=0.1, momentum=0.9)),
+                                    (torch.optim.Adam, dict(lr=0.01))])
+def test_switching_between_compiled_and_eager_steps(cls, kw):
+    model = _model()
+    ref = copy.deepcopy(model)
+    opt, ref_opt = cls(model.parameters(), **kw), cls(ref.parameters(), **kw)
+    step = compile_optimizer_step(opt.step, backend="eager")
+    for i, use_compiled in enumerate([True, False, True, True, False]):
+        _grads(model, i)
+        _grads(ref, i)
+        (step if use_compiled else opt.step)()
+        ref_opt.step()
+    for p, rp in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, rp, rtol=0, atol=0)
+    # the state dict round-trips into a fresh optimizer that continues identically
+    model2 = copy.deepcopy(model)
+    opt2 = cls(model2.parameters(), **kw)
+    opt2.load_state_dict(opt.state_dict())
+    step2 = compile_optimizer_step(opt2.step, backend="eager")
+    _grads(model2, 9)
+    _grads(ref, 9)
+    step2()
+    ref_opt.step()
+    for p, rp in zip(model2.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, rp, rtol=0, atol=0)
+
+
+@pytest.mark.filterwarnings("error::UserWarning")
+def test_lr_change_recompiles_with_reason_and_stays_correct():
+    events = []
+    sink = logs.add_sink(events.append, level=logging.DEBUG)
+    try:
+        model = _model()
+        ref = copy.deepcopy(model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+        ref_sched = torch.optim.lr_scheduler.StepLR(ref_opt, step_size=2, gamma=0.5)
+        step = compile_optimizer_step(opt.step, backend="eager")
+        for i in range(5):
+            _grads(model, i)
+            _grads(ref, i)
+            step()
+            ref_opt.step()
+            sched.step()
+            ref_sched.step()
+        for p, rp in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, rp, rtol=0, atol=0)
+        reasons = [e.fields.get("reason") for e in events if e.name == "optimizer_recompile"]
+        # step 2: momentum buffers now exist; steps 3 and 5: the scheduler halved lr
+        assert reasons == ["changed: state layout", "changed: hyperparameters",
+                           "changed: hyperparameters"]
+    finally:
+        logs.remove_sink(sink)
+
+
+def test_one_graph_for_all_parameters():
+    graphs = []
+
+    def counting_backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    model = _model()
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    step = compile_optimizer_step(opt.step, backend=counting_backend)
+    for i in range(3):
+        _grads(model, i)
+        step()
+    assert len(graphs) == 1                       # one graph, reused across steps
+    n = len(list(model.parameters()))
+    placeholders = [x for x in graphs[0].graph.nodes if x.op == "placeholder"]
+    assert len(placeholders) == 4 * n + 1         # params, grads, exp_avg, exp_avg_sq, scalars
+
+
+def test_unsupported_options_fall_back_to_eager_step():
+    events = []
+    sink = logs.add_sink(events.append, level=logging.DEBUG)
+    try:
+        model = _model()
+        ref = copy.deepcopy(model)
+        opt = torch.optim.Adam(model.parameters(), lr=torch.tensor(0.01))
+        ref_opt = torch.optim.Adam(ref.parameters(), lr=torch.tensor(0.01))
+        step = compile_optimizer_step(opt.step, backend="eager")
+        _grads(model, 0)
+        _grads(ref, 0)
+        step()
+        ref_opt.step()
+        for p, rp in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, rp, rtol=0, atol=0)
+        assert any(e.name == "optimizer_step_fallback" and "tensor lr" in e.fields["reason"]
+                   for e in events)
+    finally:
+        logs.remove_sink(sink)
+
+
+def test_closure_is_called_and_its_loss_returned():
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    step = compile_optimizer_step(opt.step, backend="eager")
+    x = torch.randn(3, 8)
+
+    def closure():
+        model.zero_grad()
+        loss = model(x).pow(2).sum()
+        loss.backward()
+        return loss
+
+    before = closure().item()
+    assert step(closure).item() == pytest.approx(before)
+    assert model(x).pow(2).sum().item() < before
