@@ -1,9 +1,9 @@
 """Routing: who wants which event (console, trace files, sinks), and the cheap checks.
 
-All decisions about *whether* something is logged are precomputed into two module globals
-(`_ON`, a set of wanted artifact names, and `_ALL`, true when some consumer wants every
-artifact) whenever the settings change, so that a disabled `artifact()` call is one function
-call plus one set lookup and never builds its payload.
+All decisions about *whether* something is logged are precomputed into one module global,
+`_ON` (a frozenset of wanted artifact names, or an object that contains everything while a
+trace or a debug sink wants all), whenever the settings change, so that a disabled
+`artifact()` call is one function call plus one C-level set lookup and never builds its payload.
 """
 from __future__ import annotations
 
@@ -21,8 +21,15 @@ from logs.render import FORMATS, render
 from logs.settings import LogSettings
 from logs.trace_writer import TraceWriter, capture_stack, encode_payload
 
-_ON: frozenset = frozenset()          # artifact names some consumer wants
-_ALL: bool = False                    # some consumer wants every artifact / trace-only record
+class _Everything:
+    """Stands in for _ON while some consumer (a trace, a debug sink) wants every name."""
+
+    def __contains__(self, name) -> bool:
+        return True
+
+
+_EVERYTHING = _Everything()
+_ON = frozenset()                     # artifact names some consumer wants, or _EVERYTHING
 
 _LOGS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STRUCTLOG_DIR = None
@@ -62,12 +69,12 @@ _state = _State()
 # -- the cheap checks --------------------------------------------------------------------------
 def enabled(name: str) -> bool:
     """True if any consumer (console, trace, sink) wants the artifact/record `name`."""
-    return _ALL or name in _ON
+    return name in _ON
 
 
 def artifact(name: str, payload_fn=None, /, **fields) -> None:
     """Emit artifact/trace-only record `name`; `payload_fn()` is called only if someone wants it."""
-    if _ALL or name in _ON:
+    if name in _ON:
         _emit_artifact(name, payload_fn, fields, sys._getframe(1))
 
 
@@ -147,15 +154,15 @@ def sink_min_level() -> int | None:
 
 def refresh() -> None:
     """Recompute the cheap-check globals and every logger's level after any change."""
-    global _ON, _ALL
+    global _ON
     console = frozenset(_state.settings.enabled_artifacts())
     _state.console_artifacts = console
     on = set(console)
     for s in _state.sinks:
         if isinstance(s.artifacts, (set, frozenset)):
             on |= s.artifacts
-    _ALL = bool(_state.traces) or any(s.artifacts == "all" for s in _state.sinks)
-    _ON = frozenset(on)
+    everything = bool(_state.traces) or any(s.artifacts == "all" for s in _state.sinks)
+    _ON = _EVERYTHING if everything else frozenset(on)
     _apply_foreign(_state.settings)
     for hook in list(_state.refresh_hooks):
         hook()

@@ -39,16 +39,20 @@ class LogSettings:
     artifacts: set[str] = field(default_factory=set)           # explicitly named artifacts
     modules: dict[str, int] = field(default_factory=dict)      # our dotted module/package -> level
     foreign: dict[str, int] = field(default_factory=dict)      # other libraries' loggers -> level
+    _levels: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def component_level(self, component: str) -> int:
         return self.components.get(component, logging.WARNING)
 
     def module_level(self, module: str) -> int:
         """Console level for a logger of ours named `module` (a module's __name__)."""
-        level = self.component_level(registry.component_for_module(module))
-        for prefix, lvl in self.modules.items():
-            if module == prefix or module.startswith(prefix + "."):
-                level = min(level, lvl)
+        level = self._levels.get(module)
+        if level is None:             # settings are replaced, never mutated: cache per object
+            level = self.component_level(registry.component_for_module(module))
+            for prefix, lvl in self.modules.items():
+                if module == prefix or module.startswith(prefix + "."):
+                    level = min(level, lvl)
+            self._levels[module] = level
         return level
 
     def artifact_enabled(self, name: str) -> bool:
