@@ -39,7 +39,10 @@ def envelope_for(name: str, payload, fields: dict) -> tuple[str, dict, object]:
     key = envelope_key(name, fields, payload)
     if key == "artifact":
         encoding = "string" if payload is None or isinstance(payload, str) else "json"
-        return key, {**fields, "name": name, "encoding": encoding}, payload   # reserved: name, encoding
+        # name and encoding are the envelope's own: a field with that name keeps its value
+        # under field_name / field_encoding instead of being overwritten
+        meta = {(f"field_{k}" if k in ("name", "encoding") else k): v for k, v in fields.items()}
+        return key, {**meta, "name": name, "encoding": encoding}, payload
     if key in METADATA_ONLY and isinstance(payload, dict):
         return key, {**payload, **fields}, None
     return key, dict(fields), payload

@@ -85,6 +85,10 @@ def test_artifact_name_to_pytorch_envelope_keys(fresh_logs, tmp_path):
     assert metrics_env["compilation_metrics"] == {"co_name": "f", "graph_op_count": 2}
     assert metrics_payload is None and "has_payload" not in metrics_env
     assert recs[9][0]["artifact"] == {"name": "recompile", "encoding": "json"}
+    logs.artifact("aot_graphs", lambda: "text", graph="partition", name="graph_0")
+    env, _, _ = records(path)[-1]
+    assert env["artifact"] == {"graph": "partition", "field_name": "graph_0", "name": "aot_graphs",
+                               "encoding": "string"}
     assert logs.envelope_key("graph", {}) == "dynamo_output_graph"
 
 
