@@ -47,7 +47,7 @@ class TritonKernelBuilder:
     def __init__(self, group: ir.KernelGroup, interpret: bool):
         self.group = group
         self.interpret = interpret
-        self.debug = False
+        self.status = False       # the kernel takes a tt_status pointer (testing.inject_relu_bug)
         self.xs = [ir.index_var("x", i) for i in range(len(group.ranges))]
         self.rs = [ir.index_var("r", i) for i in range(len(group.reduction_ranges))]
         self.xranges = [sympy.sympify(r) for r in group.ranges]
@@ -261,6 +261,11 @@ class TritonCodegen(KernelCodegen):
 
     def generate(self, group: ir.KernelGroup) -> GeneratedKernel:
         interpret = any(l.device.type == "cpu" for l in group.layouts.values())
+        if interpret:
+            from compiler.backend.runtime.triton_launch import interpreter_usable
+            if not interpreter_usable():
+                raise CodegenUnsupported("Triton kernels for CPU tensors need TRITON_INTERPRET=1 "
+                                         "set before triton is first imported")
         k = TritonKernelBuilder(group, interpret)
         with ir.set_ops_handler(k.handler):
             if not k.reduction:
@@ -438,7 +443,7 @@ class TritonCodegen(KernelCodegen):
         for name in ptrs:
             tl_type(g.layouts[name].dtype)
         sizes = [s.name for s in g.size_symbols]
-        params = ptrs + sizes + ["xnumel"] + (["rnumel"] if k.reduction else []) + \
+        params = ptrs + (["tt_status"] if k.status else []) + sizes + ["xnumel"] + (["rnumel"] if k.reduction else []) + \
             ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if k.reduction else [])
         kind = "pointwise" if not k.reduction else ("persistent" if k.persistent else "looped")
         big = self._needs_int64(g)
@@ -460,7 +465,7 @@ class TritonCodegen(KernelCodegen):
                 "from compiler.backend.runtime import triton_helpers as th",
                 "from compiler.backend.runtime import triton_interp_libdevice as libdevice"
                 if k.interpret else "from triton.language.extra import libdevice", "", "",
-                "@triton.jit(debug=True)" if k.debug else "@triton.jit",
+                "@triton.jit",
                 f"def {g.name}({', '.join(params)}):"]
         src += ["    " + line for line in body]
         source = "\n".join(src) + "\n"
@@ -471,7 +476,8 @@ class TritonCodegen(KernelCodegen):
             raise CodegenUnsupported("kernel source contains triple quotes")
         define = (f"{g.name} = TritonLauncher({g.name!r}, '''{source}''', kind={kind!r}, "
                   f"n_ptrs={len(ptrs)}, numel=lambda {', '.join(sizes)}: ({xnumel}, {rnumel}), "
-                  f"rblock={self._rblock(k)}, interpret={k.interpret}, clone_args={tuple(clone)!r})")
+                  f"rblock={self._rblock(k)}, interpret={k.interpret}, clone_args={tuple(clone)!r}"
+                  + (", status=True)" if k.status else ")"))
         return GeneratedKernel(
             name=g.name, source=source, language="triton", call_args=ptrs + sizes,
             define_code=define,

@@ -219,8 +219,14 @@ class TritonOpsHandler(ir.OpsHandler):
         if bug == "compile_error":
             return self._emit(f"tl.injected_relu_compile_error({x}) +* 1", x.dtype, d)
         if bug == "runtime_error":
-            self.kernel.debug = True       # device asserts are only compiled in debug mode
-            self.kernel.line(f'tl.device_assert({x} != {x}, "injected relu runtime error")')
+            # The kernel reports failure through a status word the launcher checks after the
+            # launch (device asserts are off in the interpreter and would poison a CUDA context).
+            self.kernel.status = True
+            shape = self.kernel.shape(d | {"x"})
+            mask = self.kernel.mask_for(d | {"x"})
+            self.kernel.line(f"tl.store(tt_status + tl.zeros({shape}, tl.int32), "
+                             f"tl.full({shape}, 1, tl.int32), ({x} == {x}) & {mask})"
+                             f"  # injected relu runtime error")
         if bug == "accuracy":
             return self._emit(f"({x} + 1)", x.dtype, d)
         zero = "0.0" if x.dtype.is_floating_point else "0"

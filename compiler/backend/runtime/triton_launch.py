@@ -82,6 +82,19 @@ def interpreter_mode(on: bool):
             os.environ["TRITON_INTERPRET"] = old
 
 
+def interpreter_usable() -> bool:
+    """The interpreter works only if TRITON_INTERPRET was set when triton itself was imported:
+    triton.language's own @jit helpers (tl.sum, ...) are made interpretable at that moment."""
+    if "triton" not in sys.modules:
+        return interpreter_active()
+    try:
+        from triton.language import standard
+        from triton.runtime.interpreter import InterpretedFunction
+        return isinstance(standard.sum, InterpretedFunction)
+    except ImportError:
+        return False
+
+
 def import_source(source: str, interpret: bool = False):
     """Import the module holding `source` (once per process per file) and return it."""
     path = write_source(source)
@@ -158,8 +171,10 @@ class TritonLauncher:
     call, remembered afterwards), computes the grid and launches."""
 
     def __init__(self, name: str, source: str, *, kind: str, n_ptrs: int, numel: Callable,
-                 rblock: int | None = None, interpret: bool = False, clone_args: tuple = ()):
+                 rblock: int | None = None, interpret: bool = False, clone_args: tuple = (),
+                 status: bool = False):
         self.name, self.kind, self.n_ptrs, self.numel = name, kind, n_ptrs, numel
+        self.status = status      # kernel reports a failure in an int32 status word
         self.rblock, self.clone_args = rblock, tuple(clone_args)
         self.reduction = kind != "pointwise"
         self.kernel = TritonKernel(name, source, self._grid, interpret=interpret)
@@ -182,6 +197,10 @@ class TritonLauncher:
         if xnumel == 0:
             return              # nothing to compute: outputs are empty
         ints = sizes + [xnumel] + ([rnumel] if self.reduction else [])
+        if self.status:
+            import torch
+            status = torch.zeros(1, dtype=torch.int32, device=ptrs[0].device)
+            ptrs = ptrs + [status]
         from compiler.backend.autotune import choose_config, size_bucket
         key = size_bucket([xnumel, rnumel])
         cfg = self._configs.get(key)
@@ -192,3 +211,5 @@ class TritonLauncher:
                 cfg = LaunchConfig({**cfg.meta, "RBLOCK": self.rblock}, cfg.num_warps, cfg.num_stages)
             self._configs[key] = cfg
         self.kernel.launch(ptrs, ints, cfg)
+        if self.status and int(status.item()) != 0:
+            raise RuntimeError(f"{self.name}: kernel reported a failure (injected relu runtime error)")
