@@ -211,13 +211,15 @@ def _apply_foreign(settings: LogSettings) -> None:
 
 
 # -- sinks and traces ------------------------------------------------------------------------------
-def add_sink(sink, *, level: int | None = None, artifacts=None):
+def add_sink(sink, *, level: int | None = None, artifacts="all"):
     """Call `sink(event)` for every event it wants.
 
-    level: None follows the console settings (TRACE_LOGS / set_logs); an int asks for every
-      component's log records at that level or above (logging.DEBUG for a debug.log).
-    artifacts: None follows the console; "all" asks for every artifact and trace-only record;
-      an iterable of names asks for those in addition to the console's.
+    artifacts: "all" (the default) gets every artifact and trace-only record (graph_break,
+      kernel, ...), so their payloads are built while the sink is registered; an iterable of
+      names gets those plus what the console shows; None only what the console shows.
+    level: None (the default) gets log records (log.debug/info/...) at the console's levels
+      (TRACE_LOGS / set_logs); an int gets every component's records at that level or above
+      (logging.DEBUG for a debug.log).
     Returns `sink`, for remove_sink."""
     if artifacts is not None and artifacts != "all":
         artifacts = frozenset(artifacts)

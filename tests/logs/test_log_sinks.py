@@ -34,9 +34,22 @@ def test_compile_id_is_per_thread():
     assert seen == [None]
 
 
-def test_sink_following_console_gets_enabled_events_only(fresh_logs):
+def test_default_sink_gets_every_artifact_and_console_level_logs(fresh_logs, capsys):
     events = []
     logs.add_sink(events.append)
+    assert logs.enabled("kernel") and logs.enabled("output_code")
+    logs.artifact("kernel", lambda: {"name": "k0"})
+    logs.get_logger("compiler.backend.sink_probe").debug("hidden_at_console_level")
+    logs.get_logger("compiler.backend.sink_probe").warning("shown")
+    assert [e.name for e in events] == ["kernel", "shown"]
+    assert "kernel" not in capsys.readouterr().err       # the console does not show it
+    logs.remove_sink(events.append)
+    assert not logs.enabled("kernel")
+
+
+def test_sink_following_console_gets_enabled_events_only(fresh_logs):
+    events = []
+    logs.add_sink(events.append, artifacts=None)
     log = logs.get_logger("compiler.frontend.sink_probe")
     log.debug("nope")
     logs.artifact("guards", lambda: "g")
