@@ -138,6 +138,15 @@ def call_builtin(tx, fn, args, kwargs):
         return record(tx, operator.abs, args)
     if fn in (int, float) and isinstance(args[0], V.SymNodeVariable) and len(args) == 1:
         return record(tx, fn, args)
+    if fn is sorted and len(args) == 1 and set(kwargs) <= {"reverse"}:
+        items = unpack(tx, args[0])
+        if consts(items):
+            rev = bool(kwargs["reverse"].as_constant()) if "reverse" in kwargs else False
+            try:
+                return V.ListVariable([V.ConstantVariable(v) for v in
+                                       sorted((i.as_constant() for i in items), reverse=rev)])
+            except TypeError:
+                raise Unsupported("sorted() of values that do not compare") from None
     if fn in (any, all) and len(args) == 1:
         items = unpack(tx, args[0])
         truths = [truthiness(tx, i) for i in items]

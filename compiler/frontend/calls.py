@@ -200,6 +200,17 @@ def unpack(tx, v) -> list:
         items = v.remaining()
         v.index = len(v.items)
         return items
+    if isinstance(v, V.NNModuleVariable):
+        m = v.value
+        from compiler.frontend.builder import wrap
+        from compiler.frontend.source import GetItemSource
+        if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ParameterList)):
+            tx.output.add_guard(v.source, "LENGTH_CHECK", len(m))
+            return [wrap(tx, sub, GetItemSource(v.source, i)) for i, sub in enumerate(m)]
+        if isinstance(m, (torch.nn.ModuleDict, torch.nn.ParameterDict)):
+            tx.output.add_guard(f"list({v.source.name()}.keys())", "CONSTANT_MATCH", list(m.keys()))
+            return [V.ConstantVariable(k) for k in m.keys()]
+        raise Unsupported(f"iteration over {type(m).__name__}")
     if isinstance(v, V.TensorVariable):
         ex = v.example
         if ex.dim() == 0:

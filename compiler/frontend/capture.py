@@ -191,7 +191,8 @@ class RootTracer(Tracer):
     def _stop_point(self, limit):
         """The last offset before `limit` reached with an empty stack, outside loops and
         blocks: the graph can end there and the rest of the function resume from it."""
-        best = self.order[0] if self.order else 0
+        entry = self.entry_offset()
+        best = entry
         for off in self.order:
             if off >= limit:
                 continue
@@ -200,8 +201,20 @@ class RootTracer(Tracer):
                 best = off
         loop = self.info.in_loop(limit)
         if loop is not None and best >= loop[0]:
-            best = self.order[0]
-        return best
+            best = entry
+        return max(best, entry)
+
+    def entry_offset(self):
+        """Where this code's own work starts: after RESUME (and, in a resume function, at the
+        target of its prologue's jump). Stopping there means capturing nothing."""
+        from compiler.frontend.resume import RESUME_ORIGIN
+        origin = RESUME_ORIGIN.get(self.code)
+        if origin is not None:
+            return origin[2]
+        for inst in self.info.instructions:
+            if inst.opname not in ("RESUME", "NOP", "MAKE_CELL", "COPY_FREE_VARS"):
+                return inst.offset
+        return 0
 
     # ---- running ----------------------------------------------------------------------------
     def capture(self) -> CaptureResult:
@@ -225,7 +238,7 @@ class RootTracer(Tracer):
                 self.plan.stop_at.pop(off, None)
                 stop = self._stop_point(off)
                 if stop in self.plan.stop_at or stop == off:
-                    stop = self.order[0]
+                    stop = self.entry_offset()
                 g = f.args[0][2]
                 g.reason = f"{g.reason} (cannot rebuild the state there: {e.reason})"
                 self.plan.stop_at[stop] = g

@@ -279,9 +279,8 @@ def finish_stop(tx, inst, gb):
 
 
 def _first_real(tx, inst):
-    return tx.order and tx.order[0] == inst.offset or all(
-        tx.info.instructions[tx.info.index_of[o]].opname in ("RESUME", "NOP", "MAKE_CELL", "COPY_FREE_VARS")
-        for o in tx.order if o != inst.offset)
+    """Is inst where this code's real work starts (nothing traced before it)?"""
+    return inst.offset <= tx.entry_offset()
 
 
 def finish_break(tx, inst, gb, via_call):

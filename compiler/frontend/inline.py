@@ -47,9 +47,7 @@ def inline_call(tx, fn, args, kwargs, callee=None):
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         raise Unsupported(f"call to generator/coroutine function {name}")
     symbolic_locals = bind_args(tx, fn, code, args, kwargs)
-    cells = {}
-    for name_ in code.co_cellvars:
-        cells[name_] = V.CellVariable(symbolic_locals.pop(name_, None))
+    cells = {}    # cellvars are made by the callee's own MAKE_CELL instructions
     for i, name_ in enumerate(code.co_freevars):
         cells[name_] = _free_var(tx, fn, i, name_)
     child = Tracer(tx.ctx, code, f_globals, symbolic_locals, cells, parent=tx, fn_name=name)
@@ -135,7 +133,12 @@ def bind_args(tx, fn, code, args, kwargs) -> dict:
 
 def _defaults(tx, fn):
     if isinstance(fn, V.NestedFunctionVariable):
-        d = list(fn.defaults.items) if fn.defaults is not None else []
+        if fn.defaults is None:
+            d = []
+        elif isinstance(fn.defaults, V.ConstantVariable):
+            d = [V.ConstantVariable(v) for v in fn.defaults.value]
+        else:
+            d = list(fn.defaults.items)
         kd = dict(fn.kwdefaults.items) if fn.kwdefaults is not None else {}
         return d, kd
     from compiler.frontend.builder import _wrap_foreign, wrap

@@ -102,7 +102,20 @@ class Tracer:
         handler = getattr(self, inst.opname, None)
         if handler is None:
             raise Unsupported(f"opcode {inst.opname} is not supported")
-        handler(inst)
+        try:
+            handler(inst)
+        except (Unsupported, ReturnValue):
+            raise
+        except RecursionError:
+            raise Unsupported("recursion too deep while tracing") from None
+        except Exception as e:
+            if type(e).__name__ in ("RestartAnalysis", "_Finish", "FullgraphError"):
+                raise
+            # A bug of ours must not become a wrong result or a crash: break the graph there.
+            log.warning("internal_error", error=f"{type(e).__name__}: {e}",
+                        instruction=format_instruction(inst), location=self.location_str())
+            raise Unsupported(f"internal error while tracing {inst.opname}: "
+                              f"{type(e).__name__}: {e}") from None
 
     def jump(self, target_offset):
         self.ip = self.info.index_of[target_offset]

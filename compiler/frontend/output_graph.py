@@ -139,7 +139,9 @@ class OutputGraph:
             if hasattr(type(example), "_fields") or type(example).__module__ == "torch.return_types":
                 return V.NamedTupleVariable(items, type(example))
             return (V.TupleVariable if isinstance(example, tuple) else V.ListVariable)(items)
-        if example is None or isinstance(example, (int, float, bool, torch.dtype, torch.device)):
+        if example is None:
+            return V.ConstantVariable(None)   # e.g. setitem: keep the node, it has an effect
+        if isinstance(example, (int, float, bool, torch.dtype, torch.device)):
             # A plain Python value (e.g. x.dim()): no node needed.
             self.graph.erase_node(node)
             self.op_count -= 1

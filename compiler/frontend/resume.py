@@ -19,7 +19,7 @@ from compiler.frontend.errors import Unsupported
 STACK_ARG = "___stack"
 _PREFIX_OPS = {"RESUME", "MAKE_CELL", "COPY_FREE_VARS", "NOP"}
 _resume_cache: dict = {}
-# resume code object -> (original code, offset): lets capture name its frames and avoid loops
+# resume code object -> (original code, offset there, entry offset in the resume code)
 RESUME_ORIGIN: dict = {}
 
 
@@ -87,7 +87,8 @@ def make_resume_code(code, offset, layout, local_names):
     new.docstring = None
     result = new.to_code()
     _resume_cache[key] = result
-    RESUME_ORIGIN[result] = (code, offset)
+    entry = next(i.argval for i in code_info(result).instructions if i.opname == "JUMP_FORWARD")
+    RESUME_ORIGIN[result] = (code, offset, entry)
     return result
 
 

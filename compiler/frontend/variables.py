@@ -252,6 +252,12 @@ class BuiltinVariable(Variable):
     def python_type(self):
         return type(self.fn)
 
+    def is_constant(self):
+        return True
+
+    def as_constant(self):
+        return self.fn
+
     def __repr__(self):
         return f"Builtin({getattr(self.fn, '__name__', self.fn)})"
 
@@ -265,6 +271,12 @@ class TorchFunctionVariable(Variable):
 
     def python_type(self):
         return type(self.fn)
+
+    def is_constant(self):
+        return True
+
+    def as_constant(self):
+        return self.fn
 
     def __repr__(self):
         return f"Torch({getattr(self.fn, '__name__', self.fn)})"
