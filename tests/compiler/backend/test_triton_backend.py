@@ -1,0 +1,155 @@
+"""compiler.backend end to end with the Triton code generator on CPU tensors (Triton interpreter).
+
+config.backend.cpu_codegen = "triton" routes CPU graphs to the Triton code generator, so the whole
+pipeline (aot -> lowering -> scheduling -> Triton kernels -> wrapper) runs here without a GPU.
+Every result is compared with eager: pointwise, broadcast, strided and sliced inputs, reductions
+(sum/max/mean/argmax/softmax/layernorm/RMSNorm/cross-entropy), a matmul epilogue, float16 and
+bfloat16, dynamic sizes, and the injected relu bugs.
+"""
+import os
+
+import torch
+
+if not torch.cuda.is_available():   # before triton is imported (see tests/conftest.py)
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+
+pytest.importorskip("triton")
+
+import torch.nn.functional as F  # noqa: E402
+
+from compiler import config  # noqa: E402
+from tests.compiler.backend.cpp_test_utils import assert_same, compile_fn, compiled_graph  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def triton_on_cpu():
+    with config.patch(**{"backend.cpu_codegen": "triton"}):
+        yield
+
+
+def triton_kernels(rt) -> int:
+    return compiled_graph(rt).code.count("@triton.jit")
+
+
+def check(fn, inputs, dynamic=None, kernels=None):
+    rt = compile_fn(fn, inputs, dynamic=dynamic)
+    assert triton_kernels(rt) >= 1, "no Triton kernel was generated"
+    assert_same(rt(*inputs), fn(*inputs))
+    if kernels is not None:
+        assert triton_kernels(rt) == kernels, compiled_graph(rt).code
+    return rt
+
+
+# ------------------------------------------------------------------ pointwise
+
+def test_sin_cos_is_one_kernel():
+    check(lambda x: x.sin().cos(), [torch.randn(1000)], kernels=1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_pointwise_chain_dtypes(dtype):
+    f = lambda x, y: (torch.sigmoid(x * 1.5 + y) * y - x.relu()).tanh()  # noqa: E731
+    check(f, [torch.randn(33, 17).to(dtype), torch.randn(33, 17).to(dtype)], kernels=1)
+
+
+def test_broadcast_and_transposed_inputs():
+    f = lambda x, y, b: x.t() * y + b  # noqa: E731
+    check(f, [torch.randn(7, 5), torch.randn(5, 7), torch.randn(7)], kernels=1)
+
+
+def test_strided_slice_and_expand():
+    f = lambda x: x[::2, 1:] * x[1::2, :-1] + x[:1, 1:]  # noqa: E731
+    check(f, [torch.randn(8, 9)])
+
+
+def test_integer_and_bool_ops():
+    f = lambda a, b: ((a // 3) + (a % 4) * b, (a > b) & (b != 0))  # noqa: E731
+    check(f, [torch.randint(-20, 20, (6, 7)), torch.randint(-5, 5, (6, 7))])
+
+
+def test_where_clamp_and_nan():
+    x = torch.randn(50)
+    x[3] = float("nan")
+    f = lambda x: (torch.where(x > 0, x, 0.1 * x).clamp(-0.5, 2.0), torch.maximum(x, x.flip(0)))  # noqa: E731
+    check(f, [x])
+
+
+# ------------------------------------------------------------------ reductions
+
+@pytest.mark.parametrize("f", [
+    lambda x: x.sum(),
+    lambda x: x.sum(0),
+    lambda x: x.amax(-1),
+    lambda x: x.mean(1, keepdim=True),
+    lambda x: x.var(-1),
+    lambda x: x.argmax(-1),
+    lambda x: x.argmin(0),
+], ids=["sum_all", "sum_dim0", "amax_last", "mean_keepdim", "var", "argmax", "argmin"])
+def test_reductions(f):
+    check(f, [torch.randn(13, 37)])
+
+
+@pytest.mark.parametrize("n", [33, 1500])      # persistent and looped reductions
+def test_softmax_is_one_kernel(n):
+    check(lambda x: torch.softmax(x, -1), [torch.randn(6, n)], kernels=1)
+
+
+def test_layernorm_is_one_kernel():
+    f = lambda x, w, b: F.layer_norm(x, (64,), w, b)  # noqa: E731
+    check(f, [torch.randn(10, 64), torch.randn(64), torch.randn(64)], kernels=1)
+
+
+def test_rmsnorm_bf16():
+    def f(x, w):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * w
+    check(f, [torch.randn(8, 48, dtype=torch.bfloat16), torch.randn(48, dtype=torch.bfloat16)])
+
+
+def test_cross_entropy():
+    check(lambda l, t: F.cross_entropy(l, t), [torch.randn(8, 20), torch.randint(0, 20, (8,))])
+
+
+def test_matmul_bias_gelu_epilogue_one_kernel():
+    f = lambda x, w, b: F.gelu(x @ w + b)  # noqa: E731
+    rt = check(f, [torch.randn(4, 8), torch.randn(8, 16), torch.randn(16)], kernels=1)
+    assert "extern kernel" in compiled_graph(rt).code
+
+
+# ------------------------------------------------------------------ dynamic sizes
+
+def test_dynamic_sizes_one_graph():
+    def f(x, y):
+        return (x * y).sum(-1), x.softmax(-1), x.t() + 1, x[1:] * 2
+    rt = compile_fn(f, [torch.randn(5, 6), torch.randn(5, 6)], dynamic=True)
+    code = compiled_graph(rt).code
+    for n, m in [(5, 6), (3, 6), (9, 4), (4, 17)]:   # x[1:] guards n - 1 != 1
+        args = [torch.randn(n, m), torch.randn(n, m)]
+        assert rt.check(args) == "", (n, m)
+        assert_same(rt(*args), f(*args))
+    assert compiled_graph(rt).code is code        # no recompile
+
+
+# ------------------------------------------------------------------ injected relu bugs
+
+def test_relu_bug_accuracy_miscompiles():
+    x = torch.randn(64)
+    with config.patch(**{"testing.inject_relu_bug": "accuracy"}):
+        rt = compile_fn(lambda x: torch.relu(x) * 2, [x])
+        torch.testing.assert_close(rt(x)[0] if isinstance(rt(x), (list, tuple)) else rt(x), (x + 1) * 2)
+
+
+def test_relu_bug_compile_error_raises():
+    with config.patch(**{"testing.inject_relu_bug": "compile_error"}):
+        with pytest.raises(SyntaxError):
+            compile_fn(lambda x: torch.relu(x) * 2, [torch.randn(64)])
+
+
+def test_relu_bug_runtime_error_raises():
+    x = torch.randn(64)
+    with config.patch(**{"testing.inject_relu_bug": "runtime_error"}):
+        rt = compile_fn(lambda x: torch.relu(x) * 2, [x])
+        with pytest.raises(RuntimeError, match="injected relu runtime error"):
+            rt(x)
