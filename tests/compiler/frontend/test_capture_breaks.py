@@ -1,0 +1,255 @@
+"""Graph breaks, resume functions, side effects and fullgraph errors of capture_frame.
+Every compiled result is compared with eager; graph and break counts are asserted."""
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from compiler.errors import CompilerError, GraphBreakError
+from compiler.frontend.errors import FullgraphError
+from tests.compiler.frontend.capture_harness import Recorder, check, same
+
+LOG = []
+
+
+def quiet(*args, **kwargs):
+    LOG.append(args)
+
+
+def brk_print(x, y):
+    a = x + 1
+    print("graph break here", end="\r")
+    return a * y
+
+
+def brk_item(x, y):
+    a = x.sum()
+    if a.item() > 0:
+        return x + 1
+    return x - 1
+
+
+def brk_bool(x, y):
+    z = x * 2
+    if (z > 0).all():
+        return z + y
+    return z - y
+
+
+def logged(t):
+    t = t + 1
+    print("inner", end="\r")
+    return t * 2
+
+
+def brk_nested(x, y):
+    a = x * 3
+    b = logged(a)
+    return b + y
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def helper(self, t):
+        print("method", end="\r")
+        return self.lin(t)
+
+    def forward(self, x):
+        return self.helper(x).relu() + 1
+
+
+net = Net()
+
+
+def brk_method(x, y):
+    return net(x) * y
+
+
+def brk_multi(x, y):
+    x = x + 1
+    print(1, end="\r")
+    x = x * 2
+    print(2, end="\r")
+    return x - y
+
+
+def brk_loop(x, y):
+    for i in range(3):
+        x = x + i
+        print(i, end="\r")
+    return x * 2
+
+
+def brk_stack_below(x, y):
+    return torch.add(x * 2, logged(y)) - 1
+
+
+def brk_numpy(x, y):
+    return torch.from_numpy(x.numpy() * 2) + y
+
+
+def brk_tolist(x, y):
+    return sum(x.tolist()[0]) + y
+
+
+def brk_try(x, y):
+    z = x * 2
+    try:
+        z = z + y
+    except RuntimeError:
+        z = x
+    return z * 2
+
+
+def brk_generator(x, y):
+    def gen():
+        yield x
+        yield y
+    return [t * 2 for t in gen()]
+
+
+def brk_id(x, y):
+    return x + (id(y) % 1)
+
+
+def brk_no_grad(x, y):
+    with torch.no_grad():
+        z = x * 2
+        print("in no_grad", end="\r")
+        z = z + y
+    return z, z.requires_grad, torch.is_grad_enabled()
+
+
+def brk_locals_changed(x, y):
+    a, b = x + 1, [y, 2]
+    n = 3
+    t0 = time.perf_counter()          # an opaque C function: runs eagerly
+    return a * n, b, n, isinstance(t0, float)
+
+
+BREAKS = [  # program, expected graph breaks in the first capture (resume functions add their own)
+    (brk_print, 1), (brk_item, 1), (brk_bool, 1), (brk_nested, 1), (brk_method, 1),
+    (brk_multi, 1), (brk_loop, 1), (brk_stack_below, 1), (brk_numpy, 1), (brk_tolist, 1),
+    (brk_try, 1), (brk_generator, 1), (brk_id, 1), (brk_no_grad, 1), (brk_locals_changed, 1),
+]
+
+
+@pytest.mark.parametrize("fn,n", BREAKS, ids=lambda v: getattr(v, "__name__", str(v)))
+def test_break_matches_eager(fn, n):
+    for sign in (1, -1):
+        x, y = sign * torch.rand(4, 3) + 0.1 * sign, torch.randn(4, 3)
+        rec = check(fn, x, y)
+        first = rec.results[0]
+        assert len(first.graph_breaks) == n
+        gb = first.graph_breaks[0]
+        assert gb.filename == __file__ and gb.lineno and gb.source_line and gb.reason
+
+
+def test_code_after_break_is_compiled():
+    rec = check(brk_multi, torch.randn(3), torch.randn(3))
+    assert len(rec.graphs) == 3           # x+1 | x*2 | x-y, each its own graph
+    assert len(rec.breaks) == 2
+    assert [b.lineno for b in rec.breaks] == [brk_multi.__code__.co_firstlineno + 2,
+                                              brk_multi.__code__.co_firstlineno + 4]
+
+
+def test_break_in_inlined_call_compiles_the_callee():
+    rec = check(brk_nested, torch.randn(3), torch.randn(3))
+    codes = [r.fn.__code__.co_name for r in rec.results]
+    assert "logged" in codes             # the callee was captured as a frame of its own
+    gb = rec.results[0].graph_breaks[0]
+    assert len(gb.user_stack) == 2 and "logged" in gb.user_stack[1]
+    assert gb.source_line.startswith("print(")
+
+
+def test_break_reasons_name_the_construct():
+    cases = {brk_item: "item", brk_bool: "bool", brk_numpy: "numpy", brk_generator: "generator",
+             brk_try: "try", brk_print: "print"}
+    for fn, word in cases.items():
+        rec = check(fn, torch.randn(3, 3), torch.randn(3, 3))
+        assert word in rec.results[0].graph_breaks[0].reason, rec.results[0].graph_breaks[0]
+
+
+class Box:
+    def __init__(self):
+        self.count = 0
+        self.items = []
+
+
+STATE = {"box": Box(), "lst": [], "d": {}}
+COUNTER = 0
+
+
+def side_effects(x, box, lst, d):
+    global COUNTER
+    lst.append(x * 2)
+    box.count = box.count + 1
+    box.last = x + 1
+    d["k"] = x.sum()
+    COUNTER = COUNTER + 1
+    return x * len(lst), box.count
+
+
+def side_effects_with_break(x, box, lst, d):
+    lst.append(1)
+    box.count = 5
+    print("side effects happen before this", end="\r")
+    lst.append(len(lst))
+    box.count = box.count * 2
+    return x + box.count
+
+
+@pytest.mark.parametrize("fn", [side_effects, side_effects_with_break], ids=lambda f: f.__name__)
+def test_side_effects_replayed(fn):
+    global COUNTER
+    x = torch.randn(3)
+    states = []
+    for mode in ("eager", "compiled"):
+        COUNTER = 0
+        box, lst, d = Box(), [torch.ones(1)], {"a": 1}
+        if mode == "eager":
+            out = fn(x, box, lst, d)
+        else:
+            rec = Recorder()
+            r = rec.capture(fn, (x, box, lst, d), {})
+            out = r.fn(x, box, lst, d)
+        states.append((out, COUNTER, box.__dict__, lst, d))
+    assert same(states[0][0], states[1][0])
+    assert states[0][1] == states[1][1]
+    assert same(states[0][2], states[1][2])
+    assert same(states[0][3], states[1][3])
+    assert same(states[0][4], states[1][4])
+
+
+def test_side_effects_artifact_and_order():
+    box, lst, d = Box(), [], {}
+    r = Recorder().capture(side_effects, (torch.randn(2), box, lst, d), {})
+    src = r.transformed_source
+    # replay order: list, attribute writes, dict, global -- as they happened
+    order = [src.index("lst[:]"), src.index("box.count ="), src.index("box.last ="),
+             src.index("d.clear()"), src.index("global COUNTER")]
+    assert order == sorted(order), src
+
+
+def test_fullgraph_error():
+    x = torch.randn(3)
+    with pytest.raises(FullgraphError) as info:
+        Recorder().capture(brk_nested, (x, x), {}, fullgraph=True)
+    e = info.value
+    assert isinstance(e, GraphBreakError) and isinstance(e, CompilerError)
+    assert e.filename == __file__ and e.lineno == logged.__code__.co_firstlineno + 2
+    text = str(e)
+    assert "print(" in text and "^" in text and f"{__file__}:{e.lineno}" in text
+    assert "brk_nested" in text          # the user stack names the outer frame
+
+
+def test_fullgraph_ok_when_no_break():
+    x = torch.randn(3)
+    LOG.clear()
+    r = Recorder().capture(lambda a, b: quiet(a) or a * b + 1, (x, x), {}, fullgraph=True)
+    assert r.graph_breaks == [] and len(r.graphs) == 1
+    assert same(r.fn(x, x), x * x + 1) and len(LOG) == 1   # the inlined append was replayed
