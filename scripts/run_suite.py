@@ -96,6 +96,7 @@ def run_one(name, args, debug_dir):
     if row.get("status") != "ok":
         row["stderr_tail"] = stderr[-2000:]
         (debug_dir / "worker_stderr.txt").write_text(stderr)
+        (debug_dir / "traceback.txt").write_text(row.get("traceback", row.get("error", "")))
         row["debug_dir"] = str(debug_dir)
     else:
         shutil.rmtree(debug_dir, ignore_errors=True)

@@ -65,10 +65,10 @@ class DLRM(nn.Module):
         return torch.sigmoid(self.top(torch.cat([x, inter[:, i, j]], dim=1)))
 
 
-def timestep_embedding(t, dim):
+def timestep_embedding(t, dim, dtype):
     half = dim // 2
-    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, device=t.device, dtype=torch.float32) / half)
-    args = t[:, None].float() * freqs[None]
+    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, device=t.device, dtype=dtype) / half)
+    args = t[:, None].to(dtype) * freqs[None]
     return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
 
 
@@ -85,7 +85,7 @@ class DiffusionResBlock(nn.Module):
         self.conv2 = nn.Conv2d(ch, ch, 3, padding=1)
 
     def forward(self, x, t):
-        emb = self.time_mlp(timestep_embedding(t, self.tdim))
+        emb = self.time_mlp(timestep_embedding(t, self.tdim, x.dtype))
         scale, shift = emb[:, :, None, None].chunk(2, dim=1)
         h = self.conv1(F.silu(self.norm1(x)))
         h = self.norm2(h) * (1 + scale) + shift
