@@ -90,8 +90,21 @@ def trace_record(key: str, metadata_fn, payload_fn=None) -> None:
 
 
 # -- emission (only reached when enabled) --------------------------------------------------------
+def _build(name: str, fn):
+    """Call a payload/metadata builder; a broken builder must not break compilation, so its
+    error becomes the payload (and a warning) instead of propagating into the compiler."""
+    if fn is None:
+        return None
+    try:
+        return fn()
+    except Exception as exc:
+        warnings.warn(f"logs: building the payload of {name!r} raised {type(exc).__name__}: "
+                      f"{exc}", RuntimeWarning, stacklevel=4)
+        return f"<payload of {name} could not be built: {type(exc).__name__}: {exc}>"
+
+
 def _emit_artifact(name, payload_fn, fields, frame) -> None:
-    payload = payload_fn() if payload_fn is not None else None
+    payload = _build(name, payload_fn)
     art = registry.ARTIFACTS.get(name)
     event = Event(name, current_compile_id(), fields, payload, time.time(),
                   frame.f_code.co_filename, frame.f_lineno, logging.DEBUG, "artifact",
@@ -110,8 +123,10 @@ def _emit_artifact(name, payload_fn, fields, frame) -> None:
 
 
 def _emit_trace_record(key, metadata_fn, payload_fn, frame) -> None:
-    metadata = metadata_fn() if metadata_fn is not None else {}
-    payload = encode_payload(payload_fn()) if payload_fn is not None else None
+    metadata = _build(key, metadata_fn) if metadata_fn is not None else {}
+    if not isinstance(metadata, dict):
+        metadata = {"error": metadata}
+    payload = encode_payload(_build(key, payload_fn))
     cid = current_compile_id()
     stack = capture_stack((_LOGS_DIR,)) if cid is None else None
     for writer in list(_state.traces):

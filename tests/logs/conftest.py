@@ -17,6 +17,7 @@ def fresh_logs():
     state = core._state
     saved = (state.settings, state.fmt, state.out_path, list(state.sinks), list(state.traces),
              state.from_env)
+    saved_dir_writer, logs._TRACE_DIR_WRITER = logs._TRACE_DIR_WRITER, None   # keep a real TRACE_DIR
     state.settings, state.fmt, state.from_env = logs.settings.LogSettings(), "glog", False
     state.sinks, state.traces = [], []
     core.set_out(None)
@@ -24,6 +25,7 @@ def fresh_logs():
     yield logs
     for writer in state.traces:
         writer.close()
+    logs._TRACE_DIR_WRITER = saved_dir_writer
     core.set_out(None)
     state.settings, state.fmt, _, state.sinks, state.traces, state.from_env = saved
     core.set_out(saved[2])

@@ -101,3 +101,15 @@ def test_a_failing_sink_warns_and_does_not_break_emission(fresh_logs):
     with pytest.warns(RuntimeWarning, match="sink broke"):
         logs.artifact("kernel", lambda: {"name": "k0"})
     assert len(good) == 1
+
+
+def test_a_failing_payload_builder_warns_and_does_not_raise_into_the_compiler(fresh_logs):
+    events = []
+    logs.add_sink(events.append)
+
+    def broken():
+        raise ValueError("cannot render")
+
+    with pytest.warns(RuntimeWarning, match="payload of 'guards' raised ValueError: cannot render"):
+        logs.artifact("guards", broken)
+    assert events[0].payload == "<payload of guards could not be built: ValueError: cannot render>"
