@@ -298,10 +298,24 @@ def finish_break(tx, inst, gb, via_call):
     _store_locals(tx, cg, live)
     op_texts = [cg.reconstruct(v) for v in operands]
     cg.lines.append(f"# graph break at {gb.filename}:{gb.lineno}: {gb.reason}")
-    cg.lines.append(f"#   runs eagerly: {inst.opname} {inst.argrepr}  ({', '.join(op_texts)})")
+    cg.lines.append(_render_eager(tx, inst, op_texts))
     _emit_instruction(tx, cg, inst, layout, live, texts, pushes)
     _log_break(tx, gb)
     return _result(tx, cg.instrs, cg, [gb])
+
+
+def _render_eager(tx, inst, texts):
+    """The break instruction as Python, for the readable source."""
+    op = inst.opname
+    if op == "CALL":
+        fn, args = (texts[1], texts[2:]) if texts[0] == "NULL" else (texts[0], texts[1:])
+        kw = list(tx.kw_names or ())
+        pos, kws = args[:len(args) - len(kw)], args[len(args) - len(kw):]
+        parts = pos + [f"{k}={v}" for k, v in zip(kw, kws)]
+        return f"___result = {fn}({', '.join(parts)})  # runs eagerly"
+    if "JUMP" in op:
+        return f"if {texts[-1]}: ...  # {op}, decided eagerly"
+    return f"___result = {op}({', '.join(texts)})  # runs eagerly"
 
 
 def _emit_instruction(tx, cg, inst, layout, live, texts, pushes):
@@ -323,12 +337,12 @@ def _emit_instruction(tx, cg, inst, layout, live, texts, pushes):
         _emit_resume(tx, cg, nxt, layout, live, texts)
         cg.instrs.append(taken)
         _emit_resume(tx, cg, inst.argval, layout + (["value"] if keeps else []),
-                     live, texts + (["<cond>"] if keeps else []))
+                     live, texts + (["___cond"] if keeps else []))
         return
     else:
         cg.instrs.append(orig.copy())
     _emit_resume(tx, cg, nxt, layout + ["value"] * pushes, live,
-                 texts + [f"<result {i}>" for i in range(pushes)])
+                 texts + (["___result"] if pushes == 1 else [f"___result[{i}]" for i in range(pushes)]))
 
 
 def _wrap_callee(tx, inst, operands):
