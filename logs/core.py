@@ -22,14 +22,17 @@ from logs.settings import LogSettings
 from logs.trace_writer import TraceWriter, capture_stack, encode_payload
 
 class _Everything:
-    """Stands in for _ON while some consumer (a trace, a debug sink) wants every name."""
+    """Stands in for _ON while some consumer (a trace, a debug sink) wants every name: every
+    name but the per-instruction ones (registry.CHATTY), which must be asked for by name."""
+
+    def __init__(self, named=frozenset()):
+        self.named = named            # chatty names asked for by the console or a sink
 
     def __contains__(self, name) -> bool:
-        return True
+        return name not in registry.CHATTY or name in self.named
 
 
-_EVERYTHING = _Everything()
-_ON = frozenset()                     # artifact names some consumer wants, or _EVERYTHING
+_ON = frozenset()                     # artifact names some consumer wants, or an _Everything
 
 _LOGS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STRUCTLOG_DIR = None
@@ -42,7 +45,7 @@ class SinkEntry:
     artifacts: object                 # None (console's), "all", or a set of names
 
     def wants_artifact(self, name: str) -> bool:
-        if self.artifacts == "all":
+        if self.artifacts == "all" and name not in registry.CHATTY:
             return True
         if isinstance(self.artifacts, (set, frozenset)) and name in self.artifacts:
             return True
@@ -177,7 +180,7 @@ def refresh() -> None:
         if isinstance(s.artifacts, (set, frozenset)):
             on |= s.artifacts
     everything = bool(_state.traces) or any(s.artifacts == "all" for s in _state.sinks)
-    _ON = _EVERYTHING if everything else frozenset(on)
+    _ON = _Everything(frozenset(on)) if everything else frozenset(on)
     _apply_foreign(_state.settings)
     for hook in list(_state.refresh_hooks):
         hook()

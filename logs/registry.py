@@ -88,6 +88,10 @@ TRACE_ONLY: dict[str, str] = {
     "perf_hint": "perf_hints",
 }
 
+# One record per traced instruction / source line: far too many for "everything" (an open
+# trace, a debug folder); they are produced only when named (TRACE_LOGS=+trace_bytecode).
+CHATTY = frozenset({"trace_source", "trace_bytecode"})
+
 # Our packages: a dotted name under one of these is a module of ours (TRACE_LOGS=+compiler.x).
 OWN_PACKAGES = ("compiler", "logs", "debug", "tui")
 

@@ -113,3 +113,15 @@ def test_a_failing_payload_builder_warns_and_does_not_raise_into_the_compiler(fr
     with pytest.warns(RuntimeWarning, match="payload of 'guards' raised ValueError: cannot render"):
         logs.artifact("guards", broken)
     assert events[0].payload == "<payload of guards could not be built: ValueError: cannot render>"
+
+
+def test_per_instruction_artifacts_only_when_named(fresh_logs, tmp_path):
+    events = []
+    logs.add_sink(events.append)                       # artifacts="all"
+    logs.open_trace(str(tmp_path / "t.log"))
+    assert logs.enabled("graph_break") and not logs.enabled("trace_bytecode")
+    logs.artifact("trace_bytecode", lambda: "TRACE LOAD_FAST x")
+    assert events == []
+    logs.set_logs(trace_bytecode=True)
+    logs.artifact("trace_bytecode", lambda: "TRACE LOAD_FAST x")
+    assert [e.name for e in events] == ["trace_bytecode"]
