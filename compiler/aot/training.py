@@ -129,13 +129,31 @@ def _compile(gm, example_inputs, fw_compiler, bw_compiler, decompositions, name)
         backward_log=lambda: logs.artifact(
             "aot_graphs", lambda: _readable(part.backward, name), graph="backward", name=name,
             filename="aot_backward.py", is_backward=True))
-    return _make_runner(joint, runtime, access)
+    return _make_runner(gm, joint, runtime, access, example_inputs)
 
 
-def _make_runner(joint: JointGraph, runtime: TrainingRuntime, access: _ParamAccess) -> Callable:
+def _meta(t):
+    return (t.shape, t.stride(), t.dtype, t.device, t.requires_grad) \
+        if isinstance(t, torch.Tensor) else type(t)
+
+
+def _make_runner(gm, joint: JointGraph, runtime: TrainingRuntime, access: _ParamAccess,
+                 example_inputs) -> Callable:
     leaf_kinds, aliased, spec = joint.leaf_kinds, joint.aliased, joint.out_spec
+    expected = [_meta(x) for x in example_inputs]
+    warned = set()
 
     def run(*args):
+        # the graphs are specialised to the traced sizes/strides (the frontend guards on them;
+        # this check keeps a direct caller correct too): anything else runs gm eagerly
+        if len(args) != len(expected) or any(_meta(a) != e for a, e in zip(args, expected)):
+            key = tuple(_meta(a) for a in args)
+            if key not in warned:
+                warned.add(key)
+                log.warning("compiled_graph_skipped", graph=runtime.name,
+                            reason="inputs differ from the traced sizes/strides/dtypes",
+                            action="run the graph eagerly under autograd")
+            return gm(*args)
         primals = access() + list(args)
         outs = CompiledFunction.apply(runtime, *primals)
         leaves = []

@@ -276,3 +276,15 @@ def test_graph_breaks_each_graph_its_own_pair():
     for p, rp in zip(list(first.parameters()) + list(second.parameters()),
                      list(rfirst.parameters()) + list(rsecond.parameters())):
         torch.testing.assert_close(p.grad, rp.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_other_input_sizes_run_eagerly_and_stay_correct():
+    torch.manual_seed(0)
+    model = MLP()
+    ref = copy.deepcopy(model)
+    f = compile_training(model, [torch.randn(4, 16)])
+    x = torch.randn(7, 16)                       # not the traced size
+    f(x).sum().backward()
+    ref(x).sum().backward()
+    for p, rp in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, rp.grad)
