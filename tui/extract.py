@@ -90,9 +90,16 @@ def graph_break(ev, trace) -> GraphBreak:
     user_part = text.split("Traceback (most recent call last)", 1)[0]
     at = _PT_AT.search(text)
     reason = ""
-    m = re.search(r"Graph Break Reason: (.*?)(?:\n\s*\n|\n User code|\nUser code|\Z)", text, re.S)
+    m = re.search(r"Graph Break Reason: (.*?)\n\s*\n(.*?)(?:\n\s*\n|\Z)", text, re.S)
     if m:
-        reason = m.group(1).strip()
+        # PyTorch >= 2.8: "Graph Break Reason: <what was traced>", blank line, then the graph
+        # break type and "Explanation: ..."; the type + explanation is what a user needs
+        title, _, body = m.group(2).strip().partition("\n")
+        expl = re.search(r"Explanation: (.*)", body)
+        reason = f"{title.strip()}: {expl.group(1).strip()}" if expl else m.group(1).strip()
+    else:
+        m = re.search(r"Graph Break Reason: (.*)", text)
+        reason = m.group(1).strip() if m else ""
     stack = [{"filename": f, "line": int(ln), "name": n, "loc": loc.strip()}
              for f, ln, n, loc in _PT_FRAME.findall(user_part.split("User code traceback:", 1)[-1])]
     instr = re.search(r"attempting to trace (\w+)", text)

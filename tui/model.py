@@ -131,6 +131,8 @@ class TraceModel:
         self.compiles: dict[tuple[int, int], Compile] = {}
         self.event_compile: dict[int, tuple[int, int]] = {}
         self.other_events: list[int] = []  # records without a compile id
+        # event indexes the replay can jump to, in order
+        self.marks: dict[str, list[int]] = {"break": [], "recompile": [], "failure": []}
         for ev in trace.events:
             self._add(ev)
         by_frame: dict[int, Frame] = {}
@@ -166,7 +168,11 @@ class TraceModel:
                 c.firstlineno = top.get("line") if isinstance(top.get("line"), int) else None
         elif k in X.BREAK_KEYS:
             c.breaks.append(X.graph_break(ev, t))
+            self.marks["break"].append(ev.index)
         elif k in X.RECOMPILE_KEYS:
+            if not self.marks["recompile"] or self.compile_of_event(
+                    self.marks["recompile"][-1]) is not c:  # one mark per recompile
+                self.marks["recompile"].append(ev.index)
             new = X.guard_failures(ev)
             # our recompile + guard_failure pair describe the same failure: keep the richer one
             for gf in new:
@@ -198,11 +204,13 @@ class TraceModel:
                 c.failure = c.failure or (f"{ev.metadata.get('fail_type') or 'failure'}: "
                                           f"{ev.metadata.get('fail_reason') or ''}").strip(": ")
                 c.failure_event = ev.index if c.failure_event < 0 else c.failure_event
+                self.marks["failure"].append(ev.index)
             for r in ev.metadata.get("restart_reasons") or []:
                 c.restart_reasons.append(str(r))
             if not c.name and ev.metadata.get("co_name"):
                 c.name = str(ev.metadata["co_name"])
         elif k in X.FAIL_KEYS or ev.level in ("E", "C"):
+            self.marks["failure"].append(ev.index)
             c.failure = c.failure or X.failure_text(ev)
             c.failure_event = ev.index if c.failure_event < 0 else c.failure_event
         elif k in X.SOURCE_KEYS:
@@ -224,6 +232,15 @@ class TraceModel:
     def compile_of_event(self, index: int) -> Compile | None:
         key = self.event_compile.get(index)
         return self.compiles.get(key) if key else None
+
+    def next_mark(self, kind: str, index: int, step: int) -> int | None:
+        """The next (step 1) or previous (step -1) event of a kind ('break', 'recompile',
+        'failure') after/before event `index`."""
+        marks = self.marks.get(kind, [])
+        later = [m for m in marks if (m > index if step > 0 else m < index)]
+        if not later:
+            return None
+        return later[0] if step > 0 else later[-1]
 
     def ordered_compiles(self) -> list[Compile]:
         return [c for f in self.frames for c in f.compiles]

@@ -1,0 +1,19 @@
+"""FX graph tab: the captured graph and the aot graphs, syntax highlighted."""
+
+from rich.text import Text
+
+from tui.panes.base import Pane, code, heading, missing
+
+
+class GraphsPane(Pane):
+    TITLE = "FX graph"
+
+    def show(self, model, c, event=None) -> None:
+        if c is None or not c.graphs:
+            self.set_body(missing("FX graph for this compile"))
+            return
+        items = []
+        for title, text, ev in c.graphs:
+            mark = "▶ " if event == ev else ""
+            items += [heading(f"{mark}{title}"), code(text or "(empty payload)"), Text("")]
+        self.set_body(*items)

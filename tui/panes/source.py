@@ -1,0 +1,126 @@
+"""Source tab: the user's function with the captured range, break points, guard lines and
+kernel lines marked. Selecting a line lists what is tied to it; enter opens its kernels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from tui.panes.base import missing
+
+
+def same_file(a: str, b: str) -> bool:
+    return bool(a) and bool(b) and Path(a).name == Path(b).name
+
+
+def line_facts(model, c, filename: str) -> dict[int, dict[str, list]]:
+    """line number -> {"breaks": [...], "guards": [...], "kernels": [...]} for this compile."""
+    facts: dict[int, dict[str, list]] = {}
+
+    def add(line, kind, item):
+        facts.setdefault(line, {"breaks": [], "guards": [], "kernels": []})[kind].append(item)
+
+    for b in c.breaks:
+        if b.lineno and (not b.filename or same_file(b.filename, filename)):
+            add(b.lineno, "breaks", b)
+    for text, loc in c.guards:
+        fn, _, ln = loc.rpartition(":")
+        if ln.isdigit() and same_file(fn, filename):
+            add(int(ln), "guards", text)
+    for k in c.kernels:
+        for fn, ln in k.user_lines:
+            if same_file(fn, filename):
+                add(ln, "kernels", k)
+    return facts
+
+
+class SourcePane(Vertical):
+    TITLE = "Source"
+    DEFAULT_CSS = """
+    SourcePane #src-head { height: auto; padding: 0 1; }
+    SourcePane #src-lines { height: 1fr; }
+    SourcePane #src-info { height: auto; max-height: 10; padding: 0 1; border-top: solid $primary; }
+    """
+
+    class OpenKernels(Message):
+        """Enter on a source line: show the kernels generated from it."""
+
+        def __init__(self, filename: str, line: int) -> None:
+            self.filename, self.line = filename, line
+            super().__init__()
+
+    def compose(self):
+        yield Static(id="src-head")
+        yield OptionList(id="src-lines")
+        yield Static(id="src-info")
+
+    def show(self, model, c, event=None) -> None:
+        self.model, self.c = model, c
+        head, lines = self.query_one("#src-head", Static), self.query_one("#src-lines", OptionList)
+        info = self.query_one("#src-info", Static)
+        lines.clear_options()
+        info.update("")
+        self.first, self.filename, self.facts = 1, "", {}
+        src = model.source_of(c) if c is not None else None
+        if src is None:
+            head.update(missing("User source for this compile (no source record, debug folder "
+                                "source.py or readable file)"))
+            return
+        self.filename, self.first, text_lines = src
+        self.facts = line_facts(model, c, c.filename or self.filename)
+        break_lines = sorted(self.facts_lines("breaks"))
+        # captured range: from the function start up to (not including) the first break
+        stop = break_lines[0] if break_lines else self.first + len(text_lines)
+        head.update(Text.assemble(
+            (f"{c.name or '?'}", "bold"), f"  {Path(self.filename).name}:{self.first}   ",
+            ("▌", "green"), " captured  ", ("✖", "bold yellow"), " graph break  ",
+            ("G", "green"), " guard  ", ("K", "cyan"), " kernel   (enter: kernels of the line)"))
+        opts = []
+        for n, code in enumerate(text_lines):
+            ln = self.first + n
+            f = self.facts.get(ln, {})
+            t = Text(no_wrap=True)
+            t.append("▌" if ln < stop else " ", "green")
+            t.append(f"{ln:>5} ", "bright_black")
+            t.append("✖" if f.get("breaks") else " ", "bold yellow")
+            t.append("G" if f.get("guards") else " ", "green")
+            t.append("K" if f.get("kernels") else " ", "cyan")
+            t.append(" ")
+            t.append(code, "yellow" if f.get("breaks") else "")
+            opts.append(Option(t, id=f"L{ln}"))
+        lines.add_options(opts)
+
+    def facts_lines(self, kind: str) -> list[int]:
+        return [ln for ln, f in self.facts.items() if f.get(kind)]
+
+    def goto_line(self, line: int) -> None:
+        lines = self.query_one("#src-lines", OptionList)
+        idx = line - self.first
+        if 0 <= idx < lines.option_count:
+            lines.highlighted = idx
+            lines.scroll_to_highlight()
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        event.stop()
+        ln = self.first + event.option_index
+        f = self.facts.get(ln, {})
+        parts = [Text(f"line {ln}", style="bold")]
+        for b in f.get("breaks", []):
+            parts.append(Text(f"  graph break: {b.reason.splitlines()[0]}", style="yellow"))
+        for g in f.get("guards", [])[:5]:
+            parts.append(Text(f"  guard: {g.strip()[:200]}", style="green"))
+        for k in f.get("kernels", []):
+            parts.append(Text(f"  kernel: {k.name}  (fx nodes: {', '.join(k.fx_nodes) or '-'})",
+                              style="cyan"))
+        if len(parts) == 1:
+            parts.append(Text("  nothing recorded for this line", style="italic bright_black"))
+        self.query_one("#src-info", Static).update(Text("\n").join(parts))
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.post_message(self.OpenKernels(self.filename, self.first + event.option_index))

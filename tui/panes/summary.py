@@ -1,0 +1,52 @@
+"""Summary tab: what happened to this compile, in a few lines."""
+
+from rich.table import Table
+from rich.text import Text
+
+from tui.model import OUTCOME_STYLE
+from tui.panes.base import Pane, heading
+
+
+class SummaryPane(Pane):
+    TITLE = "Summary"
+
+    def show(self, model, c, event=None) -> None:
+        if c is None:
+            self.set_body(Text("Select a compile id in the tree (or press r for the replay).",
+                               style="italic"))
+            return
+        t = Table.grid(padding=(0, 2))
+        t.add_column(style="bold")
+        t.add_column()
+        flags = Text()
+        for f in c.flags:
+            flags.append(f" {f} ", OUTCOME_STYLE[f] + " reverse")
+            flags.append(" ")
+        t.add_row("compile id", c.id + (f"  (attempts {', '.join(map(str, sorted(c.attempts)))})"
+                                         if len(c.attempts) > 1 else ""))
+        t.add_row("outcome", flags)
+        t.add_row("function", f"{c.name or '?'}  {c.location}")
+        t.add_row("graph breaks", str(len(c.breaks) or len(c.restart_reasons)))
+        t.add_row("recompile reasons", str(len(c.recompile_reasons)))
+        t.add_row("guards", str(len(c.guards)))
+        t.add_row("graphs", str(len(c.graphs)))
+        t.add_row("kernels", str(len(c.kernels)))
+        t.add_row("compile time", f"{c.compile_time:.3f} s" if c.compile_time else "-")
+        t.add_row("events", str(len(c.events)))
+        items = [heading(f"Compile {c.id}"), t]
+        if c.failure:
+            items += [Text(""), heading("Failure"), Text(c.failure, style="red")]
+            if model.repro_script() is not None:
+                items.append(Text(f"Repro script: {model.repro_script().name} -- press m "
+                                  "(or ctrl+p 'Minify') to run the minifier", style="bold"))
+        if c.breaks:
+            items += [Text(""), heading("Graph breaks")]
+            items += [Text(f"- {b.reason.splitlines()[0] if b.reason else '?'}"
+                           f"  ({b.filename.rsplit('/', 1)[-1]}:{b.lineno})") for b in c.breaks]
+        if c.recompile_reasons:
+            items += [Text(""), heading("Why it recompiled")]
+            items += [Text(f"- {r.entry}: {r.text}") for r in c.recompile_reasons]
+        if c.perf_hints:
+            items += [Text(""), heading("Performance hints")]
+            items += [Text(f"- {h}", style="yellow") for h in c.perf_hints[:50]]
+        self.set_body(*items)

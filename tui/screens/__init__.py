@@ -1,0 +1,1 @@
+"""Screens of tracetui (one per file)."""

@@ -1,0 +1,57 @@
+"""F1 help: every key binding of the app and of the screen underneath, plus mouse hints."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+NAVIGATION = [
+    ("j / k, ↓ / ↑", "move in the tree, lists and the timeline"),
+    ("g / G, home / end", "first / last"),
+    ("1 … 9, [ / ]", "compile-detail tabs (Summary … Metrics), previous / next tab"),
+    ("enter", "source line → its kernels; kernel → its source line"),
+    ("tab / shift+tab", "move focus between panes"),
+    ("mouse", "click tabs, tree nodes, lines and timeline rows; wheel scrolls"),
+]
+
+
+def bindings_table(title: str, bindings) -> Table:
+    t = Table(title=title, title_justify="left", box=None, expand=True, show_header=False)
+    t.add_column(style="bold cyan", width=22)
+    t.add_column()
+    for b in bindings:
+        if isinstance(b, Binding) and b.description:
+            t.add_row(b.key.replace(",", " / "), b.description)
+    return t
+
+
+class HelpScreen(ModalScreen):
+    BINDINGS = [Binding("escape,f1,q", "app.pop_screen", "Close")]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 90; height: 90%; border: thick $primary;
+                                  background: $surface; padding: 0 2; }
+    """
+
+    def __init__(self, screen_bindings, app_bindings, **kw):
+        super().__init__(**kw)
+        self.screen_bindings, self.app_bindings = screen_bindings, app_bindings
+
+    def compose(self):
+        nav = Table(title="Navigation", title_justify="left", box=None, expand=True,
+                    show_header=False)
+        nav.add_column(style="bold cyan", width=22)
+        nav.add_column()
+        for k, d in NAVIGATION:
+            nav.add_row(k, d)
+        with VerticalScroll():
+            yield Static(Text("tracetui help  (escape to close)", style="bold"))
+            yield Static(bindings_table("Everywhere", self.app_bindings))
+            yield Static(bindings_table("This screen", self.screen_bindings))
+            yield Static(nav)
+            yield Static(Text("ctrl+p opens the command palette: every view and action by name.",
+                              style="italic"))

@@ -1,0 +1,79 @@
+"""Overview screen: counts and the tree of frames/compile ids on the left, the selected
+compile's detail tabs on the right."""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Tree
+
+from tui.model import Compile, Frame
+from tui.widgets.compile_detail import TABS, CompileDetail
+from tui.widgets.compile_tree import CompileTree
+from tui.widgets.totals import Totals
+
+TAB_KEYS = [Binding(str(n), f"tab('{tab_id}')", cls.TITLE, show=False)
+            for n, (tab_id, cls) in enumerate(TABS[:9], 1)]
+
+
+class MainScreen(Screen):
+    BINDINGS = [
+        Binding("r", "app.replay", "Replay"),
+        Binding("bracketleft,h", "cycle_tab(-1)", "Prev tab", show=False),
+        Binding("bracketright,l", "cycle_tab(1)", "Next tab", show=False),
+        Binding("tab", "app.focus_next", "Focus", show=False),
+        *TAB_KEYS,
+    ]
+    DEFAULT_CSS = """
+    MainScreen #left { width: 42%; min-width: 30; border-right: solid $primary; }
+    MainScreen CompileTree { height: 1fr; }
+    """
+
+    def compose(self):
+        yield Header()
+        with Horizontal():
+            with Vertical(id="left"):
+                yield Totals(id="totals")
+                yield CompileTree(id="tree")
+            yield CompileDetail(id="detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        app = self.app
+        if app.model is not None:
+            self.set_model(app.model)
+        else:
+            self.query_one(Totals).show_progress(0, len(app.trace.raw_events), str(app.trace.path))
+        self.query_one(CompileTree).focus()
+
+    def set_model(self, model) -> None:
+        self.query_one(Totals).show(model)
+        tree = self.query_one(CompileTree)
+        tree.populate(model)
+        first = next(iter(model.ordered_compiles()), None)
+        self.query_one(CompileDetail).show(model, first)
+        if first is not None:
+            self.call_after_refresh(tree.select_compile, first)
+
+    def on_tree_node_highlighted(self, event: Tree.NodeHighlighted) -> None:
+        data = event.node.data
+        c = data if isinstance(data, Compile) else (
+            data.compiles[0] if isinstance(data, Frame) and data.compiles else None)
+        if c is not None and self.app.model is not None:
+            detail = self.query_one(CompileDetail)
+            if c is not detail.current:
+                detail.show(self.app.model, c)
+
+    def show_compile(self, c) -> None:
+        self.query_one(CompileTree).select_compile(c)
+        self.query_one(CompileDetail).show(self.app.model, c)
+
+    def action_tab(self, tab_id: str) -> None:
+        self.query_one(CompileDetail).switch(tab_id)
+
+    def action_cycle_tab(self, step: int) -> None:
+        detail = self.query_one(CompileDetail)
+        ids = [t for t, _ in TABS]
+        cur = ids.index(detail.active) if detail.active in ids else 0
+        detail.switch(ids[(cur + step) % len(ids)])

@@ -1,0 +1,1 @@
+"""Widgets of tracetui (one per file)."""
