@@ -348,6 +348,23 @@ class Trace:
         self.scan()
         return self._damaged
 
+    def search(self, pattern: str, ignore_case: bool = True) -> list[int]:
+        """Indexes of the events whose record (envelope or payload text) matches the regex.
+        Runs over the raw bytes, so it is fast on big traces. Raises re.error on a bad regex."""
+        rx = re.compile(pattern.encode("utf-8"), re.I if ignore_case else 0)
+        hits: set[int] = set()
+        starts, files = self._cols["start"], self._cols["file"]
+        for fi, data in enumerate(self._data):
+            sel = np.flatnonzero(files == fi)
+            if not len(sel):
+                continue
+            file_starts = starts[sel]
+            offsets = [m.start() for m in rx.finditer(data)]
+            if offsets:
+                pos = np.searchsorted(file_starts, np.asarray(offsets), side="right") - 1
+                hits.update(int(sel[p]) for p in pos if p >= 0)
+        return sorted(hits)
+
     def compile_ids(self) -> list[CompileId]:
         """Compile ids in order of first appearance."""
         seen: dict[CompileId, None] = {}
