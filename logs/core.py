@@ -128,7 +128,7 @@ def _emit_artifact(name, payload_fn, fields, frame) -> None:
 def _emit_trace_record(key, metadata_fn, payload_fn, frame) -> None:
     metadata = _build(key, metadata_fn) if metadata_fn is not None else {}
     if not isinstance(metadata, dict):
-        metadata = {"error": metadata}
+        metadata = {"value": metadata}     # the envelope value must be an object
     payload = encode_payload(_build(key, payload_fn))
     cid = current_compile_id()
     stack = capture_stack((_LOGS_DIR,)) if cid is None else None
