@@ -50,7 +50,9 @@ def apply_config(config_dict: dict | None) -> None:
         config.load_dict(config_dict)
     # A candidate's own failure must be reported to the minifier, not turned into a new repro
     # or a debug folder of its own.
-    config.load_dict({"repro": {"after": None}, "debug": {"compile_debug": False}})
+    # Errors must surface, not be hidden by the backend's eager fallback.
+    config.load_dict({"repro": {"after": None}, "debug": {"compile_debug": False},
+                      "backend": {"fallback_on_error": False}})
 
 
 def load_real(ns: dict, script_path: str | None):
@@ -61,6 +63,30 @@ def load_real(ns: dict, script_path: str | None):
     base = os.path.dirname(os.path.abspath(script_path)) if script_path else os.getcwd()
     data = torch.load(os.path.join(base, rel), weights_only=True)
     return data.get("inputs"), data.get("state")
+
+
+def _add_values(gm, args) -> None:
+    """node.meta["val"] as the graph had when captured or traced by aot (the backend's lowering
+    reads shapes, strides, dtypes and devices there). Real values from one eager run: cheaper
+    than fake-tensor propagation, whose first use imports a large part of torch."""
+    import torch.fx as fx
+
+    class _Record(fx.Interpreter):
+        def run_node(self, n):
+            value = super().run_node(n)
+            n.meta["val"] = value.detach() if isinstance(value, torch.Tensor) else value
+            return value
+
+    try:
+        with torch.no_grad():
+            _Record(gm).run(*input_specs.clone_inputs(args))
+    except Exception:  # eager itself fails: compile without metadata, as best we can
+        pass
+
+
+def _drop_values(gm) -> None:
+    for n in gm.graph.nodes:
+        n.meta.pop("val", None)
 
 
 def evaluate(ns: dict, *, check_accuracy: bool | None = None, seed: int | None = None,
@@ -74,11 +100,14 @@ def evaluate(ns: dict, *, check_accuracy: bool | None = None, seed: int | None =
     n = graph_code.count_nodes(gm.graph)
     args = real_inputs if real_inputs is not None else input_specs.make_inputs(ns["INPUTS"], seed)
     compile_fn = resolve_compiler(ns["COMPILER"])
+    _add_values(gm, args)
 
     try:
         compiled = compile_fn(gm, input_specs.clone_inputs(args))
     except Exception as e:
         return Outcome(from_exception("compile_error", e), n)
+    finally:
+        _drop_values(gm)  # the compiled code does not need them; eager reference runs below
     try:
         out = compiled(*input_specs.clone_inputs(args))
     except Exception as e:

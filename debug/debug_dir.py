@@ -50,6 +50,8 @@ BYTECODE_FILES = {"original": "original_bytecode.txt", "transformed": "transform
 # Structured records whose readable twin (the artifact on the right) may not be emitted:
 # used for the file only when the twin never arrived for that compile id.
 JSON_TWINS = {"graph_break": "graph_breaks", "recompile": "recompiles"}
+# Emitted just before a compile id starts (the reasons for it): filed under the next compile id.
+PRE_COMPILE = {"recompiles", "recompile", "recompiles_verbose", "guard_failure"}
 
 _lock = threading.RLock()
 _active: "DebugFolder | None" = None
@@ -87,6 +89,7 @@ class DebugFolder:
         self.run_dir = run_dir
         self.entries: dict[str, _Entry] = {}
         self.counts: dict[tuple[str, str], int] = {}
+        self.pending: list = []
         with open(os.path.join(run_dir, "config.yaml"), "w", encoding="utf-8") as f:
             f.write(config.to_yaml())
         self.debug_log = open(os.path.join(run_dir, "debug.log"), "a", encoding="utf-8")
@@ -138,7 +141,15 @@ class DebugFolder:
                 pass
             cid = event.compile_id
             if cid is None:
+                # The frontend decides to recompile before the new compile id exists: keep the
+                # reasons for the next compile id (the recompile they caused).
+                if event.kind == "artifact" and event.name in PRE_COMPILE:
+                    self.pending.append(event)
                 return
+            if self.pending:
+                pending, self.pending = self.pending, []
+                for early in pending:
+                    self._artifact(cid, early)
             if event.kind == "artifact":
                 self._artifact(cid, event)
             elif event.name in ("frame_compile_failed", "backend_compile_failed"):

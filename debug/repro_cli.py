@@ -77,8 +77,10 @@ def _run(ns: dict, path: str, args) -> int:
     outcome = candidate.evaluate(ns, check_accuracy=args.accuracy, seed=args.seed, script_path=path)
     failure = outcome.failure
     if failure is None:
-        sys.stderr.write(f"repro: the graph ({outcome.num_nodes} nodes) compiled and ran correctly: "
-                         "the failure did not reproduce\n")
+        what = "the failure did not reproduce" if target is not None else "no failure was recorded for it"
+        sys.stderr.write(f"repro: the graph ({outcome.num_nodes} nodes) compiled and ran correctly"
+                         f"{' and matched eager' if (args.accuracy if args.accuracy is not None else ns.get('ACCURACY')) else ''}: "
+                         f"{what}\n")
         return 0
     sys.stderr.write(failure.text.rstrip() + "\n")
     check = compile_check_str(args.check_str)

@@ -4,7 +4,9 @@
 backend (stage "frontend", the captured FX graph) and our backend wraps its inner compiler
 (stage "backend", the graph after aot). When `config.repro.after` names the stage:
 
-- level 1+: a compile error or a runtime error of the compiled function writes `repro.py`;
+- level 1+: a compile error or a runtime error of the compiled function writes `repro.py`
+  (while the stage is watched, `backend.fallback_on_error` is off: an error the backend would
+  otherwise hide by running eagerly is raised, and reproduced);
 - level 2+: also `minifier_launcher.py` (the same script, minifying by default);
 - level 3: a repro is written before every compile, so even a segfault leaves one behind;
 - level 4: after compiling, the result is compared with eager in float64 on the example inputs;
@@ -34,12 +36,24 @@ log = logs.get_logger(__name__)
 def compiler_target(fn, stage: str) -> str:
     """An importable 'module:qualname' for compile_fn, so the repro can call the same compiler.
 
-    Local wrappers (timers, our own repro wrapper) are looked through via `__wrapped__`."""
-    seen = 0
-    while not isinstance(fn, types.ModuleType) and _unimportable(fn) and hasattr(fn, "__wrapped__") and seen < 16:
-        fn, seen = fn.__wrapped__, seen + 1
+    Local wrappers (timers, our own wrappers) are looked through: first `__wrapped__` (the
+    functools.wraps convention), then the callables a closure holds (e.g. a timing wrapper
+    around the user's backend)."""
+    found = _importable(fn, depth=0)
+    if found is not None:
+        return found
+    fallback = "compiler.backends:default"
+    log.warning("repro_compiler_not_importable", stage=stage, compiler=repr(fn)[:200], fallback=fallback,
+                hint="give the backend a module-level name (or set __wrapped__ on local wrappers) "
+                     "so repro scripts can import it")
+    return fallback
+
+
+def _importable(fn, depth: int) -> str | None:
+    if depth > 8:
+        return None
     if isinstance(fn, types.ModuleType):
-        return fn.__name__
+        return fn.__name__ if callable(fn) else None
     module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
     if module and qualname and "<" not in qualname:
         target = f"{module}:{qualname}"
@@ -49,15 +63,21 @@ def compiler_target(fn, stage: str) -> str:
                 return target
         except Exception:
             pass
-    fallback = "compiler.backend"
-    log.warning("repro_compiler_not_importable", stage=stage, compiler=repr(fn)[:200], fallback=fallback,
-                hint="give the backend a module-level name so repro scripts can import it")
-    return fallback
-
-
-def _unimportable(fn) -> bool:
-    qualname = getattr(fn, "__qualname__", None)
-    return not qualname or "<" in qualname
+    inner = getattr(fn, "__wrapped__", None)
+    if inner is not None:
+        found = _importable(inner, depth + 1)
+        if found is not None:
+            return found
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # empty cell
+            continue
+        if callable(value) and not isinstance(value, type):
+            found = _importable(value, depth + 1)
+            if found is not None:
+                return found
+    return None
 
 
 def _is_fake(v) -> bool:
@@ -171,14 +191,17 @@ def wrap(compile_fn, stage: str):
         if config.repro.after != stage:
             return compile_fn(gm, example_inputs)
         level = config.repro.level
-        snap = _Snapshot(gm, list(example_inputs), compile_fn, stage)
-        if level >= 3:
-            write_repro(snap, None, is_accuracy=level >= 4)
-        try:
-            compiled = compile_fn(gm, example_inputs)
-        except Exception as e:
-            _note(e, write_repro(snap, from_exception("compile_error", e), is_accuracy=False))
-            raise
+        # Catching failures is the point of repro mode: the backend must not hide a compile
+        # error behind its eager fallback while we watch (the recorded config says so too).
+        with config.patch(**{"backend.fallback_on_error": False}):
+            snap = _Snapshot(gm, list(example_inputs), compile_fn, stage)
+            if level >= 3:
+                write_repro(snap, None, is_accuracy=level >= 4)
+            try:
+                compiled = compile_fn(gm, example_inputs)
+            except Exception as e:
+                _note(e, write_repro(snap, from_exception("compile_error", e), is_accuracy=False))
+                raise
         if level >= 4:
             try:
                 problem = _accuracy_check(snap, gm, compiled, list(example_inputs))

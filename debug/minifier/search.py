@@ -136,7 +136,7 @@ class Minifier:
 
     def try_candidates(self, graphs: list[fx.Graph | None]) -> fx.Graph | None:
         """Run candidates (None entries skipped) in order; accept and return the first success."""
-        live = [(i, g) for i, g in enumerate(graphs) if g is not None and self.nodes(g) < self.nodes()]
+        live = [(i, g) for i, g in enumerate(graphs) if g is not None and 0 < self.nodes(g) < self.nodes()]
         if not live:
             return None
         path = os.path.join(self.checkpoint_dir, "candidate.py")
@@ -185,6 +185,19 @@ class Minifier:
             else:
                 lo = max(points)
         return self.nodes() < n and hi < n
+
+    def isolate_last(self) -> bool:
+        """After truncation the last node is the prime suspect: try it alone, inputs made fresh.
+
+        One candidate; when the failure needs more context, delta debugging finds it."""
+        self.strategy = "isolate last node"
+        nodes = edits.compute_nodes(self.current)
+        if len(nodes) <= 1:
+            return False
+        producers = [a.name for a in nodes[-1].all_input_nodes if a.op != "placeholder"]
+        if not producers:
+            return False
+        return self.try_candidates([edits.replace_with_inputs(self.current, producers)]) is not None
 
     def remove_outputs(self) -> bool:
         self.strategy = "remove outputs"
@@ -261,6 +274,7 @@ class Minifier:
                 rounds += 1
                 progressed = False
                 progressed |= self.truncate_suffix()
+                progressed |= self.isolate_last()
                 progressed |= self.remove_outputs()
                 progressed |= self.delta_debug()
             return self.finish()
@@ -270,7 +284,9 @@ class Minifier:
     def finish(self) -> MinifyResult:
         self.strategy = "verifying result"
         text = self.render(self.current)
-        results = self.pool.run_until([(text, self.out_path)] * max(1, self.opts.repeat))
+        # The accepted graph already failed once as a candidate; repeat-1 more runs confirm it.
+        runs = max(1, self.opts.repeat - (1 if self.successes else 0))
+        results = self.pool.run_until([(text, self.out_path)] * runs)
         hits = sum(1 for r in results if self.interesting(r))
         repro_writer.write_text(self.out_path, text)
         elapsed = time.monotonic() - self.start

@@ -20,3 +20,17 @@ class _Tiny(torch.nn.Module):
 
 
 torch.fx.symbolic_trace(_Tiny())
+
+# Our compiler's own modules, and the fake-tensor machinery its aot stage uses (whose first
+# construction imports a large part of torch: seconds per candidate if left to each one).
+for _name in ("compiler.backend", "compiler.backend.compile", "compiler.aot", "compiler.backends"):
+    try:
+        __import__(_name)
+    except Exception:  # a part under construction must not break the minifier
+        pass
+try:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    FakeTensorMode()
+except Exception:
+    pass
