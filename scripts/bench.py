@@ -116,17 +116,17 @@ def count_our_kernels(fn):
     except ImportError:
         fn()
         return "n/a: no logs"
-    names = []
+    counts = {"kernel": 0, "kernel_code": 0}
 
     def sink(event):
-        if event.name in ("kernel", "kernel_code"):
-            names.append(event.fields.get("kernel_name") or event.fields.get("name") or "?")
-    logs.add_sink(sink)
+        if event.name in counts:
+            counts[event.name] += 1
+    logs.add_sink(sink, artifacts={"kernel", "kernel_code"})
     try:
         fn()
     finally:
         logs.remove_sink(sink)
-    return len(names)
+    return counts["kernel"] or counts["kernel_code"]     # one of each is logged per kernel
 
 
 def rel_error(out, ref):
@@ -310,6 +310,7 @@ def main(argv=None):
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(base, "inductor"))
     os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(base, "triton"))
     os.environ.setdefault("TRACE_BACKEND_CACHE_DIR", os.path.join(base, "tracetorch"))
+    os.environ.setdefault("TRACE_TRITON_KERNEL_DIR", os.path.join(base, "tracetorch_triton"))
     if args.device == "cuda":
         torch.ones(1, device="cuda").add_(1)    # CUDA context outside every measurement
     copy_bw = copy_bandwidth_gbps(args.device, args.quick)

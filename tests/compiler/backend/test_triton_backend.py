@@ -23,9 +23,12 @@ from compiler import config  # noqa: E402
 from tests.compiler.backend.cpp_test_utils import assert_same, compile_fn, compiled_graph  # noqa: E402
 
 
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"   # CUDA: real Triton; CPU: interpreter
+
+
 @pytest.fixture(autouse=True)
 def triton_on_cpu():
-    with config.patch(**{"backend.cpu_codegen": "triton"}):
+    with config.patch(**{"backend.cpu_codegen": "triton"}), torch.device(DEVICE):
         yield
 
 

@@ -22,12 +22,19 @@ from compiler.backend.codegen.triton import TritonCodegen  # noqa: E402
 from compiler.backend.ir import ops  # noqa: E402
 
 F32 = torch.float32
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"   # CPU: the Triton interpreter
+
+
+@pytest.fixture(autouse=True)
+def default_device():
+    with torch.device(DEVICE):
+        yield
 
 
 def lay(size, dtype=F32, stride=None, offset=0):
     if stride is None:
-        return ir.Layout.contiguous(size, dtype, "cpu")
-    return ir.Layout(size, stride, dtype, torch.device("cpu"), offset)
+        return ir.Layout.contiguous(size, dtype, DEVICE)
+    return ir.Layout(size, stride, dtype, torch.device(DEVICE), offset)
 
 
 def buf(name, layout, data):
@@ -63,9 +70,9 @@ def test_pointwise_broadcast_chain(dtype):
     a, b = torch.randn(4, 5).to(dtype), torch.randn(5).to(dtype)
     b0 = buf("buf0", lay([4, 5], dtype), ir.Pointwise(
         [4, 5], lambda i: ops.add(ops.load("arg0_1", 5 * i[0] + i[1]), ops.load("arg1_1", i[1])),
-        dtype, "cpu"))
+        dtype, DEVICE))
     b1 = buf("buf1", lay([4, 5], dtype), ir.Pointwise(
-        [4, 5], lambda i: ops.relu(ops.load("buf0", 5 * i[0] + i[1])), dtype, "cpu"))
+        [4, 5], lambda i: ops.relu(ops.load("buf0", 5 * i[0] + i[1])), dtype, DEVICE))
     out = poison((4, 5), dtype)
     g = group([b0, b1], {"buf0": "outer", "buf1": "outer"}, [4, 5], [], ["arg0_1", "arg1_1"],
               ["buf1"], {"arg0_1": lay([4, 5], dtype), "arg1_1": lay([5], dtype),
@@ -85,7 +92,7 @@ def test_pointwise_strided_and_offset_input():
     out = poison((5, 4))
     b0 = buf("buf0", lay([5, 4]), ir.Pointwise(
         [5, 4], lambda i: ops.mul(ops.load("arg0_1", 3 + i[0] + 5 * i[1]), ops.constant(2.0, F32)),
-        F32, "cpu"))
+        F32, DEVICE))
     g = group([b0], {"buf0": "outer"}, [5, 4], [], ["arg0_1"], ["buf0"],
               {"arg0_1": lay([40]), "buf0": lay([5, 4])})
     run(g, {"arg0_1": base, "buf0": out})
@@ -97,10 +104,10 @@ def test_dynamic_size_one_kernel(n):
     s0 = ir.size_symbol("s0")
     x = torch.randn(n, 3)
     b0 = buf("buf0", lay([s0, 3]), ir.Pointwise(
-        [s0, 3], lambda i: ops.index_expr(i[0] * 3 + i[1], F32), F32, "cpu"))
+        [s0, 3], lambda i: ops.index_expr(i[0] * 3 + i[1], F32), F32, DEVICE))
     b1 = buf("buf1", lay([s0, 3]), ir.Pointwise(
         [s0, 3], lambda i: ops.add(ops.load("arg0_1", 3 * i[0] + i[1]), ops.load("buf0", 0)),
-        F32, "cpu"))
+        F32, DEVICE))
     out0, out1 = poison((n, 3)), poison((n, 3))
     g = group([b0, b1], {"buf0": "outer", "buf1": "outer"}, [s0, 3], [], ["arg0_1"],
               ["buf0", "buf1"], {"arg0_1": lay([s0, 3]), "buf0": lay([s0, 3]), "buf1": lay([s0, 3])},
@@ -117,7 +124,7 @@ def test_masked_indirect_gather():
     b0 = buf("buf0", lay([6]), ir.Pointwise([6], lambda i: ops.masked(
         ops.lt(ops.index_expr(i[0], torch.int64), ops.constant(4, torch.int64)),
         lambda: ops.load("arg0_1", ops.indirect_indexing(ops.load("arg1_1", i[0]), 10)), -1.0),
-        F32, "cpu"))
+        F32, DEVICE))
     out = poison((6,))
     g = group([b0], {"buf0": "outer"}, [6], [], ["arg0_1", "arg1_1"], ["buf0"],
               {"arg0_1": lay([10]), "arg1_1": lay([6], torch.int64), "buf0": lay([6])})
@@ -132,7 +139,7 @@ def _row_reduction(rt, n, m=5, dtype=F32, out_dtype=None):
     out_dtype = out_dtype or (torch.int64 if rt in ("argmax", "argmin") else
                               torch.bool if rt in ("any", "all") else dtype)
     r = buf("buf0", lay([m], out_dtype), ir.Reduction(
-        [m], [n], lambda i, r: ops.load("arg0_1", n * i[0] + r[0]), rt, out_dtype, dtype, "cpu"))
+        [m], [n], lambda i, r: ops.load("arg0_1", n * i[0] + r[0]), rt, out_dtype, dtype, DEVICE))
     return group([r], {"buf0": "reduction"}, [m], [n], ["arg0_1"], ["buf0"],
                  {"arg0_1": lay([m, n], dtype), "buf0": lay([m], out_dtype)})
 
@@ -177,14 +184,14 @@ def _layernorm_group(n, s0):
     L = lambda size, dt=F32: lay(size, dt)  # noqa: E731
     x = lambda i, r: ops.load("arg0_1", n * i[0] + r[0])  # noqa: E731
     mean = buf("buf0", L([s0]), ir.Reduction(
-        [s0], [n], lambda i, r: ops.truediv(x(i, r), ops.constant(float(n), F32)), "sum", F32, F32, "cpu"))
+        [s0], [n], lambda i, r: ops.truediv(x(i, r), ops.constant(float(n), F32)), "sum", F32, F32, DEVICE))
     var = buf("buf1", L([s0]), ir.Reduction(
-        [s0], [n], lambda i, r: ops.square(ops.sub(x(i, r), ops.load("buf0", i[0]))), "sum", F32, F32, "cpu"))
+        [s0], [n], lambda i, r: ops.square(ops.sub(x(i, r), ops.load("buf0", i[0]))), "sum", F32, F32, DEVICE))
     outb = buf("buf2", L([s0, n]), ir.Pointwise([s0, n], lambda ir_: ops.add(ops.mul(ops.mul(
         ops.sub(ops.load("arg0_1", n * ir_[0] + ir_[1]), ops.load("buf0", ir_[0])),
         ops.rsqrt(ops.add(ops.truediv(ops.load("buf1", ir_[0]), ops.constant(float(n), F32)),
                           ops.constant(1e-5, F32)))), ops.load("arg1_1", ir_[1])),
-        ops.load("arg2_1", ir_[1])), F32, "cpu"))
+        ops.load("arg2_1", ir_[1])), F32, DEVICE))
     return group([mean, var, outb], {"buf0": "reduction", "buf1": "reduction", "buf2": "inner"},
                  [s0], [n], ["arg0_1", "arg1_1", "arg2_1"], ["buf2"],
                  {"arg0_1": L([s0, n]), "arg1_1": L([n]), "arg2_1": L([n]), "buf0": L([s0]),
@@ -207,7 +214,7 @@ def test_layernorm_one_kernel_dynamic_rows(looped, m):
 # ------------------------------------------------------------------ relu bug injection
 
 def _relu_group():
-    b0 = buf("buf0", lay([8]), ir.Pointwise([8], lambda i: ops.relu(ops.load("arg0_1", i[0])), F32, "cpu"))
+    b0 = buf("buf0", lay([8]), ir.Pointwise([8], lambda i: ops.relu(ops.load("arg0_1", i[0])), F32, DEVICE))
     return group([b0], {"buf0": "outer"}, [8], [], ["arg0_1"], ["buf0"],
                  {"arg0_1": lay([8]), "buf0": lay([8])})
 

@@ -33,6 +33,10 @@ def add_kernel(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK: tl.constexpr):
 '''
 
 
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+INTERPRET = DEVICE == "cpu"
+
+
 def grid_1d(meta, xnumel):
     return (tl_launch.cdiv(xnumel, meta["XBLOCK"]), 1, 1)
 
@@ -56,32 +60,37 @@ def test_source_written_once_under_hash(kdir):
 
 @pytest.mark.parametrize("n", [1, 100, 1000, 4097])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-def test_launch_interpreted_matches_eager(kdir, n, dtype):
-    k = tl_launch.TritonKernel("add_kernel", ADD_SRC, grid_1d, interpret=True)
-    x, y = torch.randn(n).to(dtype), torch.randn(n).to(dtype)
-    out = torch.full((n,), float("nan"), dtype=dtype)      # poisoned: every element must be written
+def test_launch_matches_eager(kdir, n, dtype):
+    k = tl_launch.TritonKernel("add_kernel", ADD_SRC, grid_1d, interpret=INTERPRET)
+    x, y = torch.randn(n, device=DEVICE).to(dtype), torch.randn(n, device=DEVICE).to(dtype)
+    out = torch.full((n,), float("nan"), dtype=dtype, device=DEVICE)   # poisoned: all written
     cfgs = autotune.pointwise_configs(n)
     cfg = autotune.choose_config(k, cfgs, [x, y, out], [n])
     k.launch([x, y, out], [n], cfg)
     torch.testing.assert_close(out, x + y)
 
 
-def test_interpreter_skips_autotune_and_logs(kdir):
+def test_autotune_decision_logged(kdir):
+    """Interpreter: sweep skipped, default config. CUDA: candidates timed, the fastest kept,
+    and a second choice for the same size bucket comes from memory without timing again."""
     events = []
     sink = logs.add_sink(events.append, artifacts={"autotuning"})
     try:
-        k = tl_launch.TritonKernel("add_kernel", ADD_SRC, grid_1d, interpret=True)
+        k = tl_launch.TritonKernel("add_kernel", ADD_SRC, grid_1d, interpret=INTERPRET)
         n = 5000
         cfgs = autotune.pointwise_configs(n)
         assert len(cfgs) > 1
-        x = torch.randn(n)
-        cfg = autotune.choose_config(k, cfgs, [x, x, torch.empty(n)], [n])
+        x = torch.randn(n, device=DEVICE)
+        cfg = autotune.choose_config(k, cfgs, [x, x, torch.empty(n, device=DEVICE)], [n])
+        again = autotune.choose_config(k, cfgs, [x, x, torch.empty(n, device=DEVICE)], [n + 1])
     finally:
         logs.remove_sink(sink)
-    assert cfg == cfgs[0]
     ev = [e for e in events if e.name == "autotuning"]
-    assert len(ev) == 1 and "interpreter" in ev[0].fields["reason"]
-    assert ev[0].payload["chosen"] == cfg.key()
+    assert len(ev) == 1 and ev[0].payload["chosen"] == cfg.key() and again == cfg
+    if INTERPRET:
+        assert cfg == cfgs[0] and "interpreter" in ev[0].fields["reason"]
+    else:
+        assert ev[0].fields["reason"] == "benchmarked" and len(ev[0].payload["timings_ms"]) >= 2
 
 
 def test_disk_cache_round_trip(kdir):
