@@ -46,6 +46,18 @@ def measure(stmt, number: int, repeat: int, env: dict) -> float:
     return statistics.median(times) / number * 1e9
 
 
+def measure_interleaved(cases: list[tuple[str, str]], number: int, repeat: int,
+                        env: dict) -> dict[str, float]:
+    """Median ns per call of each statement, timed in turn within every repeat, so that load
+    from other processes hits the bare calls and the logging calls alike."""
+    timers = {name: timeit.Timer(stmt, globals=env) for name, stmt in cases}
+    samples: dict[str, list[float]] = {name: [] for name, _ in cases}
+    for _ in range(repeat):
+        for name, timer in timers.items():
+            samples[name].append(timer.timeit(number) / number * 1e9)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=15)
@@ -59,22 +71,21 @@ def main(argv=None) -> int:
     logs.set_logs()                      # all quiet: nothing wants anything
     # (case, ns, yardstick row or None): each disabled call next to a bare call taking the
     # same arguments, since argument passing (**fields) costs the same with or without logs.
-    rows = [
-        ("bare function call f()", measure("bare()", n, r, env), None),
-        ("bare f(name, fn)", measure("bare_same_args('output_code', payload)", n, r, env), None),
-        ("bare f(name, fn, k=v)",
-         measure("bare_same_args('output_code', payload, filename='x.py')", n, r, env), None),
-        ("bare method o.m(event, k=v)", measure("obj.m('fused', a=1)", n, r, env), None),
-        ("disabled logs.artifact(name, fn)", measure("logs.artifact('output_code', payload)",
-                                                     n, r, env), "bare f(name, fn)"),
+    cheap = [
+        ("bare function call f()", "bare()", None),
+        ("bare f(name, fn)", "bare_same_args('output_code', payload)", None),
+        ("bare f(name, fn, k=v)", "bare_same_args('output_code', payload, filename='x.py')", None),
+        ("bare method o.m(event, k=v)", "obj.m('fused', a=1)", None),
+        ("disabled logs.artifact(name, fn)", "logs.artifact('output_code', payload)",
+         "bare f(name, fn)"),
         ("disabled logs.artifact(name, fn, k=v)",
-         measure("logs.artifact('output_code', payload, filename='x.py')", n, r, env),
-         "bare f(name, fn, k=v)"),
-        ("disabled logs.enabled(name)", measure("logs.enabled('output_code')", n, r, env),
-         "bare function call f()"),
-        ("disabled log.debug(event, k=v)", measure("log.debug('fused', a=1)", n, r, env),
+         "logs.artifact('output_code', payload, filename='x.py')", "bare f(name, fn, k=v)"),
+        ("disabled logs.enabled(name)", "logs.enabled('output_code')", "bare function call f()"),
+        ("disabled log.debug(event, k=v)", "log.debug('fused', a=1)",
          "bare method o.m(event, k=v)"),
     ]
+    ns = measure_interleaved([(name, stmt) for name, stmt, _ in cheap], n, r, env)
+    rows = [(name, ns[name], yard) for name, _, yard in cheap]
 
     enabled_n = max(n // 20, 1000)
     saved_stderr = sys.stderr
@@ -104,7 +115,9 @@ def main(argv=None) -> int:
 
     ns_of = {name: ns for name, ns, _ in rows}
     base = ns_of["bare function call f()"]
-    print(f"python {sys.version.split()[0]}; medians of {r} runs "
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"python {sys.version.split()[0]}; {os.cpu_count()} cpus, load average {load:.1f} "
+          f"(other processes make every row noisy); medians of {r} runs "
           f"({n} calls each for cheap rows, {enabled_n} for enabled rows)")
     print(f"{'case':40} {'ns/call':>9} {'x f()':>7} {'x same-args bare call':>22}")
     for name, ns, yard in rows:
