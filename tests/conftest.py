@@ -7,3 +7,16 @@ import torch
 # On a machine with a GPU the real Triton is used instead.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+# --- backend-core: one compiled-code cache per test session (C++ kernels shared across tests) ---
+import pytest as _pytest_backend
+
+
+@_pytest_backend.fixture(scope="session")
+def backend_cache_dir(tmp_path_factory):
+    """Point compiler.backend's on-disk cache (graphs + C++ shared objects) at a session tmp dir."""
+    from compiler import config
+    d = tmp_path_factory.mktemp("tracetorch_cache")
+    with config.patch(**{"backend.cache_dir": str(d)}):
+        yield d

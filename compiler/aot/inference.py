@@ -100,7 +100,12 @@ class InputCheck:
                 self.specs.append(("i", _expr(v)))
             else:
                 self.specs.append(("o",))
-        self.guards = [g.expr for g in guards]
+        bound = set()
+        for spec in self.specs:
+            bound |= _free(spec)
+        # guards on symbols no input size/stride carries (internal or specialized ones) cannot be
+        # checked at run time and say nothing about the inputs: they are dropped
+        self.guards = [g.expr for g in guards if g.expr.free_symbols and g.expr.free_symbols <= bound]
         if shape_env is not None:
             for sym, vr in getattr(shape_env, "var_to_range", {}).items():
                 if _is_used(sym, self.specs) and vr.lower is not None and vr.lower > 0 and vr.lower.is_finite:

@@ -67,9 +67,11 @@ def _triton(why):
     return TritonCodegen()
 
 
-def _exec(code: str, path: str):
+def _exec(code: str, path: str, gm):
+    from compiler.backend.lowering.graph import graph_constants
     ns = {"__name__": "tracetorch_output_code", "__file__": path}
     exec(compile(code, path, "exec"), ns)
+    ns["constants"].update(graph_constants(gm))
     return ns["call"]
 
 
@@ -107,13 +109,15 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
                 log.info("aten_fallback", op=op, reason=reason)
         path = cache.store(key, code)
         logs.artifact("output_code", lambda: code, filename="output_code.py")
-        call = _exec(code, path)
+        call = _exec(code, path, gm)
     except (GraphFallback, CodegenUnsupported) as e:
         log.warning("graph_runs_eagerly", reason=str(e))
         logs.artifact("perf_hints", lambda: f"whole graph runs eagerly: {e}")
         return EagerGraph(gm, str(e))
     except Exception as e:
-        if not config.backend.fallback_on_error:
+        # a C++ compile error is a compiler bug: raise it when asked to (and always under
+        # testing.inject_relu_bug, whose point is that repro/minifier tooling sees the failure)
+        if not config.backend.fallback_on_error or config.testing.inject_relu_bug:
             raise
         log.error("backend_compile_failed", error=f"{type(e).__name__}: {e}")
         logs.artifact("perf_hints", lambda: f"whole graph runs eagerly after a backend error: {type(e).__name__}: {e}")

@@ -41,20 +41,20 @@ static inline float tt_half_to_float(uint16_t h) { _Float16 v; std::memcpy(&v, &
 static inline uint16_t tt_float_to_half(float f) { _Float16 v = (_Float16)f; uint16_t h; std::memcpy(&h, &v, 2); return h; }
 static inline float tt_round_bf16(float f) { return tt_bf16_to_float(tt_float_to_bf16(f)); }
 static inline float tt_round_half(float f) { return tt_half_to_float(tt_float_to_half(f)); }
-template <typename T> static inline T tt_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
-template <typename T> static inline T tt_min(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
-template <typename T> static inline T tt_floordiv(T a, T b) {
+template <typename T, typename U> static inline T tt_max(T a, U b_) { T b = static_cast<T>(b_); return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
+template <typename T, typename U> static inline T tt_min(T a, U b_) { T b = static_cast<T>(b_); return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
+template <typename T, typename U> static inline T tt_floordiv(T a, U b_) { T b = static_cast<T>(b_);
   if constexpr (std::is_floating_point<T>::value) { return std::floor(a / b); }
   else { T q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1; return q; }
 }
-template <typename T> static inline T tt_remainder(T a, T b) {
+template <typename T, typename U> static inline T tt_remainder(T a, U b_) { T b = static_cast<T>(b_);
   if constexpr (std::is_floating_point<T>::value) { T m = std::fmod(a, b); if (m != 0 && ((m < 0) != (b < 0))) m += b; return m; }
   else { T m = a % b; if (m != 0 && ((m < 0) != (b < 0))) m += b; return m; }
 }
-template <typename T> static inline T tt_fmod(T a, T b) {
+template <typename T, typename U> static inline T tt_fmod(T a, U b_) { T b = static_cast<T>(b_);
   if constexpr (std::is_floating_point<T>::value) { return std::fmod(a, b); } else { return a % b; }
 }
-template <typename T> static inline T tt_pow(T a, T b) {
+template <typename T, typename U> static inline T tt_pow(T a, U b_) { T b = static_cast<T>(b_);
   if constexpr (std::is_floating_point<T>::value) { return std::pow(a, b); }
   else { if (b < 0) return (a == 1) ? 1 : ((a == -1) ? ((b % 2) ? -1 : 1) : 0);
          T r = 1; while (b) { if (b & 1) r *= a; a *= a; b >>= 1; } return r; }
@@ -62,6 +62,11 @@ template <typename T> static inline T tt_pow(T a, T b) {
 template <typename T> static inline T tt_sign(T x) {
   if constexpr (std::is_floating_point<T>::value) { if (x != x) return x; }
   return (T)((T(0) < x) - (x < T(0)));
+}
+static inline int64_t tt_index(int64_t v, int64_t size, int* status) {
+  if (v < 0) v += size;
+  if (v < 0 || v >= size) { __atomic_store_n(status, 2, __ATOMIC_RELAXED); return 0; }  // torch raises here
+  return v;
 }
 template <typename T> static inline T tt_sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
 template <typename T> static inline T tt_relu(T x) { return (x != x || x > T(0)) ? x : T(0); }
@@ -112,7 +117,7 @@ def cpp_constant(value, dtype) -> str:
         if math.isinf(v):
             return f"{'-' if v < 0 else ''}std::numeric_limits<{t}>::infinity()"
         return f"static_cast<{t}>({v!r})"
-    return f"static_cast<{t}>({int(value)}LL)" if t != "int64_t" else f"{int(value)}LL"
+    return f"static_cast<{t}>({int(value)}LL)"
 
 
 class CppIndexPrinter:
@@ -225,8 +230,7 @@ class CppOpsHandler(ir.OpsHandler):
         return self.kernel.masked(mask, body, other)
 
     def indirect_indexing(self, x, size):
-        v = self._emit(f"static_cast<int64_t>({x})", torch.int64)
-        v = self._emit(f"({v} < 0 ? {v} + {cpp_index(size)} : {v})", torch.int64)
+        v = self._emit(f"tt_index(static_cast<int64_t>({x}), {cpp_index(size)}, &tt_status)", torch.int64)
         return sympy.Symbol(v.name, integer=True)
 
     def __getattr__(self, name):
@@ -265,7 +269,8 @@ class CppOpsHandler(ir.OpsHandler):
         if bug == "compile_error":
             return self._emit(f"tt_injected_compile_error({x}) +* ;", x.dtype)
         if bug == "runtime_error":
-            self.kernel.code.append(f"if ({x} == {x}) {{ tt_status = 1; }}  // injected runtime error")
+            self.kernel.code.append(f"if ({x} == {x}) {{ __atomic_store_n(&tt_status, 1, __ATOMIC_RELAXED); }}"
+                                    "  // injected runtime error (testing.inject_relu_bug)")
             return self._emit(f"tt_relu({x})", x.dtype)
         if bug == "accuracy":
             return self._emit(f"({x} + 1)", x.dtype)

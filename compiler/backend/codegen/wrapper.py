@@ -118,7 +118,8 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
                  "from torch import empty_strided, as_strided",
                  "from compiler.backend.runtime.cpp_build import load_cpp_module",
                  "from compiler.backend.runtime.wrapper_support import ensure_layout",
-                 "aten = torch.ops.aten", ""]
+                 "aten = torch.ops.aten",
+                 "constants = {}  # get_attr tensors (weights), bound by the loader", ""]
     for p in preludes:
         if p:
             lines_top += [p, ""]
@@ -130,6 +131,8 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
     ins = [n for n, _ in graph.graph_inputs]
     body.append(f"{', '.join(ins)}{',' if len(ins) == 1 else ''} = args" if ins else "pass")
     body.append("args.clear()")
+    for cname in graph.constants:
+        body.append(f"{cname} = constants[{cname!r}]")
     needed = set()
     for s in sched.steps:
         if isinstance(s, ir.KernelGroup):
@@ -156,12 +159,17 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
             body.append(f"# {s.name}: {prov}" if prov else f"# {s.name}")
             for name, src in sched.plan.allocs.get(i, []):
                 L = s.layouts[name]
-                if src is not None:
+                if src is not None and src in s.inputs:
+                    body.append(f"{name} = {src}  # in-place: {s.name} reads {src} only where it writes {name}")
+                elif src is not None:
                     body.append(f"{name} = {src}; del {src}  # reuse")
                 else:
                     body.append(f"{name} = empty_strided({_tuple(L.size)}, {_tuple(L.stride)}, "
                                 f"dtype={_dtype(L.dtype)}, device='{L.device}')")
             body.append(f"{k.name}({', '.join(k.call_args)})")
+            inplace = [src for _, src in sched.plan.allocs.get(i, []) if src is not None and src in s.inputs]
+            if inplace:
+                body.append(f"del {', '.join(inplace)}")
         elif isinstance(s, ir.MultiOutput):
             body.append(f"{s.name} = {s.parent.name}[{s.index}]")
             L = s.layout
@@ -205,6 +213,8 @@ def _main_block(graph, example_inputs) -> str:
     return "\n".join([
         'if __name__ == "__main__":',
         "    from compiler.backend.runtime.wrapper_support import rand_strided",
+        *[f"    constants[{n!r}] = rand_strided({tuple(int(x) for x in t.shape)!r}, {tuple(t.stride())!r}, "
+          f"{t.dtype}, '{t.device}')" for n, t in graph.constants.items()],
         f"    args = [{', '.join(specs)}]",
         "    out = call(list(args))",
         "    print([tuple(o.shape) if isinstance(o, torch.Tensor) else o for o in out])",

@@ -61,6 +61,7 @@ class GraphLowering:
         self.side_effects: list[str] = []        # buffers kept even if unused (input write-backs)
         self.fallbacks: list[tuple[str, str]] = []
         self.provenance: dict[str, str] = {}     # fx node name -> user location
+        self.constants: dict[str, torch.Tensor] = {}   # get_attr tensors, by buffer name
         self.device = None
         self._n = 0
 
@@ -146,8 +147,9 @@ class GraphLowering:
         if not isinstance(value, torch.Tensor):
             self.env[node] = value
             return
-        name = f"const_{node.name}"
+        name = constant_name(node)
         buf = ir.ConstantBuffer(name, layout_from_meta(value), value, origins=[node.name])
+        self.constants[name] = value
         self.name_to_buffer[name] = buf
         self.env[node] = buf
 
@@ -238,6 +240,22 @@ class GraphLowering:
                 v = self.realize(v, a if isinstance(a, torch.fx.Node) else None)
             values.append(v)
         self.outputs = values
+
+
+def constant_name(node) -> str:
+    return f"const_{node.name}"
+
+
+def graph_constants(gm) -> dict:
+    """Buffer name -> tensor of every get_attr tensor of gm (bound into the output code's
+    `constants` when it is loaded, also from the cache)."""
+    out = {}
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            v = getattr(gm, node.target, None)
+            if isinstance(v, torch.Tensor):
+                out[constant_name(node)] = v
+    return out
 
 
 def _is_dense_permutation(size, stride) -> bool:

@@ -100,6 +100,10 @@ def load_library(source: str) -> ctypes.CDLL:
         return lib
 
 
+_STATUS = {1: "injected relu runtime error (testing.inject_relu_bug=runtime_error)",
+           2: "index out of bounds in an indexing op"}
+
+
 class CppKernel:
     """A loaded kernel: call it with tensors (passed as data pointers) and ints."""
 
@@ -113,8 +117,7 @@ class CppKernel:
     def __call__(self, *args):
         status = self.fn(*[a.data_ptr() if k == "p" else int(a) for k, a in zip(self.arg_kinds, args)])
         if status != 0:
-            raise RuntimeError(f"C++ kernel {self.name} reported an error (status {status}); "
-                               "this happens when testing.inject_relu_bug=runtime_error")
+            raise RuntimeError(f"C++ kernel {self.name} failed: {_STATUS.get(status, f'status {status}')}")
 
 
 class CppModule:
