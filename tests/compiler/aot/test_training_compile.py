@@ -1,0 +1,145 @@
+"""Training end to end through compiler.compile: graph breaks, loss curves, our C++ backend."""
+from __future__ import annotations
+
+import copy
+import logging
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import compiler
+import logs
+from compiler.backends import aot_eager
+from tests.compiler.aot.test_training import CNN, MLP, Block, capture
+
+
+class Breaky(nn.Module):
+    """Two graphs: the print() is a graph break between the layers."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(16, 32), nn.Linear(32, 4)
+
+    def forward(self, x):
+        h = F.gelu(self.fc1(x))
+        print("graph break")
+        return self.fc2(F.dropout(h, 0.2, training=self.training))
+
+
+def _counting(inner):
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return inner(gm, example_inputs)
+
+    return backend, graphs
+
+
+def test_graph_break_each_graph_gets_forward_and_backward(capsys):
+    torch.manual_seed(0)
+    model = Breaky()
+    ref = copy.deepcopy(model)
+    backend, graphs = _counting(aot_eager)
+    cm = compiler.compile(model, backend=backend)
+    x = torch.randn(8, 16, requires_grad=True)
+    rx = x.detach().clone().requires_grad_()
+    torch.manual_seed(5)
+    out = cm(x)
+    torch.manual_seed(5)
+    rout = ref(rx)
+    assert len(graphs) == 2
+    torch.testing.assert_close(out, rout)
+    out.square().sum().backward()
+    rout.square().sum().backward()
+    torch.testing.assert_close(x.grad, rx.grad)
+    for (n, p), (_, rp) in zip(model.named_parameters(), ref.named_parameters()):
+        torch.testing.assert_close(p.grad, rp.grad, msg=lambda m: f"{n}: {m}")
+
+
+def _train(model, opt, step, data, steps=20):
+    losses = []
+    for i in range(steps):
+        x, y = data[i % len(data)]
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        step()
+        losses.append(loss.item())
+    return losses
+
+
+def _data(n=4):
+    g = torch.Generator().manual_seed(0)
+    return [(torch.randn(16, 16, generator=g), torch.randint(0, 4, (16,), generator=g))
+            for _ in range(n)]
+
+
+@pytest.mark.parametrize("backend,opt_cls,tol", [
+    ("aot_eager", torch.optim.SGD, 1e-6),
+    ("default", torch.optim.Adam, 1e-5),
+])
+def test_loss_curve_20_steps_matches_eager(backend, opt_cls, tol):
+    torch.manual_seed(0)
+    model = MLP()
+    ref = copy.deepcopy(model)
+    kw = dict(lr=0.05, momentum=0.9) if opt_cls is torch.optim.SGD else dict(lr=0.01)
+    opt, ref_opt = opt_cls(model.parameters(), **kw), opt_cls(ref.parameters(), **kw)
+    cm = compiler.compile(model, backend=backend)
+    step = compiler.compile(opt.step, backend=backend)
+    data = _data()
+    events = []
+    sink = logs.add_sink(events.append, level=logging.DEBUG)
+    try:
+        losses = _train(cm, opt, step, data)
+    finally:
+        logs.remove_sink(sink)
+    names = {e.name for e in events}
+    # really compiled: joint graph partitioned, backward compiled, optimizer graph compiled
+    assert {"partitioned", "compile_backward", "compile_optimizer_step"} <= names
+    assert not names & {"aot_training_fallback", "optimizer_step_fallback"}
+    ref_losses = _train(ref, ref_opt, ref_opt.step, data)
+    torch.testing.assert_close(losses, ref_losses, rtol=tol, atol=tol)
+    for p, rp in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, rp, rtol=tol * 10, atol=tol * 10)
+
+
+def test_cpp_backend_cnn_grads():
+    from compiler.backend import inner_compile
+    from compiler.aot.training import aot_module_training
+    torch.manual_seed(0)
+    model = CNN()
+    ref = copy.deepcopy(model)
+    x = torch.randn(2, 3, 12, 12, requires_grad=True)
+    rx = x.detach().clone().requires_grad_()
+    f = aot_module_training(capture(model), [x], inner_compile)
+    out, rout = f(x), ref(rx)
+    torch.testing.assert_close(out, rout, rtol=1e-5, atol=1e-5)
+    out.pow(2).sum().backward()
+    rout.pow(2).sum().backward()
+    torch.testing.assert_close(x.grad, rx.grad, rtol=1e-4, atol=1e-5)
+    for (n, p), (_, rp) in zip(model.named_parameters(), ref.named_parameters()):
+        torch.testing.assert_close(p.grad, rp.grad, rtol=1e-4, atol=1e-5,
+                                   msg=lambda m: f"{n}: {m}")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "backend-core bug: a graph input whose meta val has a nonzero storage offset (here q/k/v "
+    "split() outputs saved for backward) is read at offset twice (index adds the offset, the "
+    "runtime passes data_ptr()). Remove this mark when the C++ codegen is fixed."))
+def test_cpp_backend_transformer_block_grads():
+    from compiler.backend import inner_compile
+    from compiler.aot.training import aot_module_training
+    torch.manual_seed(0)
+    model = Block()
+    ref = copy.deepcopy(model)
+    x = torch.randn(2, 5, 16, requires_grad=True)
+    rx = x.detach().clone().requires_grad_()
+    f = aot_module_training(capture(model), [x], inner_compile)
+    f(x).pow(2).sum().backward()
+    ref(rx).pow(2).sum().backward()
+    torch.testing.assert_close(x.grad, rx.grad, rtol=1e-4, atol=1e-5)
+    for p, rp in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, rp.grad, rtol=1e-4, atol=1e-5)
