@@ -128,3 +128,19 @@ def test_foreign_module_named_in_trace_logs_prints_in_our_format(run_python):
     assert r.returncode == 0, r.stderr
     (line,) = r.stderr.splitlines()
     assert GLOG.match(line) and line.endswith("] hello from json")
+
+
+def test_minus_prefix_keeps_only_errors(fresh_logs, capsys):
+    logs.configure_from_env({"TRACE_LOGS": "-inductor"})
+    log = logs.get_logger("compiler.backend.codegen.cpp")
+    log.warning("quiet")
+    log.error("loud", op="aten.relu")
+    (line,) = _lines(capsys)
+    assert GLOG.match(line)["L"] == "E" and line.endswith("] loud op=aten.relu")
+
+
+def test_default_shows_warnings_of_every_component(fresh_logs, capsys):
+    logs.get_logger("compiler.aot.partition").info("quiet")
+    logs.get_logger("compiler.aot.partition").warning("aot_training_fallback", graph="graph_0")
+    (line,) = _lines(capsys)
+    assert line.endswith("] aot_training_fallback graph=graph_0")
