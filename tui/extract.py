@@ -56,6 +56,7 @@ class Kernel:
     fx_nodes: list[str] = field(default_factory=list)
     user_lines: list[tuple[str, int]] = field(default_factory=list)
     event: int = -1
+    module: bool = False  # the whole generated module (output code), not one kernel
 
 
 def as_dict(value: Any) -> dict:
@@ -66,8 +67,21 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ("" if value is None else str(value))
 
 
+_FRAME_TEXT = re.compile(r"^(.*):(\d+) in ([^:\s]+):?\s?(.*)$")
+
+
 def frames_of(trace, raw: Any) -> list[dict]:
-    return trace.resolve_frames(raw if isinstance(raw, list) else [])
+    """Stack frames as dicts; accepts dicts (PyTorch's layout) and our "file:line in fn: code"."""
+    out = []
+    for fr in raw if isinstance(raw, list) else []:
+        if isinstance(fr, str):
+            m = _FRAME_TEXT.match(fr)
+            out.append({"filename": m.group(1), "line": int(m.group(2)), "name": m.group(3),
+                        "loc": m.group(4)} if m else {"filename": "", "line": None, "name": "",
+                                                      "loc": fr})
+        elif isinstance(fr, dict):
+            out.append(fr)
+    return trace.resolve_frames(out)
 
 
 # -- graph breaks -------------------------------------------------------------------------
@@ -135,15 +149,21 @@ def guard_failures(ev) -> list[GuardFailure]:
     """Reasons in a recompile record: one per (cache entry, failed guard)."""
     if ev.key == "guard_failure":
         d = as_dict(ev.payload_json()) or ev.metadata
-        return [GuardFailure(entry=_text(d.get("cache_entry") or d.get("entry")),
-                             text=_text(d.get("reason") or d.get("guard")),
-                             guard=_text(d.get("guard")), source=_text(d.get("source")),
-                             expected=_text(d.get("expected")), actual=_text(d.get("actual")),
-                             user_location=_text(d.get("user_location")), event=ev.index)]
+        text = _text(d.get("reason") or d.get("guard"))
+        gf = _split_reason(_text(d.get("cache_entry") or d.get("entry")), text, ev.index)
+        for k in ("guard", "source", "expected", "actual", "user_location"):
+            if d.get(k):
+                setattr(gf, k, _text(d[k]))
+        return [gf]
     if ev.key == "recompile":
         d = as_dict(ev.payload_json()) or ev.metadata
         reasons = d.get("reasons") or []
-        lines = reasons if isinstance(reasons, list) else [str(reasons)]
+        lines = []
+        for r in reasons if isinstance(reasons, list) else [reasons]:
+            if isinstance(r, dict):  # ours: {"compile_id": "0/0", "failures": [...]}
+                lines += [f"{r.get('compile_id', '')}: {f}" for f in r.get("failures") or []]
+            else:
+                lines.append(str(r))
     else:  # recompile_reasons: PyTorch writes a JSON list, or (2.13) plain text lines
         data = ev.payload_json()
         lines = data if isinstance(data, list) else ev.payload.splitlines()
@@ -190,7 +210,11 @@ def guard_lines(ev) -> list[tuple[str, str]]:
 def kernel(ev, trace) -> Kernel:
     if ev.key == "kernel":
         d = as_dict(ev.payload_json()) or ev.metadata
-        prov = as_dict(d.get("provenance"))
+        prov = d.get("provenance")
+        if isinstance(prov, list):  # ours: [{"node": fx node, "source": "file:line" or ""}]
+            prov = {"fx_nodes": [p.get("node") for p in prov if isinstance(p, dict) and p.get("node")],
+                    "user_lines": [p.get("source") for p in prov if isinstance(p, dict)]}
+        prov = as_dict(prov)
         lines = []
         for item in prov.get("user_lines") or []:
             if isinstance(item, dict) and isinstance(item.get("line"), int):
@@ -201,16 +225,18 @@ def kernel(ev, trace) -> Kernel:
                 fn, _, ln = item.rpartition(":")
                 if ln.isdigit():
                     lines.append((fn, int(ln)))
-        backend = _text(d.get("backend") or d.get("language"))
-        return Kernel(name=_text(d.get("name")) or f"kernel@{ev.lineno}",
-                      code=_text(d.get("source") or d.get("code")),
-                      language="cpp" if backend in ("cpp", "c++") and "def " not in
-                      _text(d.get("source")) else "python",
+        backend = _text(d.get("language") or d.get("backend"))
+        src = _text(d.get("source") or d.get("code"))
+        return Kernel(name=_text(d.get("name")) or f"kernel@{ev.lineno}", code=src,
+                      language="cpp" if backend in ("cpp", "c++", "c") and "def " not in src
+                      else "python",
                       fx_nodes=[str(n) for n in prov.get("fx_nodes") or []], user_lines=lines,
                       event=ev.index)
-    # inductor_output_code / output_code / kernel_code: the whole generated module
-    name = _text(ev.metadata.get("filename")) or ev.key
-    return Kernel(name=name.rsplit("/", 1)[-1], code=ev.payload, event=ev.index)
+    # kernel_code (one kernel's text) / inductor_output_code / output_code (the whole module)
+    name = _text(ev.metadata.get("kernel") or ev.metadata.get("filename")) or ev.key
+    lang = "cpp" if _text(ev.metadata.get("filename")).endswith((".cpp", ".c")) else "python"
+    return Kernel(name=name.rsplit("/", 1)[-1], code=ev.payload, language=lang, event=ev.index,
+                  module=ev.key in OUTPUT_KEYS)
 
 
 # -- metrics ---------------------------------------------------------------------------------

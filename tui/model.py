@@ -7,6 +7,7 @@ into it, as tlparse's stack trie does, and listed in `Compile.attempts`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +30,8 @@ class Compile:
     breaks: list[X.GraphBreak] = field(default_factory=list)
     restart_reasons: list[str] = field(default_factory=list)
     recompile_reasons: list[X.GuardFailure] = field(default_factory=list)
-    guards: list[tuple[str, str]] = field(default_factory=list)
+    guard_sets: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # record kind -> guards
+    resume_line: int | None = None  # a resume function: the break line it resumes after
     graphs: list[tuple[str, str, int]] = field(default_factory=list)  # (title, code, event)
     ir: list[tuple[str, str, int]] = field(default_factory=list)  # (key, text, event)
     fusion: list[int] = field(default_factory=list)  # event indexes, decoded when shown
@@ -40,6 +42,14 @@ class Compile:
     failure: str = ""
     failure_event: int = -1
     source: tuple[str, int, str] | None = None  # (filename, first line, text) when in the trace
+
+    @property
+    def guards(self) -> list[tuple[str, str]]:
+        """One record's guards (several kinds say the same thing): structured ones first."""
+        for k in ("dynamo_guards", "guards", "dynamo_cpp_guards_str", "verbose_guards"):
+            if self.guard_sets.get(k):
+                return self.guard_sets[k]
+        return next(iter(self.guard_sets.values()), [])
 
     @property
     def id(self) -> str:
@@ -77,6 +87,10 @@ class Compile:
                                (RECOMPILE, self.is_recompile),
                                (EMPTY, self.is_empty and not self.failure)) if on]
         return out or [OK]
+
+    @property
+    def kernel_count(self) -> int:
+        return sum(not k.module for k in self.kernels)
 
     @property
     def compile_time(self) -> float:
@@ -131,6 +145,7 @@ class TraceModel:
         self.compiles: dict[tuple[int, int], Compile] = {}
         self.event_compile: dict[int, tuple[int, int]] = {}
         self.other_events: list[int] = []  # records without a compile id
+        self._pending: list = []  # recompile records written before their compile's first record
         # event indexes the replay can jump to, in order
         self.marks: dict[str, list[int]] = {"break": [], "recompile": [], "failure": []}
         for ev in trace.events:
@@ -154,6 +169,8 @@ class TraceModel:
         cid = ev.compile_id
         if cid is None:
             self.other_events.append(ev.index)
+            if ev.key in X.RECOMPILE_KEYS:  # ours: written (with a stack) just before the
+                self._pending.append(ev)    # recompile's dynamo_start
             return
         c = self._compile(cid)
         c.events.append(ev.index)
@@ -163,27 +180,23 @@ class TraceModel:
             stack = ev.stack
             if stack:
                 top = stack[-1]
-                c.name = str(top.get("name", c.name))
-                c.filename = str(top.get("filename", ""))
-                c.firstlineno = top.get("line") if isinstance(top.get("line"), int) else None
+                if not c.name:
+                    c.name = str(top.get("name", ""))
+                    c.filename = str(top.get("filename", ""))
+                    c.firstlineno = top.get("line") if isinstance(top.get("line"), int) else None
+                if len(stack) > 1 and isinstance(top.get("line"), int):
+                    c.resume_line = top["line"]  # ours: a resume frame starts at its break
+            pending, self._pending = self._pending, []
+            for p in pending:
+                self._add_recompile(c, p)
+                self.event_compile[p.index] = (c.frame_id, c.frame_compile_id)
         elif k in X.BREAK_KEYS:
             c.breaks.append(X.graph_break(ev, t))
             self.marks["break"].append(ev.index)
         elif k in X.RECOMPILE_KEYS:
-            if not self.marks["recompile"] or self.compile_of_event(
-                    self.marks["recompile"][-1]) is not c:  # one mark per recompile
-                self.marks["recompile"].append(ev.index)
-            new = X.guard_failures(ev)
-            # our recompile + guard_failure pair describe the same failure: keep the richer one
-            for gf in new:
-                same = [o for o in c.recompile_reasons if o.entry == gf.entry and (
-                    o.expected == gf.expected and o.actual == gf.actual)]
-                if same and ev.key == "guard_failure":
-                    c.recompile_reasons[c.recompile_reasons.index(same[0])] = gf
-                elif not same:
-                    c.recompile_reasons.append(gf)
+            self._add_recompile(c, ev)
         elif k in X.GUARD_KEYS:
-            c.guards.extend(X.guard_lines(ev))
+            c.guard_sets.setdefault(k, []).extend(X.guard_lines(ev))
         elif k in X.GRAPH_KEYS or k in X.AOT_KEYS:
             title = {"dynamo_output_graph": "captured graph (frontend)", "graph": "captured graph",
                      "graph_code": "captured graph (code)"}.get(k, k.replace("_", " "))
@@ -193,7 +206,13 @@ class TraceModel:
         elif k == "fusion_decision":
             c.fusion.append(ev.index)  # can be thousands: decoded only when shown
         elif k in X.KERNEL_KEYS or k in X.OUTPUT_KEYS:
-            c.kernels.append(X.kernel(ev, t))
+            kern = X.kernel(ev, t)
+            # ours writes each kernel twice (kernel_code text, kernel json): keep the json one
+            same = [i for i, o in enumerate(c.kernels) if o.name == kern.name]
+            if not same:
+                c.kernels.append(kern)
+            elif k == "kernel":
+                c.kernels[same[0]] = kern
         elif k == "perf_hint":
             d = X.as_dict(ev.payload_json()) or ev.metadata
             c.perf_hints.append(str(d.get("message") or d.get("reason") or ev.payload))
@@ -207,8 +226,13 @@ class TraceModel:
                 self.marks["failure"].append(ev.index)
             for r in ev.metadata.get("restart_reasons") or []:
                 c.restart_reasons.append(str(r))
-            if not c.name and ev.metadata.get("co_name"):
-                c.name = str(ev.metadata["co_name"])
+            m = ev.metadata  # the code object itself: better than the first stack frame
+            if isinstance(m.get("co_name"), str):
+                c.name = m["co_name"]
+            if isinstance(m.get("co_filename"), str):
+                c.filename = m["co_filename"]
+            if isinstance(m.get("co_firstlineno"), int):
+                c.firstlineno = m["co_firstlineno"]
         elif k in X.FAIL_KEYS or ev.level in ("E", "C"):
             self.marks["failure"].append(ev.index)
             c.failure = c.failure or X.failure_text(ev)
@@ -218,6 +242,18 @@ class TraceModel:
             c.source = (str(ev.metadata.get("filename", "")), fl if isinstance(fl, int) else 1,
                         ev.payload)
 
+    def _add_recompile(self, c: Compile, ev) -> None:
+        if not self.marks["recompile"] or self.compile_of_event(self.marks["recompile"][-1]) is not c:
+            self.marks["recompile"].append(ev.index)  # one mark per recompiled compile
+        # several records can describe the same failure (ours: recompile + guard_failure):
+        # keep one, the most detailed
+        for gf in X.guard_failures(ev):
+            same = [o for o in c.recompile_reasons if o.entry == gf.entry and o.text == gf.text]
+            if not same:
+                c.recompile_reasons.append(gf)
+            elif ev.key == "guard_failure":
+                c.recompile_reasons[c.recompile_reasons.index(same[0])] = gf
+
     def _totals(self) -> Totals:
         cs = list(self.compiles.values())
         return Totals(
@@ -225,7 +261,7 @@ class TraceModel:
             graphs=sum(1 for c in cs if c.graphs or c.metrics.get("graph_op_count")),
             breaks=sum(max(len(c.breaks), 1 if c.has_break else 0) for c in cs),
             recompiles=sum(c.is_recompile for c in cs), failures=sum(bool(c.failure) for c in cs),
-            kernels=sum(len(c.kernels) for c in cs),
+            kernels=sum(c.kernel_count for c in cs),
             compile_time=sum(c.compile_time for c in cs), events=len(self.trace.events))
 
     # -- lookups ---------------------------------------------------------------------------
@@ -252,27 +288,56 @@ class TraceModel:
         return p if p.is_file() else None
 
     def source_of(self, c: Compile) -> tuple[str, int, list[str]] | None:
-        """(filename, first line number, lines) of the compile's user source: from the trace,
-        else the debug folder's source.py, else the file on disk (read only, never run)."""
+        """(filename, first line number, lines) of the compile's user function: from the trace,
+        else the user's file on disk, else the debug folder's source.py (read only, never run)."""
         if c.source:
             fn, first, text = c.source
             return fn, first, text.splitlines()
-        if self.debug_dir is not None:
-            for name in (f"{c.frame_id}_{c.frame_compile_id}", f"{c.frame_id}_{c.frame_compile_id}_1"):
-                p = self.debug_dir / name / "source.py"
-                if p.is_file():
-                    try:
-                        return str(p), 1, p.read_text(errors="replace").splitlines()
-                    except OSError:
-                        pass
         if c.filename and Path(c.filename).is_file():
             try:
                 lines = Path(c.filename).read_text(errors="replace").splitlines()
             except OSError:
-                return None
-            start = max((c.firstlineno or 1) - 1, 0)
-            return c.filename, start + 1, _function_block(lines, start)
+                lines = []
+            if lines:
+                start = _def_line(lines, c) - 1
+                return c.filename, start + 1, _function_block(lines, start)
+        if self.debug_dir is not None:
+            p = self.debug_dir / f"{c.frame_id}_{c.frame_compile_id}" / "source.py"
+            if p.is_file():
+                try:
+                    return _parse_debug_source(p.read_text(errors="replace"), str(p))
+                except OSError:
+                    pass
         return None
+
+
+_PT_RESUME = re.compile(r"resume_in_(\w+?)_at_(\d+)$")
+_OUR_RESUME = re.compile(r"__resume_at_\d+_(\w+)$")
+_MARKED = re.compile(r"^(.*?)\s*# >>> (\d+)$")
+
+
+def _def_line(lines: list[str], c: Compile) -> int:
+    """The `def` line of the user function (a resume function points into its parent)."""
+    line = c.firstlineno or 1
+    m = _PT_RESUME.search(c.name) or _OUR_RESUME.search(c.name)
+    if m:
+        if c.resume_line is None and m.re is _PT_RESUME:
+            c.resume_line = int(m.group(2))
+        fname = m.group(1)
+        for i in range(min(line, len(lines)) - 1, -1, -1):
+            if re.match(rf"\s*(async\s+)?def {re.escape(fname)}\b", lines[i]):
+                return i + 1
+    return line
+
+
+def _parse_debug_source(text: str, path: str) -> tuple[str, int, list[str]] | None:
+    """The debug folder's source.py marks each compiled line with `# >>> N`."""
+    numbered = [(int(m.group(2)), m.group(1)) for m in map(_MARKED.match, text.splitlines()) if m]
+    if not numbered:
+        return None
+    first = numbered[0][0]
+    by_line = dict(numbered)
+    return path, first, [by_line.get(n, "") for n in range(first, numbered[-1][0] + 1)]
 
 
 def _function_block(lines: list[str], start: int) -> list[str]:

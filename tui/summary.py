@@ -19,7 +19,7 @@ def summary_text(model: TraceModel, shown: str) -> str:
     for f in model.frames:
         out.append(f"frame {f.frame_id}: {f.name} {f.location}".rstrip())
         for c in f.compiles:
-            extra = f", {len(c.kernels)} kernels" if c.kernels else ""
+            extra = f", {c.kernel_count} kernels" if c.kernel_count else ""
             time = f", {c.compile_time:.3f} s" if c.compile_time else ""
             out.append(f"  {c.id}: {', '.join(c.flags)}{extra}{time}")
             if c.failure:

@@ -30,7 +30,7 @@ class SummaryPane(Pane):
         t.add_row("recompile reasons", str(len(c.recompile_reasons)))
         t.add_row("guards", str(len(c.guards)))
         t.add_row("graphs", str(len(c.graphs)))
-        t.add_row("kernels", str(len(c.kernels)))
+        t.add_row("kernels", str(c.kernel_count))
         t.add_row("compile time", f"{c.compile_time:.3f} s" if c.compile_time else "-")
         t.add_row("events", str(len(c.events)))
         items = [heading(f"Compile {c.id}"), t]

@@ -29,8 +29,8 @@ def compile_label(c) -> Text:
     t.append(", ".join(c.flags), OUTCOME_STYLE[c.outcome])
     if len(c.attempts) > 1:
         t.append(f"  ({len(c.attempts)} attempts)", "bright_black")
-    if c.kernels:
-        t.append(f"  {len(c.kernels)} kernels", "cyan")
+    if c.kernel_count:
+        t.append(f"  {c.kernel_count} kernels", "cyan")
     if c.compile_time:
         t.append(f"  {c.compile_time:.2f}s", "bright_black")
     return t
