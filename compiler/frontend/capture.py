@@ -132,7 +132,8 @@ class RootTracer(Tracer):
     def MAKE_CELL(self, inst):
         name = inst.argval
         if name in self.arg_values and name not in self.locals:
-            self.locals[name] = wrap(self, self.arg_values[name], LocalSource(name))
+            # after MAKE_CELL the slot holds a cell: reload it with LOAD_DEREF
+            self.locals[name] = wrap(self, self.arg_values[name], LocalSource(name, is_cell=True))
             self.wrapped_args[name] = self.locals[name]
         super().MAKE_CELL(inst)
 
@@ -176,8 +177,8 @@ class RootTracer(Tracer):
 
     def _cannot_resume_at(self, inst, via_call):
         from compiler.frontend.emit_break import RESUMABLE
-        if self.code.co_cellvars:
-            return "the function has cell variables"
+        if self.code.co_cellvars and self._closure_alive():
+            return "a closure over this function's variables is alive"
         if inst.opname not in RESUMABLE:
             return f"cannot resume after {inst.opname}"
         if self.info.in_loop(inst.offset):
@@ -187,6 +188,28 @@ class RootTracer(Tracer):
         if any(isinstance(v, (V.ContextExitVariable, V.DeletedVariable)) for v in self.stack):
             return "graph break with a context manager on the stack"
         return None
+
+    def _closure_alive(self):
+        """Is a function created here (holding this frame's cells) reachable from the state?"""
+        seen = set()
+        todo = list(self.stack) + list(self.locals.values()) + [
+            c.contents for c in self.cells.values() if isinstance(c, V.CellVariable) and c.contents]
+        while todo:
+            v = todo.pop()
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            if isinstance(v, V.NestedFunctionVariable) and v.closure:
+                return True
+            if isinstance(v, V.CellVariable):
+                return True
+            if isinstance(v, (V.BaseListVariable, V.IteratorVariable)):
+                todo += v.items
+            elif isinstance(v, V.DictVariable):
+                todo += list(v.items.values())
+            elif isinstance(v, (V.MethodVariable, V.UserMethodVariable)):
+                todo.append(v.obj)
+        return False
 
     def _stop_point(self, limit):
         """The last offset before `limit` reached with an empty stack, outside loops and

@@ -10,7 +10,7 @@ from __future__ import annotations
 import types
 
 import torch
-from bytecode import Instr
+from bytecode import CellVar, FreeVar, Instr
 
 from compiler.frontend import variables as V
 from compiler.frontend.bytecode_info import PY312
@@ -20,7 +20,8 @@ GRAPH_OUT = "___graph_out"
 
 
 class PyCodegen:
-    def __init__(self, lineno=None, graph_outputs=None):
+    def __init__(self, lineno=None, graph_outputs=None, code=None):
+        self.code = code
         self.instrs = []
         self.lineno = lineno
         self.graph_outputs = graph_outputs or {}   # fx node -> index in the graph's output tuple
@@ -31,6 +32,10 @@ class PyCodegen:
     # ---- raw emission ----------------------------------------------------------------------
     def emit(self, name, arg=None):
         kw = {"lineno": self.lineno} if self.lineno is not None else {}
+        if name in ("LOAD_DEREF", "STORE_DEREF") and isinstance(arg, str):
+            # the `bytecode` package names cells by kind
+            cells = self.code.co_cellvars if self.code is not None else ()
+            arg = CellVar(arg) if arg in cells else FreeVar(arg)
         if arg is None and name not in ("LOAD_CONST",):
             self.instrs.append(Instr(name, **kw))
         else:

@@ -135,7 +135,7 @@ def _sizes(gm):
 # ---- code emission ---------------------------------------------------------------------------
 def _begin(tx, values, lineno):
     compiled, outputs, gm = compile_graph(tx, values)
-    cg = PyCodegen(lineno=lineno, graph_outputs=outputs)
+    cg = PyCodegen(lineno=lineno, graph_outputs=outputs, code=tx.code)
     if compiled is not None:
         srcs = tx.output.input_sources
         cg.emit("PUSH_NULL")
@@ -199,11 +199,15 @@ def _line(tx):
 
 
 def _live_locals(tx):
-    """(name, Variable | None) for every bound local in varnames order; None = unchanged."""
+    """(name, Variable | None) for every bound local, varnames order then cell variables;
+    None = unchanged since the call began. Cell variables are passed by value (the resume
+    function's MAKE_CELL puts them into fresh cells; capture refuses a break while a closure
+    over the old cells is alive)."""
     names = []
+    cellvars = set(tx.code.co_cellvars)
     for name in tx.code.co_varnames:
-        if name == STACK_ARG:
-            continue      # a resume function's saved stack: consumed by its prologue
+        if name == STACK_ARG or name in cellvars:
+            continue      # a resume function's saved stack is consumed by its prologue
         if name in tx.locals:
             var = tx.locals[name]
             if tx.wrapped_args.get(name) is var:
@@ -212,15 +216,35 @@ def _live_locals(tx):
                 names.append((name, var))
         elif name in tx.arg_values and name not in tx.wrapped_args:
             names.append((name, None))
+    for name in tx.code.co_cellvars:
+        cell = tx.cells.get(name)
+        if isinstance(cell, V.CellVariable) and cell.contents is not None:
+            names.append((name, _CellValue(cell.contents)))
     return names
+
+
+class _CellValue:
+    """Marks a cell variable's content in the live-locals list (stored with STORE_DEREF)."""
+
+    def __init__(self, var):
+        self.var = var
+
+
+def _unwrap_live(live):
+    return [v.var if isinstance(v, _CellValue) else v for _, v in live if v is not None]
 
 
 def _store_locals(tx, cg, live):
     for name, var in live:
-        if var is not None:
+        if var is None:
+            continue
+        if isinstance(var, _CellValue):
+            text = cg.reconstruct(var.var)
+            cg.emit("STORE_DEREF", name)
+        else:
             text = cg.reconstruct(var)
             cg.emit("STORE_FAST", name)
-            cg.lines.append(f"{name} = {text}")
+        cg.lines.append(f"{name} = {text}")
 
 
 def _push_lower(tx, cg, lower):
@@ -253,8 +277,8 @@ def _emit_resume(tx, cg, offset, layout, live, stack_texts):
     cg.emit("PUSH_NULL")
     cg.emit("LOAD_CONST", resume)
     cg.emit("LOAD_FAST", STACK_ARG)
-    for name in names:
-        cg.emit("LOAD_FAST", name)
+    for name, var in live:
+        cg.emit("LOAD_DEREF" if isinstance(var, _CellValue) else "LOAD_FAST", name)
     cg.call(1 + len(names))
     cg.emit("RETURN_VALUE")
     cg.lines.append(f"return {code.co_name}(({', '.join(stack_texts)}{',' if len(stack_texts) == 1 else ''}), "
@@ -269,7 +293,7 @@ def finish_stop(tx, inst, gb):
         return CaptureResult(tx.fn, [], [], [gb])
     live = _live_locals(tx)
     stack = list(tx.stack)
-    cg = _begin(tx, stack + [v for _, v in live if v is not None] + _side_values(tx), _line(tx))
+    cg = _begin(tx, stack + _unwrap_live(live) + _side_values(tx), _line(tx))
     layout, texts = _push_lower(tx, cg, stack)
     _store_locals(tx, cg, live)
     cg.lines.append(f"# graph stops before {inst.opname} at line {_line(tx)}: {gb.reason}")
@@ -292,7 +316,7 @@ def finish_break(tx, inst, gb, via_call):
     if via_call:
         operands = _wrap_callee(tx, inst, operands)
     live = _live_locals(tx)
-    cg = _begin(tx, lower + operands + [v for _, v in live if v is not None] + _side_values(tx),
+    cg = _begin(tx, lower + operands + _unwrap_live(live) + _side_values(tx),
                 _line(tx))
     layout, texts = _push_lower(tx, cg, lower)
     _store_locals(tx, cg, live)

@@ -53,9 +53,6 @@ def make_resume_code(code, offset, layout, local_names):
     key = (code, offset, tuple(layout), tuple(local_names))
     if key in _resume_cache:
         return _resume_cache[key]
-    if code.co_cellvars:
-        raise Unsupported("graph break in a function with cell variables (closures over its "
-                          "locals) cannot be resumed")
     bc, pos = abstract_instr_at(code, offset)
     instrs = list(bc)
     label = Label()

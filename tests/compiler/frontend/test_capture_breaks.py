@@ -131,10 +131,27 @@ def brk_locals_changed(x, y):
     return a * n, b, n, isinstance(t0, float)
 
 
+def brk_with_cells(x, y):
+    k = 2
+    scaled = [t * k for t in (x, y)]      # 3.11: k becomes a cell variable
+    print("cells", end="\r")
+    k = k + 1
+    return [t * k for t in scaled], (lambda t: t * k)(y)
+
+
+def brk_closure_alive(x, y):
+    k = 2
+    f = lambda t: t * k                    # a closure alive across the break
+    print("closure", end="\r")
+    k = 3
+    return f(x) + y
+
+
 BREAKS = [  # program, expected graph breaks in the first capture (resume functions add their own)
     (brk_print, 1), (brk_item, 1), (brk_bool, 1), (brk_nested, 1), (brk_method, 1),
     (brk_multi, 1), (brk_loop, 1), (brk_stack_below, 1), (brk_numpy, 1), (brk_tolist, 1),
     (brk_try, 1), (brk_generator, 1), (brk_id, 1), (brk_no_grad, 1), (brk_locals_changed, 1),
+    (brk_with_cells, 1), (brk_closure_alive, 1),
 ]
 
 
@@ -155,6 +172,16 @@ def test_code_after_break_is_compiled():
     assert len(rec.breaks) == 2
     assert [b.lineno for b in rec.breaks] == [brk_multi.__code__.co_firstlineno + 2,
                                               brk_multi.__code__.co_firstlineno + 4]
+
+
+def test_break_with_cell_variables_resumes():
+    rec = check(brk_with_cells, torch.randn(3), torch.randn(3))
+    assert len(rec.graphs) == 2 and len(rec.breaks) == 1
+
+
+def test_break_with_live_closure_runs_rest_eagerly():
+    rec = check(brk_closure_alive, torch.randn(3), torch.randn(3))
+    assert "closure" in rec.breaks[0].reason
 
 
 def test_break_in_inlined_call_compiles_the_callee():
