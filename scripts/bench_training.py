@@ -1,0 +1,266 @@
+"""Training-step benchmark (issue 5): forward + backward + optimizer step, in ONE process.
+
+Variants (each on a fresh copy of the model and a fresh optimizer, same data):
+  eager      model(x); loss.backward(); opt.step()                   (foreach optimizer on CUDA)
+  ours       compiler.compile(model) + compiler.compile(opt.step)    (our frontend, aot training
+             path, partitioner, backend; compiled optimizer step)
+  inductor   torch.compile(model) + torch.compile(opt.step)          (PyTorch's, for comparison)
+
+Reported per model: median step time, speedup over eager, peak memory of the timed steps
+(torch.cuda.max_memory_allocated; CPU: not measured), first-step (compile) time, and the
+largest relative difference of the loss curve against eager (a correctness check: the models
+have no dropout so every variant must follow eager's curve). Summary: geomean speedups and the
+issue's goals (ours >= 0.9x inductor's geomean speedup; ours' peak memory <= eager's).
+
+    PYTHONPATH=. python scripts/bench_training.py --device cuda --json train.json
+    PYTHONPATH=. python scripts/bench_training.py --device cpu --quick
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+VARIANTS = ["eager", "ours", "inductor"]
+
+
+# ---------------------------------------------------------------- models
+class MLP(nn.Module):
+    def __init__(self, d=1024, depth=4, classes=10):
+        super().__init__()
+        layers = []
+        for _ in range(depth):
+            layers += [nn.Linear(d, d), nn.GELU(), nn.LayerNorm(d)]
+        self.body = nn.Sequential(*layers)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (z.reshape(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (d // self.heads) ** -0.5
+        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(y)
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab=512, d=256, heads=4, layers=2, seq=128):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Parameter(torch.zeros(seq, d))
+        self.blocks = nn.Sequential(*[Block(d, heads) for _ in range(layers)])
+        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos[: idx.shape[1]]
+        return self.head(self.ln(self.blocks(x))).flatten(0, 1)
+
+
+class CNN(nn.Module):
+    def __init__(self, c=32, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, c, 3, padding=1), nn.BatchNorm2d(c), nn.ReLU())
+        self.block = nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c), nn.ReLU(),
+                                   nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c))
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = F.relu(x + self.block(x))
+        return self.head(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+def make_models(device, quick):
+    """name -> (model factory, batch factory(generator) -> (input, target), optimizer factory)"""
+    s = 4 if quick else 1
+    seq = 64 if quick else 128
+    vocab = 512
+
+    def gpt_batch(g):
+        idx = torch.randint(0, vocab, (16 // min(s, 4) if not quick else 4, seq), generator=g)
+        return idx.to(device), torch.randint(0, vocab, (idx.numel(),), generator=g).to(device)
+
+    return {
+        "mlp_adamw": (lambda: MLP(d=1024 // s, depth=4),
+                      lambda g: (torch.randn(256 // s, 1024 // s, generator=g).to(device),
+                                 torch.randint(0, 10, (256 // s,), generator=g).to(device)),
+                      lambda p: torch.optim.AdamW(p, lr=1e-3)),
+        "gpt_adam": (lambda: GPT(vocab=vocab, d=256 // (2 if quick else 1), heads=4, layers=2, seq=seq),
+                     gpt_batch,
+                     lambda p: torch.optim.Adam(p, lr=1e-3)),
+        "cnn_sgd": (lambda: CNN(c=32 // (2 if quick else 1)),
+                    lambda g: (torch.randn(32 // s, 3, 32, 32, generator=g).to(device),
+                               torch.randint(0, 10, (32 // s,), generator=g).to(device)),
+                    lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9)),
+    }
+
+
+# ---------------------------------------------------------------- variants
+def make_variant(variant, model, opt):
+    if variant == "eager":
+        return model, opt.step
+    if variant == "ours":
+        import compiler
+        return compiler.compile(model), compiler.compile(opt.step)
+    if variant == "inductor":
+        return torch.compile(model), torch.compile(opt.step)
+    raise ValueError(variant)
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def run_variant(variant, factory, batch, make_opt, device, steps, warmup, dtype):
+    torch.manual_seed(0)
+    model = factory().to(device=device, dtype=dtype)
+    opt = make_opt(model.parameters())
+    fwd, step = make_variant(variant, model, opt)
+    g = torch.Generator().manual_seed(0)
+    data = [batch(g) for _ in range(4)]
+    data = [(x.to(dtype) if x.is_floating_point() else x, y) for x, y in data]
+
+    def train_step(i):
+        x, y = data[i % len(data)]
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(fwd(x).float(), y)
+        loss.backward()
+        step()
+        return loss
+
+    losses, times = [], []
+    t0 = time.perf_counter()
+    losses.append(train_step(0).item())
+    sync(device)
+    first = time.perf_counter() - t0
+    for i in range(1, warmup):
+        losses.append(train_step(i).item())
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    for i in range(warmup, warmup + steps):
+        sync(device)
+        t0 = time.perf_counter()
+        loss = train_step(i)
+        sync(device)
+        times.append(time.perf_counter() - t0)
+        losses.append(loss.item())
+    peak = torch.cuda.max_memory_allocated() if device.type == "cuda" else None
+    return {"median_ms": 1e3 * statistics.median(times), "first_step_s": first,
+            "peak_mb": None if peak is None else peak / 2**20, "losses": losses}
+
+
+def reset_all():
+    import compiler
+    compiler.reset()
+    torch._dynamo.reset()
+
+
+# ---------------------------------------------------------------- main
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("--steps", type=int, default=None, help="timed steps (default 30, quick 5)")
+    ap.add_argument("--warmup", type=int, default=None, help="untimed steps incl. compile (default 5, quick 2)")
+    ap.add_argument("--only", default="", help="comma list of model names")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--quick", action="store_true", help="small sizes, few steps (CPU smoke run)")
+    ap.add_argument("--json", default="")
+    args = ap.parse_args(argv)
+    device = torch.device(args.device)
+    dtype = getattr(torch, args.dtype)
+    steps = args.steps or (5 if args.quick else 30)
+    warmup = args.warmup or (2 if args.quick else 5)
+    variants = [v for v in args.variants.split(",") if v]
+    models = make_models(device, args.quick)
+    if args.only:
+        models = {k: v for k, v in models.items() if k in args.only.split(",")}
+    results = {}
+    for name, (factory, batch, make_opt) in models.items():
+        results[name] = {}
+        for variant in variants:
+            reset_all()
+            try:
+                r = run_variant(variant, factory, batch, make_opt, device, steps, warmup, dtype)
+            except Exception as exc:    # one broken variant must not hide the others' numbers
+                r = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+            results[name][variant] = r
+            print(f"  {name:10s} {variant:9s} " + (r["error"] if "error" in r else
+                  f"{r['median_ms']:9.3f} ms  first step {r['first_step_s']:7.2f} s"), flush=True)
+        eager = results[name].get("eager", {})
+        for variant, r in results[name].items():
+            if "error" in r or "error" in eager or not eager:
+                continue
+            r["speedup"] = eager["median_ms"] / r["median_ms"]
+            n = min(len(r["losses"]), len(eager["losses"]))
+            tol_scale = [max(abs(e), 1e-6) for e in eager["losses"][:n]]
+            r["loss_max_rel_diff"] = max(abs(a - b) / s for a, b, s in
+                                         zip(r["losses"][:n], eager["losses"][:n], tol_scale))
+    print_table(results, variants, device)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": str(device), "dtype": args.dtype, "steps": steps,
+                       "torch": torch.__version__, "results": results}, f, indent=1)
+    return results
+
+
+def print_table(results, variants, device):
+    print(f"\ntraining step (forward+backward+optimizer), device={device}")
+    head = f"{'model':12s}" + "".join(f"{v + ' ms':>14s}{'x':>7s}{'peakMB':>9s}{'loss Δ':>9s}" for v in variants)
+    print(head)
+    for name, row in results.items():
+        line = f"{name:12s}"
+        for v in variants:
+            r = row.get(v, {})
+            if "error" in r or not r:
+                line += f"{'error':>14s}{'':>7s}{'':>9s}{'':>9s}"
+                continue
+            peak = "n/a" if r["peak_mb"] is None else f"{r['peak_mb']:.0f}"
+            line += (f"{r['median_ms']:14.3f}{r.get('speedup', float('nan')):7.2f}{peak:>9s}"
+                     f"{r.get('loss_max_rel_diff', float('nan')):9.1e}")
+        print(line)
+    summary = {v: geomean([row[v].get("speedup") for row in results.values()
+                           if v in row and "error" not in row[v]]) for v in variants}
+    print("geomean speedup over eager: " + ", ".join(f"{v} {s:.2f}x" for v, s in summary.items()))
+    if "ours" in summary and "inductor" in summary:
+        print(f"ours / inductor geomean speedup: {summary['ours'] / summary['inductor']:.2f} (goal >= 0.9)")
+    if device.type == "cuda" and "ours" in variants:
+        worse = [n for n, row in results.items() if "error" not in row.get("ours", {"error": 1})
+                 and "error" not in row.get("eager", {"error": 1})
+                 and row["ours"]["peak_mb"] > row["eager"]["peak_mb"]]
+        print("peak memory above eager's: " + (", ".join(worse) if worse else "none"))
+
+
+if __name__ == "__main__":
+    main()
