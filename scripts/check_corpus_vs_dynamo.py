@@ -2,8 +2,9 @@
 
 Not part of the pipeline (it calls torch.compile / torch._dynamo on purpose): it sets the
 corpus expectations. For each program, with backend = a counting "eager" backend:
-  graphs      graphs compiled during the first call
-  breaks      graph breaks during the first call (torch._dynamo.utils.counters["graph_break"])
+  graphs      graphs compiled during the first call (torch._dynamo.explain's graph_count)
+  breaks      graph breaks during the first call (torch._dynamo.explain's graph_break_count, or
+              counters["graph_break"] when larger: explain says -1 when Dynamo skips a frame)
   recompiles  recompiled frames over all calls (backend calls under a frame_compile_id > 0)
 
     PYTHONPATH=. python scripts/check_corpus_vs_dynamo.py            # print a table
@@ -53,8 +54,18 @@ def dynamo_counts(prog) -> dict:
             if i == 0:
                 first = (len(compiles), sum(counters["graph_break"].values()))
     recompiled = {c for c in compiles if c and c[1] > 0}
-    return {"graphs": first[0], "breaks": first[1], "recompiles": len(recompiled),
-            "break_reasons": sorted(counters["graph_break"])[:5]}
+    # explain() on the first call's inputs, for the graph and graph-break counts
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    args, kwargs = make_args(prog.calls[0])
+    if prog.before_call:
+        prog.before_call(prog.fn, 0)
+    with contextlib.redirect_stdout(io.StringIO()):
+        ex = torch._dynamo.explain(prog.fn)(*args, **kwargs)
+    # explain() reports -1 breaks when Dynamo gave up on the whole frame (0 graphs); the
+    # graph_break counter still saw the break: take the larger of the two.
+    return {"graphs": ex.graph_count, "breaks": max(ex.graph_break_count, first[1]), "recompiles": len(recompiled),
+            "backend_graphs": first[0], "break_reasons": [str(r.reason)[:100] for r in ex.break_reasons]}
 
 
 def main():
@@ -72,7 +83,7 @@ def main():
             results[prog.name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
         r = results[prog.name]
         print(f"{prog.name:55s} " + (f"graphs={r['graphs']} breaks={r['breaks']} "
-                                     f"recompiles={r['recompiles']}" if "error" not in r else r["error"]),
+                                     f"recompiles={r['recompiles']} (backend graphs={r['backend_graphs']}) {r['break_reasons'][:2]}" if "error" not in r else r["error"]),
               flush=True)
     if a.write:
         old = {}

@@ -1,0 +1,77 @@
+"""Dynamic shapes with the real capture: automatic (None), True, False; symbolic guards shown."""
+import logging
+
+import pytest
+import torch
+
+import compiler
+import logs
+
+
+class Counter:
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(gm)
+        return gm.forward
+
+
+def f(x):
+    return (x * 2).sum(0)
+
+
+@pytest.fixture
+def events():
+    got = []
+    sink = logs.add_sink(got.append, level=logging.DEBUG,
+                         artifacts={"recompiles", "guards", "recompile"})
+    compiler.reset()
+    yield got
+    logs.remove_sink(sink)
+    compiler.reset()
+
+
+def _run(dynamic, sizes):
+    c = Counter()
+    g = compiler.compile(f, backend=c, dynamic=dynamic)
+    for n in sizes:
+        x = torch.randn(n, 3)
+        torch.testing.assert_close(g(x), f(x))
+    return c
+
+
+def test_automatic_dynamic_after_one_size_change(events):
+    c = _run(None, [4, 4, 5, 6, 7, 8])
+    assert len(c.graphs) == 2
+    recompiles = [e.payload for e in events if e.name == "recompiles"]
+    assert len(recompiles) == 1
+    assert "tensor 'x' size mismatch at index 0. expected 4, actual 5" in recompiles[0]
+    marks = [e for e in events if e.name == "automatic_dynamic"]
+    assert [(e.fields["source"], e.fields["dim"]) for e in marks] == [("L['x']", 0)]
+    guards = [e.payload for e in events if e.name == "guards"][-1]
+    assert "size=['s?', 3]" in guards
+    assert "SYMBOLIC_SHAPE" in guards        # e.g. 2 <= L['x'].size()[0]
+
+
+def test_dynamic_true_compiles_once(events):
+    c = _run(True, [4, 5, 6, 7])
+    assert len(c.graphs) == 1
+    assert [e for e in events if e.name == "recompiles"] == []
+
+
+def test_dynamic_false_recompiles_every_size(events):
+    c = _run(False, [4, 5, 6])
+    assert len(c.graphs) == 3
+    assert len([e for e in events if e.name == "recompiles"]) == 2
+
+
+def test_symbolic_guard_failure_is_explained(events):
+    c = Counter()
+    g = compiler.compile(f, backend=c, dynamic=True)
+    for n in [4, 5, 1]:        # size 1 is specialised (0/1 specialisation), as in Dynamo
+        x = torch.randn(n, 3)
+        torch.testing.assert_close(g(x), f(x))
+    assert len(c.graphs) == 2
+    [text] = [e.payload for e in events if e.name == "recompiles"]
+    assert "symbolic shape guard failed:" in text and "x.size()[0] = 1" in text, text
