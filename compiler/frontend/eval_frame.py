@@ -103,17 +103,18 @@ def _miss(cache: FrameCache, args: tuple, kwargs: dict):
         return fn(*args, **kwargs)     # wrong arguments: let Python raise its own TypeError
     reasons: list[tuple[logs.CompileId, list[str]]] = []
     if cache.entries:
-        verbose = logs.enabled("recompiles_verbose")
+        verbose = logs.enabled("recompiles_verbose")    # then every failing guard, else the first
         reasons = [(e.compile_id, e.guard_set.failures(args, kwargs, first_only=not verbose))
                    for e in cache.entries]
         with _config_overrides(cache.options.config_overrides):   # options= counts here too
             limit = _config_value("frontend", "cache_size_limit", 8)
         if len(cache.entries) >= limit:
             return _limit_hit(cache, limit, reasons, args, kwargs)
-        _log_recompile(cache, reasons, verbose)
-        cache.dynamic.update(cache.entries, env, fn.__globals__, cache.name)
     cid = next_compile_id(cache.code)
-    with logs.compile_context(cid.frame_id, cid.frame_compile_id):
+    with logs.compile_context(cid.frame_id, cid.frame_compile_id):   # [0/1] on the reasons too
+        if reasons:
+            _log_recompile(cache, reasons, logs.enabled("recompiles_verbose"))
+            cache.dynamic.update(cache.entries, env, fn.__globals__, cache.name)
         entry = _compile(cache, args, kwargs, env, cid, reasons)
     return entry.run(*args, **kwargs)
 
