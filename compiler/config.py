@@ -72,9 +72,10 @@ SECTIONS: dict[str, dict[str, Option]] = {
                                   kind="list[int]"),
         "kernel_dir": _opt("", "folder for generated Triton kernel files and autotune winners; "
                                "empty means <tmp>/tracetorch_<user>/triton"),
-        "persistent_reduction_max": _opt(1024, "largest reduction size done in one block "
+        "persistent_reduction_max": _opt(4096, "largest reduction size done in one block "
                                                "(persistent); larger ones loop over RBLOCK chunks"),
-        "autotune_max_configs": _opt(4, "most candidate configs benchmarked per kernel"),
+        "autotune_max_configs": _opt(2, "most candidate configs benchmarked per kernel (each is a "
+                                               "separate Triton compile: cold compile time)"),
     },
     "cpp": {
         "cxx": _opt("g++", "C++ compiler used for CPU kernels"),

@@ -53,11 +53,11 @@ def pointwise_configs(xnumel: int) -> list[LaunchConfig]:
     cap = min(max_block, next_pow2(xnumel))
     warps = _opt("num_warps_choices", [2, 4, 8])
     out = [LaunchConfig({"XBLOCK": cap}, num_warps=_clamp_warps(4, cap, warps))]
+    if cap >= 1024:
+        out.append(LaunchConfig({"XBLOCK": cap}, num_warps=_clamp_warps(8, cap, warps)))
     for xb in (cap // 2, cap // 4):
         if xb >= 128:
             out.append(LaunchConfig({"XBLOCK": xb}, num_warps=_clamp_warps(xb // 256 or 1, xb, warps)))
-    if cap >= 1024:
-        out.append(LaunchConfig({"XBLOCK": cap}, num_warps=_clamp_warps(8, cap, warps)))
     return _dedup(out)
 
 
@@ -138,7 +138,7 @@ def choose_config(kernel: TritonKernel, candidates: list[LaunchConfig], args: li
 
     clone_args: positions in `args` the kernel both reads and writes (in-place buffers); those are
     cloned for the sweep so that timing runs cannot change the values the real launch sees."""
-    candidates = candidates[:max(1, _opt("autotune_max_configs", 4))]
+    candidates = candidates[:max(1, _opt("autotune_max_configs", 2))]
     src_hash = source_hash(kernel.source)
     bucket = size_bucket(size_args)
     key = (src_hash, bucket)

@@ -357,11 +357,12 @@ class TritonCodegen(KernelCodegen):
     def _reduce_init(self, k, node, persistent):
         red = node.data
         rt = red.reduction_type
-        adt = torch.bool if rt in ("any", "all") else compute_dtype(red.src_dtype)
+        # any/all accumulate 0/1 in int32: Triton promotes where(mask, bool, 0) to int32 anyway
+        adt = torch.int32 if rt in ("any", "all") else compute_dtype(red.src_dtype)
         acc = {"name": f"{node.name}_acc", "dtype": adt, "rt": rt}
         if persistent:
             return acc
-        ty = "tl.int1" if adt == torch.bool else tl_type(adt)
+        ty = tl_type(adt)
         init = self._neutral(rt, adt)
         k.line(f"{acc['name']} = tl.full([XBLOCK, RBLOCK], {init}, {ty})")
         if rt in ("argmax", "argmin"):
@@ -381,7 +382,7 @@ class TritonCodegen(KernelCodegen):
         rt, adt = acc["rt"], acc["dtype"]
         v = node.data.inner_fn(k.xs, k.rs)
         if rt in ("any", "all"):
-            v = k.handler.to_dtype(v, torch.bool)
+            v = k.emit(f"({v} != 0).to(tl.int32)", adt, v.dims)
         elif v.dtype != adt:
             v = k.emit(f"{v}.to({tl_type(adt)})", adt, v.dims)
         full = frozenset({X, R})
@@ -419,9 +420,9 @@ class TritonCodegen(KernelCodegen):
         elif rt in ("max", "min"):
             k.line(f"{name} = tl.reduce({src}, 1, th.{'maximum' if rt == 'max' else 'minimum'})[:, None]")
         elif rt == "any":
-            k.line(f"{name} = tl.max({src}.to(tl.int32), 1)[:, None] != 0")
+            k.line(f"{name} = tl.max({src}, 1)[:, None] != 0")
         elif rt == "all":
-            k.line(f"{name} = tl.min({src}.to(tl.int32), 1)[:, None] != 0")
+            k.line(f"{name} = tl.min({src}, 1)[:, None] != 0")
         else:
             if persistent:
                 k.line(f"{node.name}_idx = tl.broadcast_to(rindex, [XBLOCK, RBLOCK]).to(tl.int64)")
@@ -431,6 +432,8 @@ class TritonCodegen(KernelCodegen):
             k.line(f"_, {name} = tl.reduce(({src}, {idx}), 1, th.{rt}_combine)")
             k.line(f"{name} = {name}[:, None]")
             adt = torch.int64
+        if rt in ("any", "all"):
+            adt = torch.bool
         v = TVar(name, adt, frozenset({X}))
         k.locals[0][node.name] = v
         if node.name in k.group.outputs:
@@ -471,7 +474,9 @@ class TritonCodegen(KernelCodegen):
         source = "\n".join(src) + "\n"
         xnumel = _print(ir.product(g.ranges))
         rnumel = _print(ir.product(g.reduction_ranges)) if k.reduction else "1"
-        clone = [i for i, n in enumerate(ptrs) if n in g.inputs and n in g.outputs]
+        # Autotuning runs the kernel several times: every written buffer is cloned for the sweep,
+        # since the memory planner may hand an output the storage of an input (in-place reuse).
+        clone = [i for i, n in enumerate(ptrs) if n in g.outputs]
         if "'''" in source:
             raise CodegenUnsupported("kernel source contains triple quotes")
         define = (f"{g.name} = TritonLauncher({g.name!r}, '''{source}''', kind={kind!r}, "
