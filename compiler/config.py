@@ -97,6 +97,7 @@ SECTIONS: dict[str, dict[str, Option]] = {
                       choices=(1, 2, 3, 4)),
         "tolerance": _opt(1e-3, "accuracy tolerance when comparing against eager"),
         "timeout": _opt(60, "seconds before a minifier candidate counts as hung"),
+        "save_real_inputs": _opt(False, "save the failing inputs' values beside repro.py (torch.save)"),
     },
     "testing": {
         "inject_relu_bug": _opt(None, "make codegen miscompile relu (tests of repro/minifier)",
