@@ -160,7 +160,9 @@ def _limit_hit(cache: FrameCache, limit: int, reasons, args, kwargs):
     if cache.options.fullgraph:
         raise RecompileLimitError(message + "\nfullgraph=True forbids the eager fallback.")
     log.warning("cache_size_limit_hit", function=cache.name, location=cache.location,
-                limit=limit, last_reason=last_text, message=message)
+                limit=limit, last_reason=last_text,
+                hint='To log all recompilation reasons, use TRACE_LOGS="recompiles". '
+                     "The function now runs eagerly whenever no cache entry matches.")
     cache.run_eagerly = True
     return cache.fn(*args, **kwargs)
 

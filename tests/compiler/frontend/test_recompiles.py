@@ -122,10 +122,10 @@ def test_cache_size_limit_runs_eagerly_with_warning(capture, events):
     finally:
         logs.remove_sink(sink)
     [w] = warnings
-    msg = w.fields["message"]
-    assert "cache_size_limit (2)" in msg and "function: 'scale'" in msg
-    assert "last reason: 0/1: L['n'] == 1: 'n' value mismatch. expected 1, actual 2" in msg
-    assert 'TRACE_LOGS="recompiles"' in msg
+    assert (w.fields["function"], w.fields["limit"]) == ("scale", 2)
+    assert w.fields["location"] == f"{__file__}:{scale.__code__.co_firstlineno}"
+    assert w.fields["last_reason"] == "0/1: L['n'] == 1: 'n' value mismatch. expected 1, actual 2"
+    assert 'TRACE_LOGS="recompiles"' in w.fields["hint"]
 
 
 def test_cache_size_limit_with_fullgraph_raises(capture):
