@@ -9,6 +9,7 @@ Ops without a lowering become FallbackKernels (the ATen call), logged as perf hi
 from __future__ import annotations
 
 import operator
+import os
 import re
 
 import sympy
@@ -37,12 +38,18 @@ _SYM_OPS = {operator.add: operator.add, operator.sub: operator.sub, operator.mul
             operator.mod: lambda a, b: ir.ModularIndexing(a, 1, b)}
 
 
+_SKIP_PREFIXES = (os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep,
+                  os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
+
+
 def user_location(node: torch.fx.Node) -> str:
     """'file.py:12: source line' from the node's stack_trace (its last frame), or ''."""
     st = node.meta.get("stack_trace")
     if not st:
         return ""
     frames = re.findall(r'File "([^"]+)", line (\d+), in [^\n]*\n\s*([^\n]*)', st)
+    # the user's frame: the innermost one outside torch and outside tracetorch's compiler
+    frames = [f for f in frames if not f[0].startswith(_SKIP_PREFIXES)] or frames
     if not frames:
         return ""
     path, line, code = frames[-1]

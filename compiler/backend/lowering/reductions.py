@@ -13,7 +13,7 @@ import torch
 
 from compiler.backend import ir
 from compiler.backend.ir import ops
-from compiler.backend.lowering.registry import NotLowerable, aten, register_lowering, same
+from compiler.backend.lowering.registry import NotLowerable, aten, inlined_origins, register_lowering, same
 
 
 def _dims(x, dim):
@@ -49,7 +49,7 @@ def make_reduction(ctx, x, dims, reduction_type, *, out_dtype, src_dtype=None, k
         return v
 
     red = ir.Reduction(ranges, rranges, inner_fn, reduction_type, out_dtype, src_dtype, x.get_device(),
-                       origins=ctx.origins, cost=x.op_count() + 1)
+                       origins=ctx.origins | inlined_origins(x), cost=x.op_count() + 1)
     buf = ctx.graph.realize(red, ctx.node)
     if keepdim:
         return keepdim_view(ctx, buf, n, dims)

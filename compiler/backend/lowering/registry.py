@@ -141,8 +141,17 @@ def make_pointwise(ctx: Ctx, inputs: list, fn: Callable, *, compute_dtype=None, 
             v = ops.to_dtype(v, out_dtype)
         return v
 
-    return ir.Pointwise(size, inner_fn, out_dtype, ctx.device, origins=ctx.origins,
+    return ir.Pointwise(size, inner_fn, out_dtype, ctx.device, origins=ctx.origins | inlined_origins(*inputs),
                         cost=cost_of(*inputs) + 1)
+
+
+def inlined_origins(*xs) -> set:
+    """FX nodes of lazy inputs: they get computed inside the new node (kept for provenance)."""
+    out = set()
+    for x in xs:
+        if isinstance(x, (ir.Loops, ir.View)):
+            out |= x.origins
+    return out
 
 
 def promoted_dtype(ctx: Ctx, arg_indices=None) -> torch.dtype:

@@ -1,0 +1,74 @@
+"""Fusion: what ends up in one kernel, and that every decision is an event with its reason."""
+
+import pytest
+import torch
+
+import logs
+from cpp_test_utils import check, extern_count, kernel_count
+
+pytestmark = pytest.mark.usefixtures("backend_cache_dir")
+
+
+def test_sin_cos_is_one_kernel():
+    rt = check(lambda x: x.sin().cos(), [torch.randn(33, 17)])
+    assert kernel_count(rt) == 1
+
+
+def test_softmax_is_one_kernel():
+    rt = check(lambda x: torch.softmax(x, -1), [torch.randn(8, 40)])
+    assert kernel_count(rt) == 1
+
+
+def test_log_softmax_is_one_kernel():
+    rt = check(lambda x: torch.log_softmax(x, -1), [torch.randn(8, 40)])
+    assert kernel_count(rt) == 1
+
+
+def test_layernorm_is_one_kernel():
+    w, b = torch.randn(32), torch.randn(32)
+    rt = check(lambda x, w, b: torch.nn.functional.layer_norm(x, (32,), w, b), [torch.randn(6, 32), w, b])
+    assert kernel_count(rt) == 1
+
+
+def test_rmsnorm_is_one_kernel():
+    def rms(x, w):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+    rt = check(rms, [torch.randn(6, 32), torch.randn(32)])
+    assert kernel_count(rt) == 1
+
+
+def test_matmul_bias_gelu_epilogue_is_one_kernel():
+    def f(x, w, b):
+        return torch.nn.functional.gelu(x @ w + b)
+    rt = check(f, [torch.randn(8, 16), torch.randn(16, 24), torch.randn(24)])
+    assert extern_count(rt) == 1          # the matmul: an ATen call
+    assert kernel_count(rt) == 1          # bias + gelu: one generated kernel
+    code = rt.compiled.code
+    assert "aten.mm.default" in code or "aten.addmm.default" in code
+
+
+def test_horizontal_fusion_of_independent_reductions():
+    rt = check(lambda x: (x.sum(-1), x.amax(-1), (x * x).sum(-1)), [torch.randn(5, 12)])
+    assert kernel_count(rt) == 1
+
+
+def test_fusion_decisions_are_events():
+    events = []
+    sink = logs.add_sink(events.append, artifacts=["fusion_decision"])
+    try:
+        # softmax fuses; the column sum iterates (7 outer x 6 reduction) and is refused
+        check(lambda x: (torch.softmax(x, -1), x.sum(0)), [torch.randn(6, 7)])
+    finally:
+        logs.remove_sink(sink)
+    decisions = [e for e in events if e.name == "fusion_decision"]
+    assert decisions
+    payloads = [d.payload() if callable(d.payload) else d.payload for d in decisions]
+    assert any(p["fused"] for p in payloads)
+    assert any(not p["fused"] for p in payloads)
+    assert all(p["reason"] for p in payloads)
+
+
+def test_no_fusion_across_mismatched_reduction_order():
+    # sum over dim 0 has a different (outer, reduction) split than the pointwise over (i, j)
+    rt = check(lambda x: (x.sum(0), x.sin()), [torch.randn(9, 5)])
+    assert kernel_count(rt) >= 1
