@@ -2,8 +2,10 @@
 
 The update of every parameter of a param group (same device and dtype) is traced with make_fx
 into ONE functional graph over flat lists (params, grads, optimizer state, per-step scalars)
-and compiled by the backend, which fuses the per-parameter pointwise chains into kernels; the
-new values are copied back with one `torch._foreach_copy_` per list. The formulas follow
+and compiled by the backend, which fuses the per-parameter pointwise chains into kernels. New
+parameter values are copied back into the parameters (one `torch._foreach_copy_`); new state
+tensors (exp_avg, momentum buffers, ...) replace the old ones in `optimizer.state`, which the
+optimizer alone owns, so they cost no copy. The formulas follow
 torch.optim's foreach implementations (non-capturable) op by op, so with the "eager" backend
 the parameters match eager bit for bit, and within float rounding with generated code.
 
@@ -230,12 +232,9 @@ class CompiledOptimizerStep:
         n = len(params)
         torch._foreach_copy_(params, outs[:n])
         if momentum != 0:
-            for i, p in enumerate(params):
-                new = outs[n + i]
-                if has_buf[i]:
-                    bufs[i].copy_(new)
-                else:
-                    opt.state[p]["momentum_buffer"] = new
+            owned = _Fresh(params, grads, buf_in)
+            for p, new in zip(params, outs[n:]):
+                opt.state[p]["momentum_buffer"] = owned(new)  # optimizer-owned: swap, no copy
 
     def _adam(self, gi, group, params):
         opt = self.optimizer
@@ -280,10 +279,30 @@ class CompiledOptimizerStep:
         outs = list(compiled(*params, *grads, *m, *v, *vmax, scal))
         n = len(params)
         torch._foreach_copy_(params, outs[:n])
-        torch._foreach_copy_(m, outs[n:2 * n])
-        torch._foreach_copy_(v, outs[2 * n:3 * n])
-        if amsgrad:
-            torch._foreach_copy_(vmax, outs[3 * n:4 * n])
+        owned = _Fresh(params, grads, m, v, vmax)
+        for i, state in enumerate(states):             # optimizer-owned: swap, no copy
+            state["exp_avg"] = owned(outs[n + i])
+            state["exp_avg_sq"] = owned(outs[2 * n + i])
+            if amsgrad:
+                state["max_exp_avg_sq"] = owned(outs[3 * n + i])
+
+
+class _Fresh:
+    """A graph output may alias one of its inputs (a backend may return an input unchanged);
+    such an output is cloned before the optimizer keeps it as state, so that state never shares
+    memory with a gradient or a parameter."""
+
+    def __init__(self, *lists):
+        self.ptrs = {t.untyped_storage().data_ptr() for ts in lists for t in ts}
+        self.seen: set = set()
+
+    def __call__(self, t):
+        ptr = t.untyped_storage().data_ptr()
+        if ptr in self.ptrs or ptr in self.seen:
+            t = t.clone()
+            ptr = t.untyped_storage().data_ptr()
+        self.seen.add(ptr)
+        return t
 
 
 def _layout(tensors) -> tuple:

@@ -169,3 +169,35 @@ def test_closure_is_called_and_its_loss_returned():
     before = closure().item()
     assert step(closure).item() == pytest.approx(before)
     assert model(x).pow(2).sum().item() < before
+
+
+def test_state_never_aliases_a_gradient_even_if_the_backend_returns_an_input():
+    """First SGD step: buf = clone(grad). A backend may legally return the grad itself for
+    that output; the optimizer must still own a separate buffer (zero_grad zeroes grads)."""
+    model = _model()
+    ref = copy.deepcopy(model)
+    n = len(list(model.parameters()))
+
+    def aliasing_backend(gm, example_inputs):
+        first = len(example_inputs) == 2 * n        # the first-step graph: no buffers yet
+
+        def run(*args):
+            outs = list(gm(*args))
+            if first:                               # new buffers == grads: return the grads
+                outs[n:] = args[n:2 * n]
+            return outs
+        return run
+
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    step = compile_optimizer_step(opt.step, backend=aliasing_backend)
+    for i in range(3):
+        for m, o in ((model, opt), (ref, ref_opt)):
+            o.zero_grad(set_to_none=False)          # zeroes the grads in place
+            m(torch.randn(5, 8, generator=torch.Generator().manual_seed(i))).sum().backward()
+        step()
+        ref_opt.step()
+    for p, rp in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, rp, rtol=0, atol=0)
+        torch.testing.assert_close(opt.state[p]["momentum_buffer"],
+                                   ref_opt.state[rp]["momentum_buffer"], rtol=0, atol=0)
