@@ -16,7 +16,6 @@ import types
 import weakref
 
 import logs
-from compiler.frontend.dynamic import DynamicDims
 from compiler.frontend.guards import Guard, GuardSet
 
 log = logs.get_logger(__name__)
@@ -60,7 +59,9 @@ class FrameCache:
         self.options = options
         self.entries: list[CacheEntry] = []
         self.fast: list[tuple] = []      # (check, run) newest first: what the hot path reads
-        self.dynamic = DynamicDims(options.dynamic)
+        # Automatic-dynamic marks belong to the code object (Dynamo's frame state), so every
+        # function object of one code (e.g. each capture's resume function) shares them.
+        self.dynamic = options.dynamic_dims_for(self.code)
         self.run_eagerly = False         # recompile limit hit: misses run the original function
         self.compiling = False
         with _lock:
@@ -81,7 +82,7 @@ class FrameCache:
     def clear(self) -> None:
         self.entries.clear()
         self.fast.clear()     # in place: the hot path holds this very list
-        self.dynamic = DynamicDims(self.options.dynamic)
+        self.dynamic.marked.clear()
         self.run_eagerly = False
 
 

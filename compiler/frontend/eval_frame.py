@@ -43,6 +43,15 @@ class CompileOptions:
     listeners: list = dataclasses.field(default_factory=list)   # explain: on_compile(info)
     wrappers: "weakref.WeakKeyDictionary" = dataclasses.field(
         default_factory=weakref.WeakKeyDictionary)
+    by_code: dict = dataclasses.field(default_factory=dict)      # (code, globals id) -> wrapper
+    dynamic_state: dict = dataclasses.field(default_factory=dict)  # code -> DynamicDims
+
+    def dynamic_dims_for(self, code):
+        from compiler.frontend.dynamic import DynamicDims
+        dims = self.dynamic_state.get(code)
+        if dims is None:
+            dims = self.dynamic_state[code] = DynamicDims(self.dynamic)
+        return dims
 
 
 def _capture_frame(*args, **kwargs):
@@ -65,6 +74,14 @@ def compiled_function(fn, options: CompileOptions):
     wrapper = options.wrappers.get(fn)
     if wrapper is not None:
         return wrapper
+    # Function objects that differ only in identity (same code and globals, no closure, no
+    # defaults: e.g. the resume function each capture creates for the same offset) share one
+    # wrapper and cache, so their entries and recompiles count per code object, as in Dynamo.
+    shareable = fn.__closure__ is None and not fn.__defaults__ and not fn.__kwdefaults__
+    key = (fn.__code__, id(fn.__globals__))
+    if shareable and key in options.by_code:
+        options.wrappers[fn] = options.by_code[key]
+        return options.by_code[key]
 
     cache = FrameCache(fn, options)
     fast = cache.fast
@@ -79,6 +96,8 @@ def compiled_function(fn, options: CompileOptions):
     functools.update_wrapper(compiled, fn)
     compiled._tracetorch_cache = cache
     options.wrappers[fn] = compiled
+    if shareable:
+        options.by_code[key] = compiled
     return compiled
 
 
