@@ -42,7 +42,8 @@ class Partition:
     forward: fx.GraphModule     # primals -> user outputs, mutated-input values, saved values
     backward: fx.GraphModule    # saved values, tangents -> grads of grad_input_indices
     saved: list[str]            # names of the saved joint-graph nodes, in forward-output order
-    recomputed: list[str]       # joint nodes the backward recomputes instead of loading
+    recomputed: list[str]       # nodes both graphs compute (the backward recomputes them
+                                # instead of loading a saved copy)
     saved_bytes: int
     baseline_bytes: int         # what the "default" (save everything) partition would save
     strategy: str
@@ -275,7 +276,7 @@ def partition_joint(joint: JointGraph, strategy: str = "min_cut",
     for n in nodes:
         if n in bneeded and n not in benv and n.op not in ("output", "placeholder"):
             benv[n] = bwd.node_copy(n, lambda a: benv[a])
-            if n not in tangent_dependent:
+            if n in env and n.op == "call_function":   # computed by the forward too: recomputed
                 recomputed.append(n.name)
         elif n in bneeded and n.op == "placeholder" and n not in benv:
             raise RuntimeError(f"partition: backward needs {n.name} but it was not saved")

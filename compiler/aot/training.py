@@ -50,7 +50,9 @@ def _accepts_print_kwargs() -> bool:
 
 def _decision_text(part: Partition, name: str) -> str:
     d = part.decision()
-    mb = lambda b: f"{b / 1e6:.3f} MB"  # noqa: E731
+    def mb(b):
+        return f"{b / 2**20:.2f} MiB" if b >= 2**20 else f"{b / 2**10:.1f} KiB"
+
     return (f"partition of {name} ({d['strategy']}): saved {len(d['saved'])} tensors "
             f"({mb(d['saved_bytes'])}; save-everything baseline {mb(d['baseline_bytes'])}, "
             f"{mb(d['bytes_saved_vs_baseline'])} less)\n"
@@ -107,18 +109,18 @@ def _compile(gm, example_inputs, fw_compiler, bw_compiler, decompositions, name)
         raise
     except Exception as exc:   # the captured graph runs in eager, so eager is a safe fallback
         raise TrainingUnsupported(f"joint tracing failed: {type(exc).__name__}: {exc}") from exc
-    logs.artifact("aot_joint_graph", lambda: _readable(joint.graph, name), graph=name,
-                  filename="aot_joint_graph.py")
+    logs.artifact("aot_joint_graph", lambda: _readable(joint.graph, name), graph="joint",
+                  graph_name=name, filename="aot_joint_graph.py")
     part = partition_joint(joint, strategy=config.aot.partitioner,
                            recompute_pointwise=config.aot.recompute_pointwise)
     log.info("partitioned", graph=name, strategy=part.strategy, saved=len(part.saved),
              recomputed=len(part.recomputed), saved_bytes=part.saved_bytes,
              baseline_bytes=part.baseline_bytes)
-    logs.artifact("partition_decision", part.decision, graph=name)
+    logs.artifact("partition_decision", part.decision, graph_name=name)
     logs.artifact("aot_graphs", lambda: _decision_text(part, name), graph="partition",
-                  name=name)
+                  graph_name=name, filename="aot_partition.txt")
     logs.artifact("aot_graphs", lambda: _readable(part.forward, name), graph="forward",
-                  name=name, filename="aot_forward.py")
+                  graph_name=name, filename="aot_forward.py")
 
     compiled_fw = fw_compiler(part.forward, primals)
     runtime = TrainingRuntime(
@@ -127,7 +129,7 @@ def _compile(gm, example_inputs, fw_compiler, bw_compiler, decompositions, name)
         mutated_inputs=joint.mutated_inputs, diff_outputs=joint.diff_outputs,
         grad_input_indices=joint.grad_input_indices, compile_id=logs.current_compile_id(),
         backward_log=lambda: logs.artifact(
-            "aot_graphs", lambda: _readable(part.backward, name), graph="backward", name=name,
+            "aot_graphs", lambda: _readable(part.backward, name), graph="backward", graph_name=name,
             filename="aot_backward.py", is_backward=True))
     return _make_runner(gm, joint, runtime, access, example_inputs)
 
