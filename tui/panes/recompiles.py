@@ -46,7 +46,10 @@ class RecompilesPane(Pane):
         t.add_column("guard introduced at", style="cyan", overflow="fold")
         for gf in c.recompile_reasons:
             mark = "▶ " if event is not None and gf.event == event else ""
-            t.add_row(mark + (gf.entry or "?"), Text(gf.guard or gf.text), gf.expected or "-",
+            what = Text(gf.text)
+            if gf.guard and gf.guard != gf.text:
+                what.append(f"\n{gf.guard}", "bright_black")
+            t.add_row(mark + (gf.entry or "?"), what, gf.expected or "-",
                       gf.actual or "-", introduced_at(model, c, gf) or "-")
         frame_entries = [o.id for o in model.compiles.values()
                          if o.frame_id == c.frame_id and o.frame_compile_id < c.frame_compile_id]

@@ -82,6 +82,16 @@ class CompileDetail(Vertical):
     def switch(self, tab_id: str) -> None:
         self.active = tab_id
         self._refresh_tab(tab_id)
+        # Focus left inside a hidden pane would re-activate that pane (TabbedContent follows
+        # focus), so it moves into the new pane.
+        focused = self.app.focused
+        pane = self.pane(tab_id)
+        if focused is not None and self in focused.ancestors and pane not in focused.ancestors_with_self:
+            target = next((w for w in pane.query("*") if w.focusable), None)
+            if target is not None:
+                target.focus()
+            else:
+                self.query_one(TabbedContent).query_one("Tabs").focus()
 
     def follow(self, model, index: int) -> None:
         """Replay: show the compile of event `index`, on the tab that explains the event."""

@@ -1,0 +1,42 @@
+"""Fixtures for the tracetui tests (see tui_trace_fixtures.py)."""
+
+from pathlib import Path
+
+import pytest
+
+from logs.trace_reader import find_trace_files
+from tui.synthetic import write_synthetic_trace
+from tui_trace_fixtures import make_our_debug_run, make_torch_trace, normalize_trace
+
+
+@pytest.fixture(scope="session")
+def synthetic_trace(tmp_path_factory) -> Path:
+    """Our wire format through logs' writer: frames with a break, a recompile, kernels, a failure."""
+    return write_synthetic_trace(tmp_path_factory.mktemp("syn") / "trace_1.log", fail=True)
+
+
+@pytest.fixture(scope="session")
+def torch_trace(tmp_path_factory) -> Path:
+    """A real PyTorch TORCH_TRACE log (graph break + recompile), normalized for snapshots."""
+    d = tmp_path_factory.mktemp("torch")
+    raw = make_torch_trace(d / "raw")
+    return normalize_trace(find_trace_files(raw)[0], d / "norm" / "dedicated_log_torch_trace_x.log")
+
+
+@pytest.fixture(scope="session")
+def our_debug_run(tmp_path_factory) -> Path:
+    """A debug run folder written by our compiler (compiler.compile, TRACE_COMPILE_DEBUG=1)."""
+    return make_our_debug_run(tmp_path_factory.mktemp("ours") / "trace_debug")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """Run `async def` tests in this folder with asyncio (no async plugin is installed)."""
+    import asyncio
+    import inspect
+
+    if inspect.iscoroutinefunction(pyfuncitem.obj):
+        names = pyfuncitem._fixtureinfo.argnames
+        asyncio.run(pyfuncitem.obj(**{n: pyfuncitem.funcargs[n] for n in names}))
+        return True
+    return None

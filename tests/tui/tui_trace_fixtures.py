@@ -1,0 +1,113 @@
+"""Traces for the tracetui tests: a real PyTorch TORCH_TRACE log, a trace from our compiler, and
+helpers to make traces deterministic (fixed clock, pid, timings and object ids) for snapshots."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+# Programs live at fixed paths: their file names appear in the traces, hence in snapshots.
+FIXTURE_ROOT = Path("/tmp/tracetui_fixtures")
+
+# A graph break (print) and a recompile (a second call with another rank).
+PROGRAM = textwrap.dedent(
+    """\
+    import torch
+
+
+    def f(x):
+        y = torch.sin(x) + 1
+        print("break")
+        return torch.relu(y) * 2
+
+
+    cf = COMPILE
+    cf(torch.randn(3))
+    cf(torch.randn(3, 4))
+    """
+)
+
+
+def write_program(name: str, compile_expr: str) -> Path:
+    d = FIXTURE_ROOT / name
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / "prog.py"
+    text = PROGRAM.replace("COMPILE", compile_expr)
+    tmp = d / f".prog.{os.getpid()}.tmp"
+    tmp.write_text(text)
+    os.replace(tmp, path)  # atomic: parallel test workers write the same content
+    return path
+
+
+def run(prog: Path, env: dict, cwd: Path) -> None:
+    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/root"),
+            "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, str(prog)], env={**base, **env}, cwd=str(cwd),
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{prog} failed:\n{proc.stderr[-3000:]}")
+
+
+def make_torch_trace(out: Path) -> Path:
+    """torch.compile (eager backend: fast) under TORCH_TRACE; returns the trace folder."""
+    prog = write_program("torch", 'torch.compile(f, backend="eager")')
+    run(prog, {"TORCH_TRACE": str(out)}, out.parent)
+    return out
+
+
+def make_our_debug_run(base: Path) -> Path:
+    """compiler.compile under TRACE_COMPILE_DEBUG=1; returns the debug run folder."""
+    prog = write_program("ours", "__import__('compiler').compile(f)")
+    run(prog, {"TRACE_COMPILE_DEBUG": "1", "TRACE_COMPILE_DEBUG_DIR": str(base)}, base.parent)
+    runs = sorted(base.glob("run_*"))
+    assert runs, f"no debug run folder under {base}"
+    return runs[-1]
+
+
+# -- determinism --------------------------------------------------------------------------------
+_PREFIX = re.compile(r"^([A-Z])\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ")
+_VOLATILE = [(re.compile(r"\b\d{9,}\b"), "123456789"),  # object ids, timestamps in us
+             (re.compile(r"(latency = )[\d.]+"), r"\g<1>1.0"),
+             (re.compile(r'("ts": )[\d.]+'), r"\g<1>0")]
+
+
+def _stable_meta(value):
+    if isinstance(value, dict):
+        return {k: (0.5 if isinstance(v, float) and ("time" in k or k.endswith(("_s", "_us"))) else
+                    0 if isinstance(v, int) and not isinstance(v, bool) and k.endswith(("_us", "_ns"))
+                    else _stable_meta(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_stable_meta(v) for v in value]
+    return value
+
+
+def normalize_trace(src: Path, dst: Path) -> Path:
+    """Copy a trace with clock, pid, timings and object ids fixed (md5s recomputed)."""
+    out, tick = [], 0
+    records = re.split(r"\n(?=[^\t])", src.read_text())
+    for rec in records:
+        if not rec.strip():
+            continue
+        head, *payload = rec.rstrip("\n").split("\n")
+        tick += 1
+        m = _PREFIX.match(head)
+        rest = head[m.end():] if m else head
+        where, _, env_text = rest.partition("] ")
+        env = _stable_meta(json.loads(env_text))
+        text = "\n".join(line[1:] for line in payload)
+        for rx, rep in _VOLATILE:
+            text = rx.sub(rep, text)
+        if payload:
+            env["has_payload"] = hashlib.md5(text.encode()).hexdigest()
+        line = f"V1122 12:00:{tick // 1000:02d}.{tick % 1000:03d}000 4242 {where}] {json.dumps(env)}"
+        out.append(line + "".join(f"\n\t{p}" for p in text.split("\n")) if payload else line)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_text("\n".join(out) + "\n")
+    return dst
