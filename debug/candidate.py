@@ -61,7 +61,7 @@ def load_real(ns: dict, script_path: str | None):
     if not rel:
         return None, None
     base = os.path.dirname(os.path.abspath(script_path)) if script_path else os.getcwd()
-    data = torch.load(os.path.join(base, rel), weights_only=True)
+    data = torch.load(os.path.join(base, rel), weights_only=True)  # absolute rel: join keeps it
     return data.get("inputs"), data.get("state")
 
 
@@ -98,7 +98,7 @@ def evaluate(ns: dict, *, check_accuracy: bool | None = None, seed: int | None =
     real_inputs, state = load_real(ns, script_path)
     gm = graph_code.load_graph_module(ns, seed, state)
     n = graph_code.count_nodes(gm.graph)
-    args = real_inputs if real_inputs is not None else input_specs.make_inputs(ns["INPUTS"], seed)
+    args = input_specs.make_inputs(ns["INPUTS"], seed, real=real_inputs)
     compile_fn = resolve_compiler(ns["COMPILER"])
     _add_values(gm, args)
 

@@ -119,10 +119,17 @@ def make_value(spec: dict, gen: torch.Generator) -> Any:
     raise RuntimeError(f"cannot regenerate an input of type {spec.get('type')}: {spec.get('repr')}")
 
 
-def make_inputs(specs: list[dict], seed: int) -> list:
-    """Regenerate inputs; the same (specs, seed) always gives the same values."""
+def make_inputs(specs: list[dict], seed: int, real: list | None = None) -> list:
+    """Regenerate inputs; the same (specs, seed) always gives the same values. A spec with
+    `real_index` takes that entry of `real` (values saved with torch.save) when given."""
     gen = torch.Generator().manual_seed(seed)
-    return [make_value(s, gen) for s in specs]
+    out = []
+    for s in specs:
+        value = make_value(s, gen) if s["kind"] != "unsupported" or real is None else None
+        if real is not None and "real_index" in s:
+            value = real[s["real_index"]]
+        out.append(value)
+    return out
 
 
 def clone_inputs(values: list) -> list:

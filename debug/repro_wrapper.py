@@ -98,6 +98,7 @@ class _Snapshot:
         self.root = gm
         self.graph, _ = _copy_graph(gm.graph)
         self.specs = [input_specs.value_spec(v) for v in example_inputs]
+        self.example_inputs = example_inputs
         self.compile_fn, self.stage = compile_fn, stage
         self.compile_id = logs.current_compile_id()
 
@@ -118,8 +119,10 @@ def write_repro(snap: _Snapshot, failure: Failure | None, *, is_accuracy: bool, 
         folder = run_dir.subdir("repro")
         specs = [input_specs.value_spec(v) for v in values] if values is not None else snap.specs
         real = None
-        if getattr(config.repro, "save_real_inputs", False) and values is not None:
+        if config.repro.save_real_inputs:
             real = "repro_inputs.pt"
+            values = values if values is not None else _real_or_generated(snap.example_inputs)
+            specs = [dict(spec, real_index=i) for i, spec in enumerate(specs)]
         kwargs = dict(stage=snap.stage, compiler=compiler_target(snap.compile_fn, snap.stage),
                       config=config.to_dict(), failure=failure, accuracy=is_accuracy, compile_id=cid,
                       real_inputs=real)

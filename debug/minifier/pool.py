@@ -32,13 +32,19 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _context(preload: list[str]):
+def _context(preload: list[str], warm_fake: bool = False):
     global _CONTEXT
     if _CONTEXT is None:
+        if warm_fake:
+            os.environ["TRACETORCH_MINIFY_WARM_FAKE"] = "1"  # read by debug.minifier.warmup
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(list(dict.fromkeys(
             ["torch", "debug.minifier.warmup", "debug.minifier.worker", *preload])))
         _CONTEXT = ctx
+        # Start the server now: it imports torch and the compiler in the background while the
+        # caller prepares its first candidates.
+        from multiprocessing import forkserver
+        forkserver.ensure_running()
     return _CONTEXT
 
 
@@ -67,11 +73,11 @@ def _tail(path: str, limit: int = 4000) -> str:
 
 class CandidatePool:
     def __init__(self, jobs: int | None = None, timeout: float = 60.0, preload: list[str] | None = None,
-                 options: dict | None = None):
+                 options: dict | None = None, warm_fake: bool = False):
         self.jobs = max(1, jobs or available_cores())
         self.timeout = timeout
         self.options = dict(options or {})
-        self.ctx = _context(preload or [])
+        self.ctx = _context(preload or [], warm_fake)
         self.tmpdir = tempfile.mkdtemp(prefix="tracetorch_minify_")
         self.started = 0   # candidate processes launched (the "candidates tried" count)
 

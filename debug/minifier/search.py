@@ -64,7 +64,7 @@ def _annotate_specs(gm: fx.GraphModule, input_specs_list: list, seed: int, real_
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for node, spec in zip(placeholders, input_specs_list):
         node.meta[edits.SPEC] = spec
-    args = real_inputs if real_inputs is not None else input_specs.make_inputs(input_specs_list, seed)
+    args = input_specs.make_inputs(input_specs_list, seed, real=real_inputs)
 
     class Recorder(fx.Interpreter):
         def run_node(self, n):
@@ -100,24 +100,29 @@ class Minifier:
         self.successes = 0
         self.strategy = "sanity check"
 
+        # The pool first: its forkserver warms up (imports torch, the compiler) while we load.
+        module = ns["COMPILER"].partition(":")[0]
+        self.pool = CandidatePool(jobs=options.jobs, timeout=options.timeout or 600.0,
+                                  preload=["compiler", module],
+                                  options={"accuracy": self.accuracy, "seed": self.seed},
+                                  warm_fake=ns.get("STAGE") == "frontend")
         from debug.candidate import apply_config, load_real
         apply_config(ns.get("CONFIG"))
         real, state = load_real(ns, script_path)
+        # Candidates live elsewhere (checkpoints/): they name the saved values by absolute path.
+        self.real_path = (os.path.join(os.path.dirname(self.script_path), ns["REAL_INPUTS"])
+                          if ns.get("REAL_INPUTS") else None)
         self.gm = graph_code.load_graph_module(ns, self.seed, state)
         _annotate_specs(self.gm, ns["INPUTS"], self.seed, real)
         self.initial_nodes = graph_code.count_nodes(self.gm.graph)
         self.current = self.gm.graph
-        module = ns["COMPILER"].partition(":")[0]
-        self.pool = CandidatePool(jobs=options.jobs, timeout=options.timeout or 600.0,
-                                  preload=["compiler", module],
-                                  options={"accuracy": self.accuracy, "seed": self.seed})
 
     # -- scripts -------------------------------------------------------------------------------
     def render(self, graph: fx.Graph, title: str = "repro_minified") -> str:
         text, _ = repro_writer.render_script(
             self.gm, graph, edits.placeholder_specs(graph), stage=self.ns.get("STAGE", "backend"),
             compiler=self.ns["COMPILER"], config=self.ns.get("CONFIG", {}), failure=self.target,
-            accuracy=self.accuracy, seed=self.seed, title=title)
+            accuracy=self.accuracy, seed=self.seed, title=title, real_inputs=self.real_path)
         return text
 
     def nodes(self, graph=None) -> int:
@@ -247,8 +252,9 @@ class Minifier:
             self.target = seen
         hits = sum(1 for r in results if self.interesting(r) and self.target is not None)
         if self.opts.timeout is None:
+            from compiler import config
             slowest = max((r.seconds for r in results if r), default=10.0)
-            self.pool.timeout = max(30.0, 4 * slowest)
+            self.pool.timeout = max(float(config.repro.timeout), 4 * slowest)
         if hits == len(results):
             return None
         seen = "; ".join(r.failure.headline() if r and r.failure else "passed" for r in results)

@@ -6,6 +6,8 @@ computes torch's table of overridable methods, ~30 ms), the repro loader. Only t
 here, never tensor kernels, so forking stays safe for OpenMP thread pools.
 """
 
+import os
+
 import torch
 import torch.fx
 
@@ -21,16 +23,18 @@ class _Tiny(torch.nn.Module):
 
 torch.fx.symbolic_trace(_Tiny())
 
-# Our compiler's own modules, and the fake-tensor machinery its aot stage uses (whose first
-# construction imports a large part of torch: seconds per candidate if left to each one).
+# Our compiler's own modules, and, when candidates will run the aot stage (frontend-stage
+# repros), the fake-tensor machinery it uses: its first construction imports a large part of
+# torch, seconds per candidate if left to each one, wasted startup time if never needed.
 for _name in ("compiler.backend", "compiler.backend.compile", "compiler.aot", "compiler.backends"):
     try:
         __import__(_name)
     except Exception:  # a part under construction must not break the minifier
         pass
-try:
-    from torch._subclasses.fake_tensor import FakeTensorMode
+if os.environ.get("TRACETORCH_MINIFY_WARM_FAKE") == "1":  # set by the pool for frontend-stage repros
+    try:
+        from torch._subclasses.fake_tensor import FakeTensorMode
 
-    FakeTensorMode()
-except Exception:
-    pass
+        FakeTensorMode()
+    except Exception:
+        pass

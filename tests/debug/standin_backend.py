@@ -35,3 +35,27 @@ def buggy_compile(gm: fx.GraphModule, example_inputs):
             new = g.call_function(torch.add, (new, 1))
         env[node] = new
     return fx.GraphModule(gm, g).forward
+
+
+def flaky_compile(gm: fx.GraphModule, example_inputs):
+    """Fails on every other call across processes (a counter file named by FLAKY_COUNTER):
+    a failure that does not repeat."""
+    import os
+
+    path = os.environ["FLAKY_COUNTER"]
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b".")  # one byte per call; appends are atomic across processes
+    finally:
+        os.close(fd)
+    if os.path.getsize(path) % 2 == 1 and any(_is_relu(n) for n in gm.graph.nodes):
+        raise RuntimeError("standin: flaky relu failure")
+    return gm.forward
+
+
+def segfault_compile(gm: fx.GraphModule, example_inputs):
+    """Crashes the whole process (SIGSEGV) when the graph has a relu."""
+    if any(_is_relu(n) for n in gm.graph.nodes):
+        import ctypes
+        ctypes.string_at(0)
+    return gm.forward
