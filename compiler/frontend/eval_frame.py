@@ -351,8 +351,7 @@ def _metrics(cache, cid, start, t0, timer, entry, guard_set, reasons, fail) -> N
         "has_guarded_code": entry is not None,
         "dynamo_config": None,
     }
-    logs.trace_record("compilation_metrics", lambda: m)
-    logs.artifact("compile_metrics", lambda: m)
+    logs.artifact("compile_metrics", lambda: m)     # the trace carries it as compilation_metrics
     log.debug("frame_compiled" if fail is None else "frame_compile_failed", function=cache.name,
               compile_id=str(cid), graphs=m["graph_count"], graph_breaks=m["graph_break_count"],
               guards=m["guard_count"], time_s=m["entire_frame_compile_time_s"])
