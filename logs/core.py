@@ -22,8 +22,9 @@ from logs.settings import LogSettings
 from logs.trace_writer import TraceWriter, capture_stack, encode_payload
 
 class _Everything:
-    """Stands in for _ON while some consumer (a trace, a debug sink) wants every name: every
-    name but the per-instruction ones (registry.CHATTY), which must be asked for by name."""
+    """Stands in for _ON while some consumer (a trace, a debug sink) wants every name. The
+    per-instruction ones (registry.CHATTY) are left out while only traces want everything:
+    they must be named (TRACE_LOGS, or a sink asking for them or for "all")."""
 
     def __init__(self, named=frozenset()):
         self.named = named            # chatty names asked for by the console or a sink
@@ -45,7 +46,7 @@ class SinkEntry:
     artifacts: object                 # None (console's), "all", or a set of names
 
     def wants_artifact(self, name: str) -> bool:
-        if self.artifacts == "all" and name not in registry.CHATTY:
+        if self.artifacts == "all":
             return True
         if isinstance(self.artifacts, (set, frozenset)) and name in self.artifacts:
             return True
@@ -64,6 +65,7 @@ class _State:
     from_env: bool = False                              # TRACE_LOGS was set: set_logs is ignored
     foreign_handlers: list = field(default_factory=list)
     refresh_hooks: list = field(default_factory=list)
+    trace_chatty: frozenset = frozenset()               # per-instruction artifacts named somewhere
 
 
 _state = _State()
@@ -114,7 +116,7 @@ def _emit_artifact(name, payload_fn, fields, frame) -> None:
                   art.component if art else "trace", art.component if art else "")
     if name in _state.console_artifacts:
         console_write(event)
-    if _state.traces:
+    if _state.traces and (name not in registry.CHATTY or name in _state.trace_chatty):
         from logs.trace_keys import envelope_for
         key, metadata, body = envelope_for(name, payload, fields)
         text = encode_payload(body)
@@ -180,6 +182,9 @@ def refresh() -> None:
         if isinstance(s.artifacts, (set, frozenset)):
             on |= s.artifacts
     everything = bool(_state.traces) or any(s.artifacts == "all" for s in _state.sinks)
+    _state.trace_chatty = frozenset(on & registry.CHATTY)    # named: these go to traces too
+    if any(s.artifacts == "all" for s in _state.sinks):
+        on |= registry.CHATTY
     _ON = _Everything(frozenset(on)) if everything else frozenset(on)
     _apply_foreign(_state.settings)
     for hook in list(_state.refresh_hooks):

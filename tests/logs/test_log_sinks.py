@@ -115,13 +115,16 @@ def test_a_failing_payload_builder_warns_and_does_not_raise_into_the_compiler(fr
     assert events[0].payload == "<payload of guards could not be built: ValueError: cannot render>"
 
 
-def test_per_instruction_artifacts_only_when_named(fresh_logs, tmp_path):
-    events = []
-    logs.add_sink(events.append)                       # artifacts="all"
-    logs.open_trace(str(tmp_path / "t.log"))
+def test_per_instruction_artifacts_only_when_named_or_asked_for_by_a_sink(fresh_logs, tmp_path):
+    trace = tmp_path / "t.log"
+    logs.open_trace(str(trace))
     assert logs.enabled("graph_break") and not logs.enabled("trace_bytecode")
+    events = []
+    logs.add_sink(events.append)                       # artifacts="all": every name
     logs.artifact("trace_bytecode", lambda: "TRACE LOAD_FAST x")
-    assert events == []
+    logs.artifact("graph_break", lambda: {"reason": "r"})
+    assert [e.name for e in events] == ["trace_bytecode", "graph_break"]
+    assert "LOAD_FAST" not in trace.read_text() and "graph_break" in trace.read_text()        # not named: kept out of the trace
     logs.set_logs(trace_bytecode=True)
-    logs.artifact("trace_bytecode", lambda: "TRACE LOAD_FAST x")
-    assert [e.name for e in events] == ["trace_bytecode"]
+    logs.artifact("trace_bytecode", lambda: "TRACE LOAD_FAST y")
+    assert "LOAD_FAST y" in trace.read_text()
