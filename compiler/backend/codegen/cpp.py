@@ -169,10 +169,14 @@ class CppCodegen(KernelCodegen):
         # collapse(2) only when a third loop remains to be the vectorised innermost one
         n_par = 2 if (n >= 3 or (n == 2 and group.reduction_ranges)) else 1
         collapse = f" collapse({n_par})" if n_par > 1 else ""
-        out.append(f"    #pragma omp parallel for{collapse} {cond}")
+        pointwise = not group.reduction_ranges
+        # the innermost loop of a pointwise kernel is a SIMD loop (no loop-carried dependencies)
+        simd = " simd" if pointwise and n == 1 else ""
+        cond = cond.replace("if(", "if(parallel: ")
+        out.append(f"    #pragma omp parallel for{simd}{collapse} {cond}")
         for i, (x, size) in enumerate(zip(xs, group.ranges)):
-            if i == n - 1 and i >= n_par and not group.reduction_ranges:
-                out.append("    " * depth + "#pragma GCC ivdep")
+            if i == n - 1 and i >= n_par and pointwise:
+                out.append("    " * depth + "#pragma omp simd")
             out.append("    " * depth + f"for (int64_t {x} = 0; {x} < {cpp_index(size)}; {x}++) {{")
             depth += 1
         out += ["    " * depth + line for line in body]
@@ -234,16 +238,21 @@ class CppCodegen(KernelCodegen):
             if rt in ("argmax", "argmin"):
                 out.append(f"int64_t {acc}_idx = 0;")
             accs[node.name] = (acc, adt)
-        # loop header(s)
-        simd = all(group.kinds[n.name] != ir.NODE_REDUCTION or n.data.reduction_type == "sum" for n in nodes)
-        sums = [accs[n.name][0] for n in nodes if n.name in accs]
+        # loop header(s): a SIMD loop unless an arg-reduction needs the first index in order
+        clause_op = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "||", "all": "&&"}
+        red_nodes = [n for n in nodes if n.name in accs]
+        simd = all(n.data.reduction_type in clause_op for n in red_nodes)
+        clauses = {}
+        for n in red_nodes:
+            clauses.setdefault(clause_op.get(n.data.reduction_type, "?"), []).append(accs[n.name][0])
+            if n.data.reduction_type in ("max", "min") and accs[n.name][1].is_floating_point:
+                out.append(f"int {accs[n.name][0]}_nan = 0;")
+                clauses.setdefault("|", []).append(f"{accs[n.name][0]}_nan")
         loop_open = []
         for i, (r, size) in enumerate(zip(rs, group.reduction_ranges)):
-            if i == len(rs) - 1:
-                if simd and sums:
-                    loop_open.append(f"#pragma omp simd reduction(+:{', '.join(sums)})")
-                elif not sums:
-                    loop_open.append("#pragma GCC ivdep")
+            if i == len(rs) - 1 and simd:
+                loop_open.append("#pragma omp simd" + "".join(f" reduction({op}:{', '.join(v)})"
+                                                              for op, v in clauses.items()))
             loop_open.append("    " * i + f"for (int64_t {r} = 0; {r} < {cpp_index(size)}; {r}++) {{")
         out += loop_open
         k.push()
@@ -264,10 +273,11 @@ class CppCodegen(KernelCodegen):
                 k.code.append(f"{acc} += {v};")
             elif rt == "prod":
                 k.code.append(f"{acc} *= {v};")
-            elif rt == "max":
-                k.code.append(f"{acc} = tt_max({acc}, {v});")
-            elif rt == "min":
-                k.code.append(f"{acc} = tt_min({acc}, {v});")
+            elif rt in ("max", "min"):
+                # NaN propagates through a flag so that the loop stays a plain (vectorisable) max/min
+                cmp = ">" if rt == "max" else "<"
+                nan = f" {acc}_nan |= (tt_v != tt_v);" if adt.is_floating_point else ""
+                k.code.append(f"{{ auto tt_v = {v}; {acc} = (tt_v {cmp} {acc}) ? tt_v : {acc};{nan} }}")
             elif rt == "any":
                 k.code.append(f"{acc} = {acc} || ({v});")
             elif rt == "all":
@@ -282,6 +292,10 @@ class CppCodegen(KernelCodegen):
         out += [pad + line for line in inner]
         for i in reversed(range(len(rs))):
             out.append("    " * i + "}")
+        for node in nodes:
+            if node.name in accs and node.data.reduction_type in ("max", "min") and accs[node.name][1].is_floating_point:
+                acc, adt = accs[node.name]
+                out.append(f"if ({acc}_nan) {acc} = std::numeric_limits<{ctype(adt)}>::quiet_NaN();")
         # store reduction results (or keep them in locals)
         k.code = []
         for node in nodes:
@@ -301,7 +315,8 @@ def cpp_module_prelude(kernels: list[GeneratedKernel]) -> str:
     each kernel name (one compiler run per graph; cached on disk by source hash)."""
     if not kernels:
         return ""
-    src = cpp_ops.PRELUDE + "\n\n" + "\n\n".join(k.source for k in kernels)
+    from compiler.backend.runtime.cpp_build import simd_math_declarations
+    src = cpp_ops.PRELUDE + simd_math_declarations() + "\n\n" + "\n\n".join(k.source for k in kernels)
     kinds = {k.name: "".join("i" if a in k.launch.get("size_args", ()) else "p" for a in k.call_args)
              for k in kernels}
     lines = ["cpp_source = r'''" + src + "\n'''",

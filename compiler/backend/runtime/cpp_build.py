@@ -43,12 +43,51 @@ def _compiler_version(cxx: str) -> str:
     return _cxx_version[cxx]
 
 
+_MVEC_CANDIDATES = ("sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh exp exp2 expm1 log log2 "
+                    "log10 log1p erf erfc pow atan2 hypot").split()
+_mvec: list | None = None
+
+
+def libmvec_functions() -> list[str]:
+    """Math functions glibc's libmvec has vector versions of (so loops calling them vectorise)."""
+    global _mvec
+    if _mvec is None:
+        _mvec = []
+        try:
+            lib = ctypes.CDLL("libmvec.so.1")
+        except OSError:
+            return _mvec
+        for name in _MVEC_CANDIDATES:
+            arity = "vv" if name in ("pow", "atan2", "hypot") else "v"
+            if all(hasattr(lib, sym) for sym in (f"_ZGVbN4{arity}_{name}f", f"_ZGVbN2{arity}_{name}")):
+                _mvec.append(name)
+    return _mvec
+
+
+def simd_math_declarations() -> str:
+    """C declarations marking libmvec's functions as having SIMD versions (what glibc's math.h
+    does only under -ffast-math, which we avoid: it breaks NaN/inf semantics)."""
+    lines = []
+    for name in libmvec_functions():
+        n = 2 if name in ("pow", "atan2", "hypot") else 1
+        for t, suffix in (("float", "f"), ("double", "")):
+            params = ", ".join([t] * n)
+            lines.append(f'__attribute__((__simd__("notinbranch"))) {t} {name}{suffix}({params});')
+    if not lines:
+        return ""
+    return 'extern "C" {\n' + "\n".join(lines) + "\n}\n"
+
+
 def compile_command(src: str, out: str) -> list[str]:
     cxx = config.cpp.cxx
-    cmd = [cxx, "-shared", "-fPIC", "-std=c++17", "-w", *config.cpp.extra_flags]
+    # -fno-math-errno: math calls may be vectorised/inlined (torch never reads errno)
+    cmd = [cxx, "-shared", "-fPIC", "-std=c++17", "-w", "-fno-math-errno", *config.cpp.extra_flags]
     if config.cpp.openmp:
         cmd.append("-fopenmp")
-    return cmd + [src, "-o", out]
+    cmd += [src, "-o", out]
+    if libmvec_functions():
+        cmd.append("-lmvec")
+    return cmd
 
 
 def source_key(source: str) -> str:
