@@ -60,6 +60,7 @@ class JointGraph:
     out_spec: Any                     # pytree spec of the original function's output
     leaf_kinds: list                  # per original output leaf: ("graph", i) | ("alias", k) | ("const", v)
     aliased: list[AliasedOutput]
+    module_state: frozenset = frozenset()   # primal indices that are parameters/buffers
 
     @property
     def num_forward_outputs(self) -> int:

@@ -44,7 +44,7 @@ class Partition:
     saved: list[str]            # names of the saved joint-graph nodes, in forward-output order
     recomputed: list[str]       # nodes both graphs compute (the backward recomputes them
                                 # instead of loading a saved copy)
-    saved_bytes: int
+    saved_bytes: int            # bytes of saved values (parameters/buffers count 0: kept anyway)
     baseline_bytes: int         # what the "default" (save everything) partition would save
     strategy: str
 
@@ -181,6 +181,14 @@ def _ancestors(roots, stop=frozenset()) -> set:
     return seen
 
 
+def free_to_save(joint: JointGraph) -> set:
+    """Parameters and buffers stay alive with their module anyway: saving one costs no memory
+    (unless it is mutated, when the pre-mutation value must be copied)."""
+    primals = [n for n in joint.graph.graph.nodes if n.op == "placeholder"][:joint.num_primals]
+    mutated = {primals[i] for i in joint.mutated_inputs}
+    return {primals[i] for i in joint.module_state if primals[i] not in mutated}
+
+
 def _choose_saved(joint: JointGraph, strategy: str, recompute_pointwise: bool):
     nodes = list(joint.graph.graph.nodes)
     placeholders = [n for n in nodes if n.op == "placeholder"]
@@ -205,14 +213,16 @@ def _choose_saved(joint: JointGraph, strategy: str, recompute_pointwise: bool):
                 if any(u in tangent_dependent for u in n.users) or n in bw_outs]
     if strategy == "default":
         return baseline, baseline, tangent_dependent
+    free = free_to_save(joint)
     net = FlowNetwork()
     for n in candidates:
-        weight = node_bytes(n)
+        weight = 0 if n in free else node_bytes(n)
         if n.op == "placeholder":
             net.add_edge("source", (n, "in"), INF)
         elif not is_recomputable(n, recompute_pointwise):
             net.add_edge("source", (n, "in"), INF)
         net.add_edge((n, "in"), (n, "out"), INF if weight is None else max(weight, 1))
+        # (a free value still costs 1, so that among equal cuts the one saving fewer wins)
         for u in n.users:
             if u in candidate_set:
                 net.add_edge((n, "out"), (u, "in"), INF)
@@ -285,7 +295,8 @@ def partition_joint(joint: JointGraph, strategy: str = "min_cut",
     root = joint.graph
     fw_gm = fx.GraphModule(root, fwd, "ForwardGraph")
     bw_gm = fx.GraphModule(root, bwd, "BackwardGraph")
-    size = lambda ns: sum(node_bytes(n) or 0 for n in ns)  # noqa: E731
+    free = free_to_save(joint)
+    size = lambda ns: sum(node_bytes(n) or 0 for n in ns if n not in free)  # noqa: E731
     return Partition(forward=fw_gm, backward=bw_gm, saved=[s.name for s in saved],
                      recomputed=recomputed, saved_bytes=size(saved), baseline_bytes=size(baseline),
                      strategy=strategy)

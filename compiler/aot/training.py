@@ -109,6 +109,9 @@ def _compile(gm, example_inputs, fw_compiler, bw_compiler, decompositions, name)
         raise
     except Exception as exc:   # the captured graph runs in eager, so eager is a safe fallback
         raise TrainingUnsupported(f"joint tracing failed: {type(exc).__name__}: {exc}") from exc
+    # parameters/buffers: lifted ones, and those the frontend passes as graph inputs
+    joint.module_state = frozenset(range(k)) | frozenset(
+        k + i for i, x in enumerate(example_inputs) if isinstance(x, torch.nn.Parameter))
     logs.artifact("aot_joint_graph", lambda: _readable(joint.graph, name), graph="joint",
                   graph_name=name, filename="aot_joint_graph.py")
     part = partition_joint(joint, strategy=config.aot.partitioner,

@@ -160,3 +160,22 @@ def test_unsupported_graph_falls_back_with_reason():
         torch.testing.assert_close(ga, ra.grad)
     finally:
         logs.remove_sink(sink)
+
+
+def test_parameters_are_free_to_save_so_pointwise_on_them_is_recomputed():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(64, 64))
+
+        def forward(self, x):
+            return x @ (self.w * 2.0)              # backward needs w * 2 for x's gradient
+
+    x = torch.randn(4, 64, requires_grad=True)
+    f = aot_module_training(capture(Scaled()), [x], run_as_is)
+    part = f.runtime.backward_graph
+    saved = [n.name for n in part.graph.nodes if n.op == "placeholder"
+             and not n.name.startswith("tangents")]
+    assert "primals_1" in saved                  # the parameter itself, not the scaled copy
+    ops = {n.target for n in part.graph.nodes if n.op == "call_function"}
+    assert torch.ops.aten.mul.Tensor in ops      # w * 2 recomputed in the backward
