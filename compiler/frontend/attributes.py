@@ -51,8 +51,18 @@ def get_attr(tx, obj, name):
         return wrap(tx, value, source)
     if isinstance(obj, V.UserObjectVariable):
         return _object_attr(tx, obj, obj.value, name)
-    if isinstance(obj, V.NamedTupleVariable) and name in getattr(obj.tuple_cls, "_fields", ()):
-        return obj.items[obj.tuple_cls._fields.index(name)]
+    if isinstance(obj, V.NewObjectVariable):
+        if name in obj.attrs:
+            return obj.attrs[name]
+        if name == "__class__":
+            return V.ConstantVariable(obj.cls)
+        return _type_member(tx, obj, obj.cls, name)
+    if isinstance(obj, V.NamedTupleVariable):
+        fields = getattr(obj.tuple_cls, "_fields", None) or getattr(obj.tuple_cls, "__match_args__", ())
+        if name in fields:
+            return obj.items[list(fields).index(name)]
+    if isinstance(obj, V.ConstantVariable) and isinstance(obj.value, type):
+        return _type_attr(tx, obj, name)
     if isinstance(obj, V.ConstantVariable):
         value = obj.value
         attr = getattr(type(value), name, None)
@@ -69,6 +79,31 @@ def get_attr(tx, obj, name):
     if isinstance(obj, V.UserMethodVariable) and name == "__self__":
         return obj.obj
     raise Unsupported(f"attribute {name} of {obj!r}")
+
+
+def _type_attr(tx, cv, name):
+    """Attributes of a class: static/class methods, plain functions, constants."""
+    cls = cv.value
+    try:
+        static = inspect.getattr_static(cls, name)
+    except AttributeError:
+        raise Unsupported(f"class {cls.__name__} has no attribute {name}") from None
+    if isinstance(static, staticmethod) and isinstance(static.__func__, types.FunctionType):
+        return V.UserFunctionVariable(static.__func__)
+    if isinstance(static, classmethod) and isinstance(static.__func__, types.FunctionType):
+        return V.UserMethodVariable(static.__func__, cv)
+    if isinstance(static, types.FunctionType):
+        return V.UserFunctionVariable(static)
+    value = getattr(cls, name)
+    if isinstance(value, (int, float, str, bool, type(None), tuple, torch.dtype)) and type(value) in \
+            (int, float, str, bool, type(None), tuple, torch.dtype):
+        if cv.source is not None:
+            tx.output.add_guard(AttrSource(cv.source, name), "CONSTANT_MATCH", value)
+        return V.ConstantVariable(value)
+    if is_torch_object(cls):
+        from compiler.frontend.builder import _wrap_foreign
+        return _wrap_foreign(tx, value)
+    raise Unsupported(f"attribute {name} of class {cls.__name__}")
 
 
 def _tensor_attr(tx, t, name):
@@ -120,6 +155,25 @@ def _object_attr(tx, ov, value, name):
     return _class_attr(tx, ov, value, name, AttrSource(ov.source, name))
 
 
+def _type_member(tx, obj_var, cls, name):
+    try:
+        static = inspect.getattr_static(cls, name)
+    except AttributeError:
+        raise Unsupported(f"{cls.__name__} has no attribute {name}") from None
+    if isinstance(static, types.FunctionType):
+        return V.UserMethodVariable(static, obj_var)
+    if isinstance(static, property) and isinstance(static.fget, types.FunctionType):
+        from compiler.frontend.inline import inline_call
+        return inline_call(tx, V.UserFunctionVariable(static.fget), [obj_var], {})
+    if isinstance(static, staticmethod) and isinstance(static.__func__, types.FunctionType):
+        return V.UserFunctionVariable(static.__func__)
+    if isinstance(static, classmethod) and isinstance(static.__func__, types.FunctionType):
+        return V.UserMethodVariable(static.__func__, V.ConstantVariable(cls))
+    if type(static) in (int, float, str, bool, type(None), tuple):
+        return V.ConstantVariable(static)
+    raise Unsupported(f"class attribute {name} of {cls.__name__}")
+
+
 def _class_attr(tx, obj_var, value, name, src):
     cls = type(value)
     try:
@@ -144,6 +198,9 @@ def _class_attr(tx, obj_var, value, name, src):
 
 
 def store_attr(tx, obj, name, value):
+    if isinstance(obj, V.NewObjectVariable):
+        obj.attrs[name] = value        # a new object: no side effect to replay
+        return
     if isinstance(obj, V.TensorVariable):
         raise Unsupported(f"setting Tensor.{name}")
     if isinstance(obj, V.NNModuleVariable):

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import builtins
+import functools
+import inspect
 import math
 import operator
+import types
 
 import torch
 
@@ -227,7 +230,33 @@ def call_type(tx, cls, args, kwargs):
         if len(fields) != len(cls._fields):
             raise Unsupported(f"namedtuple {cls.__name__} with defaults")
         return V.NamedTupleVariable(fields, cls)
+    if cls is functools.partial and args:
+        return V.PartialVariable(args[0], args[1:], kwargs)
+    if _plain_class(cls):
+        obj = V.NewObjectVariable(cls)
+        init = inspect.getattr_static(cls, "__init__", object.__init__)
+        if isinstance(init, types.FunctionType):
+            from compiler.frontend.inline import inline_call
+            inline_call(tx, V.UserFunctionVariable(init), [obj] + list(args), kwargs)
+        elif args or kwargs:
+            raise Unsupported(f"creating {cls.__qualname__} with arguments but no Python __init__")
+        return obj
     raise Unsupported(f"creating an instance of {cls.__qualname__} (opaque object)")
+
+
+def _plain_class(cls):
+    """A class whose instances we can model as an attribute dict."""
+    if not isinstance(cls, type) or cls.__module__ in ("builtins",) or issubclass(cls, torch.nn.Module):
+        return False
+    if type(cls) is not type or hasattr(cls, "__slots__") and cls.__slots__:
+        return False
+    for name, base_impl in (("__new__", object.__new__), ("__setattr__", object.__setattr__),
+                            ("__getattribute__", object.__getattribute__)):
+        if getattr(cls, name) is not base_impl:
+            return False
+    if hasattr(cls, "__getattr__") or issubclass(cls, BaseException) or issubclass(cls, torch.Tensor):
+        return False
+    return all(b.__module__ != "builtins" or b is object for b in cls.__mro__)
 
 
 def call_method(tx, obj, name, args, kwargs):

@@ -6,6 +6,7 @@ guards make that valid); tensors and symbolic sizes go into the graph; anything 
 """
 from __future__ import annotations
 
+import functools
 import operator
 
 import torch
@@ -332,6 +333,20 @@ def call_function(tx, fn, args, kwargs):
         return V.ConstantVariable(None)
     if isinstance(fn, V.ConstantVariable) and isinstance(fn.value, type):
         return builtin_calls.call_type(tx, fn.value, args, kwargs)
+    if isinstance(fn, V.PartialVariable):
+        return call_function(tx, fn.fn, fn.args + list(args), {**fn.kwargs, **kwargs})
+    if isinstance(fn, V.UserObjectVariable) and isinstance(fn.value, functools.partial) \
+            and type(fn.value) is functools.partial:
+        from compiler.frontend.builder import wrap
+        from compiler.frontend.source import AttrSource
+        p = fn.value
+        inner = wrap(tx, p.func, AttrSource(fn.source, "func"))
+        pargs = wrap(tx, p.args, AttrSource(fn.source, "args"))
+        pkw = wrap(tx, p.keywords, AttrSource(fn.source, "keywords"))
+        return call_function(tx, inner, pargs.items + list(args), {**pkw.items, **kwargs})
+    if isinstance(fn, V.NewObjectVariable):
+        from compiler.frontend.attributes import get_attr
+        return call_function(tx, get_attr(tx, fn, "__call__"), args, kwargs)
     if isinstance(fn, V.UserObjectVariable):
         call = getattr(type(fn.value), "__call__", None)
         import types as _t

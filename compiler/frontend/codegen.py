@@ -7,6 +7,7 @@ sources and constants. In parallel it writes a readable Python rendering of what
 """
 from __future__ import annotations
 
+import functools
 import types
 
 import torch
@@ -152,6 +153,38 @@ class PyCodegen:
             text = self.reconstruct(var.obj, side_effects)
             self.call(2)
             return f"{text}.{var.fn.__name__}"
+        if isinstance(var, V.NewObjectVariable):
+            key = id(var)
+            if key in self._built:
+                self.emit("LOAD_FAST", self._built[key])
+                return self._built[key]
+            name = self.new_tmp()
+            self._built[key] = name
+            self.emit("PUSH_NULL")
+            self.emit("LOAD_CONST", object.__new__)
+            self.emit("LOAD_CONST", var.cls)
+            self.call(1)
+            self.emit("STORE_FAST", name)
+            self.lines.append(f"{name} = object.__new__({var.cls.__qualname__})")
+            for attr, value in var.attrs.items():
+                text = self.reconstruct(value, side_effects)
+                self.emit("LOAD_FAST", name)
+                self.emit("STORE_ATTR", attr)
+                self.lines.append(f"{name}.{attr} = {text}")
+            self.emit("LOAD_FAST", name)
+            return name
+        if isinstance(var, V.PartialVariable):
+            self.emit("PUSH_NULL")
+            self.emit("LOAD_CONST", functools.partial)
+            parts = [self.reconstruct(var.fn, side_effects)]
+            parts += [self.reconstruct(a, side_effects) for a in var.args]
+            self.emit("BUILD_TUPLE", 1 + len(var.args))
+            for k, v in var.kwargs.items():
+                self.emit("LOAD_CONST", k)
+                parts.append(f"{k}={self.reconstruct(v, side_effects)}")
+            self.emit("BUILD_MAP", len(var.kwargs))
+            self.emit("CALL_FUNCTION_EX", 1)
+            return f"functools.partial({', '.join(parts)})"
         if isinstance(var, V.NestedFunctionVariable):
             if var.closure or var.kwdefaults is not None:
                 raise Unsupported("cannot rebuild a closure created in the traced frame")
@@ -263,6 +296,10 @@ def collect_graph_values(values, out, seen=None):
             collect_graph_values([v.obj], out, seen)
         elif isinstance(v, V.UserMethodVariable):
             collect_graph_values([v.obj], out, seen)
+        elif isinstance(v, V.NewObjectVariable):
+            collect_graph_values(list(v.attrs.values()), out, seen)
+        elif isinstance(v, V.PartialVariable):
+            collect_graph_values([v.fn] + v.args + list(v.kwargs.values()), out, seen)
         elif isinstance(v, V.CellVariable) and v.contents is not None:
             collect_graph_values([v.contents], out, seen)
     return out

@@ -44,7 +44,9 @@ def inline_call(tx, fn, args, kwargs, callee=None):
         code = fn.code
         f_globals = fn.globals
         name = fn.qualname
-    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+    generator = bool(code.co_flags & inspect.CO_GENERATOR) and code.co_name == "<genexpr>"
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR) \
+            and not generator:
         raise Unsupported(f"call to generator/coroutine function {name}")
     symbolic_locals = bind_args(tx, fn, code, args, kwargs)
     cells = {}    # cellvars are made by the callee's own MAKE_CELL instructions
@@ -52,9 +54,14 @@ def inline_call(tx, fn, args, kwargs, callee=None):
         cells[name_] = _free_var(tx, fn, i, name_)
     child = Tracer(tx.ctx, code, f_globals, symbolic_locals, cells, parent=tx, fn_name=name)
     child.callee = callee if callee is not None else fn
+    if generator:
+        # a generator expression is run to completion: its items become a known iterator
+        child.generated = []
     try:
         child.run()
     except ReturnValue as r:
+        if generator:
+            return V.IteratorVariable(child.generated)
         return r.value
     except Unsupported as e:
         e.user_stack.insert(0, child.user_frame())

@@ -514,6 +514,18 @@ class Tracer:
         self.push(V.ContextExitVariable(ctx))
         self.push(V.ConstantVariable(None))
 
+    # ---- generator expressions (run to completion by inline.py) ----------------------------
+    def RETURN_GENERATOR(self, inst):
+        if getattr(self, "generated", None) is None:
+            raise Unsupported("generator function")
+        self.push(V.ConstantVariable(None))
+
+    def YIELD_VALUE(self, inst):
+        if getattr(self, "generated", None) is None:
+            raise Unsupported("yield outside a generator expression")
+        self.generated.append(self.pop())
+        self.push(V.ConstantVariable(None))     # the value sent in
+
     # ---- returns --------------------------------------------------------------------------
     def RETURN_VALUE(self, inst):
         raise ReturnValue(self.pop())

@@ -110,6 +110,8 @@ class OutputGraph:
         except Exception as e:  # data-dependent output, or a user error eager will raise
             raise Unsupported(f"{_target_name(target)} failed on fake tensors "
                               f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+        if _has_unbacked(example):
+            raise Unsupported(f"{_target_name(target)} has a data-dependent output shape")
         node = self.graph.create_node(kind, target, node_args, node_kwargs)
         node.meta["example_value"] = example
         self.op_count += 1
@@ -164,6 +166,14 @@ class OutputGraph:
         except TypeError:
             exprs = self.shape_env.produce_guards(self.input_fakes, sources)
         return [Guard(e, "SYMBOLIC", e, self.location) for e in exprs]
+
+
+def _has_unbacked(example) -> bool:
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    try:
+        return bool(free_unbacked_symbols(example))
+    except Exception:
+        return False
 
 
 def tensor_expected(t: torch.Tensor, dynamic_dims) -> dict:

@@ -336,6 +336,34 @@ class UserObjectVariable(Variable):
         return f"Object({type(self.value).__name__} @ {self.source.name() if self.source else '?'})"
 
 
+class NewObjectVariable(Variable):
+    """An instance of a plain Python class created while tracing (its __init__ inlined);
+    attributes live here, and it is rebuilt with object.__new__ + setattr if it escapes."""
+
+    def __init__(self, cls, attrs=None):
+        self.cls = cls
+        self.attrs = dict(attrs or {})
+
+    def python_type(self):
+        return self.cls
+
+    def __repr__(self):
+        return f"New({self.cls.__name__})"
+
+
+class PartialVariable(Variable):
+    """functools.partial(fn, *args, **kwargs) created while tracing."""
+
+    def __init__(self, fn, args, kwargs):
+        self.fn = fn
+        self.args = list(args)
+        self.kwargs = dict(kwargs)
+
+    def python_type(self):
+        import functools
+        return functools.partial
+
+
 class GradModeVariable(Variable):
     """torch.no_grad() / enable_grad() / set_grad_enabled(b): a context manager (and, for
     set_grad_enabled, an immediate switch) that records the grad mode change in the graph."""

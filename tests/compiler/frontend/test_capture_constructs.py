@@ -1,6 +1,7 @@
 """capture_frame on the constructs of issue 3, item 1: each result is compared with eager,
 and each program is expected to be captured in ONE graph with no graph break."""
 import collections
+import functools
 import math
 
 import pytest
@@ -226,9 +227,41 @@ def default_arg(x, y, n=3, flag=True):
     return x * n if flag else y
 
 
+class Acc:
+    SCALE = 2
+
+    def __init__(self, s):
+        self.s = s
+        self.items = []
+
+    def add(self, t):
+        self.items.append(t * self.s * self.SCALE)
+        return self
+
+    @staticmethod
+    def twice(t):
+        return t * 2
+
+    @classmethod
+    def make(cls, s):
+        return cls(s)
+
+
+def objects_and_partials(x, y):
+    acc = Acc.make(3).add(x).add(Acc.twice(y))
+    g = functools.partial(torch.add, alpha=2)
+    return acc.items, g(x, y), acc.s, sum(t.sum() for t in acc.items)
+
+
+def return_types(x, y):
+    r = torch.max(x, dim=1)
+    v, i = torch.sort(y, dim=0)
+    return r.values + r.indices, v, i
+
+
 PROGRAMS = [arith, inplace, torch_fns, shapes, constants, containers, unpacking, loops,
             comprehensions, branches, calls, closures, modules, grad_modes, fstrings, slicing,
-            attributes, default_arg]
+            attributes, default_arg, objects_and_partials, return_types]
 
 
 @pytest.mark.parametrize("fn", PROGRAMS, ids=lambda f: f.__name__)
