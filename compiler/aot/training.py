@@ -145,13 +145,17 @@ def _meta(t):
 def _make_runner(gm, joint: JointGraph, runtime: TrainingRuntime, access: _ParamAccess,
                  example_inputs) -> Callable:
     leaf_kinds, aliased, spec = joint.leaf_kinds, joint.aliased, joint.out_spec
-    expected = [_meta(x) for x in example_inputs]
+    # Graphs are specialised to the traced sizes/strides. The frontend guards on them; this
+    # check keeps a direct caller correct too. Parameters are skipped (a module cannot change
+    # a parameter's shape without the frontend seeing a different module): per-call cost stays
+    # proportional to the few activations, not to the many parameters.
+    checked = [i for i, x in enumerate(example_inputs) if not isinstance(x, torch.nn.Parameter)]
+    expected = [_meta(example_inputs[i]) for i in checked]
+    n_args = len(example_inputs)
     warned = set()
 
     def run(*args):
-        # the graphs are specialised to the traced sizes/strides (the frontend guards on them;
-        # this check keeps a direct caller correct too): anything else runs gm eagerly
-        if len(args) != len(expected) or any(_meta(a) != e for a, e in zip(args, expected)):
+        if len(args) != n_args or any(_meta(args[i]) != e for i, e in zip(checked, expected)):
             key = tuple(_meta(a) for a in args)
             if key not in warned:
                 warned.add(key)
