@@ -34,7 +34,7 @@ def run_demo(base: Path, echo=print) -> DemoResult:
            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH"))
                                          if p)}
     before = set(base.glob("run_*")) if base.is_dir() else set()
-    echo(f"running {DEMO.relative_to(REPO)} under TRACE_COMPILE_DEBUG=1 (debug folder in {base}) ...")
+    echo(f"running {DEMO.name} under TRACE_COMPILE_DEBUG=1 (debug folder in {base}) ...")
     try:
         proc = subprocess.run([sys.executable, str(DEMO)], env=env, cwd=str(REPO), text=True,
                               capture_output=True, timeout=TIMEOUT_S)
