@@ -116,8 +116,14 @@ class CppCodegen(KernelCodegen):
         xs = [ir.index_var("x", i) for i in range(len(group.ranges))]
         rs = [ir.index_var("r", i) for i in range(len(group.reduction_ranges))]
         body: list[str] = []
+        from compiler.backend.codegen import cpp_column
+        column = cpp_column.eligible(group)
         with ir.set_ops_handler(k.handler):
-            self._body(k, group, xs, rs, body)
+            if column:
+                loop_lines = cpp_column.loops(self, k, group, xs, rs)
+            else:
+                self._body(k, group, xs, rs, body)
+                loop_lines = self._loops(group, xs, body)
         params, call_args = self._params(group)
         header = provenance_comment(group.provenance, prefix="// ")
         lines = [f"// {group.name}: ranges={group.ranges} reduction_ranges={group.reduction_ranges}"]
@@ -125,7 +131,7 @@ class CppCodegen(KernelCodegen):
             lines.append(header)
         lines.append(f'extern "C" int {group.name}({", ".join(params)}) {{')
         lines.append("    int tt_status = 0;")
-        lines += self._loops(group, xs, body)
+        lines += loop_lines
         lines.append("    return tt_status;")
         lines.append("}")
         source = "\n".join(lines)
