@@ -109,8 +109,9 @@ def count_cuda_kernels(call):
     return n
 
 
-def count_our_kernels(fn):
-    """Kernels our backend generated while `fn` ran: counts the `kernel` events logs emits."""
+def count_our_kernels(fn, autotune_log=None):
+    """Kernels our backend generated while `fn` ran (the `kernel` events logs emits); the
+    `autotuning` decisions taken meanwhile are appended to autotune_log."""
     try:
         import logs
     except ImportError:
@@ -121,7 +122,9 @@ def count_our_kernels(fn):
     def sink(event):
         if event.name in counts:
             counts[event.name] += 1
-    logs.add_sink(sink, artifacts={"kernel", "kernel_code"})
+        elif event.name == "autotuning" and autotune_log is not None:
+            autotune_log.append(event.payload)
+    logs.add_sink(sink, artifacts={"kernel", "kernel_code", "autotuning"})
     try:
         fn()
     finally:
@@ -169,7 +172,9 @@ def run_workload(wl, dtype, args, copy_bw):
             t0 = time.perf_counter()
             box = []
             if variant.startswith("ours"):
-                row["kernels_generated"] = count_our_kernels(lambda: box.append(compiled(*inputs)))
+                row["autotuning"] = []
+                row["kernels_generated"] = count_our_kernels(lambda: box.append(compiled(*inputs)),
+                                                             row["autotuning"])
             else:
                 box.append(compiled(*inputs))
             out = box[0]

@@ -19,8 +19,8 @@ import tempfile
 import threading
 
 import logs
-from compiler.backend.runtime.triton_launch import (LaunchConfig, TritonKernel, kernel_dir,
-                                                    source_hash)
+from compiler.backend.runtime import triton_launch
+from compiler.backend.runtime.triton_launch import LaunchConfig, TritonKernel, source_hash
 
 log = logs.get_logger(__name__)
 
@@ -106,7 +106,7 @@ def _dedup(cfgs):
 # ------------------------------------------------------------------ the sweep
 
 def _cache_path(src_hash: str) -> str:
-    return os.path.join(kernel_dir(), "autotune", f"{src_hash[:40]}.json")
+    return os.path.join(triton_launch.kernel_dir(), "autotune", f"{src_hash[:40]}.json")
 
 
 def _load_disk(src_hash: str, bucket: tuple):

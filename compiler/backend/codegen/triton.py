@@ -25,6 +25,7 @@ import torch
 from compiler.backend import ir
 from compiler.backend.codegen.common import (CodegenUnsupported, GeneratedKernel, KernelCodegen,
                                              PythonIndexPrinter, provenance_comment)
+from compiler.backend.codegen import triton_online
 from compiler.backend.codegen.triton_ops import (TVar, TritonOpsHandler, compute_dtype,
                                                  triton_constant, tl_type)
 
@@ -48,6 +49,7 @@ class TritonKernelBuilder:
         self.group = group
         self.interpret = interpret
         self.status = False       # the kernel takes a tt_status pointer (testing.inject_relu_bug)
+        self.online: dict[str, str] = {}   # looped: sum node -> max node computed online with it
         self.xs = [ir.index_var("x", i) for i in range(len(group.ranges))]
         self.rs = [ir.index_var("r", i) for i in range(len(group.reduction_ranges))]
         self.xranges = [sympy.sympify(r) for r in group.ranges]
@@ -308,6 +310,7 @@ class TritonCodegen(KernelCodegen):
             k.store(node.name, node.store_index(xr), v, frozenset({X, R}))
 
     def _looped(self, k):
+        k.online = triton_online.online_pairs(k.group)
         block, block_reductions = [], set()
 
         def flush():
@@ -324,7 +327,8 @@ class TritonCodegen(KernelCodegen):
                     flush()
                 self._outer(k, node, frozenset({X}))
                 continue
-            if reads & block_reductions:
+            blocking = reads & block_reductions
+            if blocking and blocking != {k.online.get(node.name)}:
                 flush()
             block.append(node)
             if kind == ir.NODE_REDUCTION:
@@ -340,9 +344,18 @@ class TritonCodegen(KernelCodegen):
         k.in_rloop = True
         k.line("rindex = roffset + tl.arange(0, RBLOCK)[None, :]")
         k.line("rmask = rindex < rnumel")
+        names = {n.name for n in nodes}
+        online = {b: a for b, a in k.online.items() if b in names and a in names}
+        partner = {a: b for b, a in online.items()}
         for node in nodes:
             if k.group.kinds[node.name] == ir.NODE_INNER:
                 self._inner(k, node)
+            elif node.name in online:
+                continue                      # updated together with its max, below
+            elif node.name in partner:
+                masked = self._reduce_step(k, node, accs[node.name], persistent=False, update=False)
+                triton_online.emit_step(k, accs[node.name]["name"], accs[partner[node.name]]["name"],
+                                        masked.name)
             else:
                 self._reduce_step(k, node, accs[node.name], persistent=False)
         k.in_rloop = False
@@ -350,7 +363,12 @@ class TritonCodegen(KernelCodegen):
         body, k.lines = k.lines, outer_lines
         k.lines += ["    " + line for line in body]
         for node in nodes:
-            if node.name in accs:
+            if node.name in online:
+                a = online[node.name]
+                triton_online.emit_finish(k, accs[a]["name"], f"{a}_val", accs[node.name]["name"],
+                                          f"{node.name}_val")
+                self._reduce_finish(k, node, accs[node.name], persistent=False, computed=True)
+            elif node.name in accs:
                 self._reduce_finish(k, node, accs[node.name], persistent=False)
 
     # reductions -----------------------------------------------------------------------------
@@ -378,7 +396,7 @@ class TritonCodegen(KernelCodegen):
             return "1"
         return _extreme(adt, lowest=rt in ("max", "argmax"))
 
-    def _reduce_step(self, k, node, acc, persistent):
+    def _reduce_step(self, k, node, acc, persistent, update=True):
         rt, adt = acc["rt"], acc["dtype"]
         v = node.data.inner_fn(k.xs, k.rs)
         if rt in ("any", "all"):
@@ -392,7 +410,9 @@ class TritonCodegen(KernelCodegen):
         a = acc["name"]
         if persistent:
             acc["value"] = masked
-            return
+            return masked
+        if not update:
+            return masked
         if rt == "sum":
             k.line(f"{a} = {a} + {masked}")
         elif rt == "prod":
@@ -409,11 +429,13 @@ class TritonCodegen(KernelCodegen):
             idx = k.emit("tl.broadcast_to(rindex, [XBLOCK, RBLOCK]).to(tl.int64)", torch.int64, full)
             k.line(f"{a}, {a}_idx = th.{rt}_combine({a}, {a}_idx, {masked}, {idx})")
 
-    def _reduce_finish(self, k, node, acc, persistent):
+    def _reduce_finish(self, k, node, acc, persistent, computed=False):
         rt, adt = acc["rt"], acc["dtype"]
         src = acc["value"].name if persistent else acc["name"]
         name = f"{node.name}_val"
-        if rt == "sum":
+        if computed:
+            pass                              # the value line was emitted by the caller
+        elif rt == "sum":
             k.line(f"{name} = tl.sum({src}, 1)[:, None]")
         elif rt == "prod":
             k.line(f"{name} = tl.reduce({src}, 1, th.prod_combine)[:, None]")

@@ -156,3 +156,25 @@ def test_relu_bug_runtime_error_raises():
         rt = compile_fn(lambda x: torch.relu(x) * 2, [x])
         with pytest.raises(RuntimeError, match="injected relu runtime error"):
             rt(x)
+
+
+# ------------------------------------------------------------------ online softmax (looped)
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "cross_entropy"])
+def test_online_softmax_matches_eager_with_inf_and_nan(name):
+    """Looped rows (forced small blocks): max and sum(exp(x - max)) share one pass, including
+    rows that are all -inf, partly -inf, or hold a NaN."""
+    x = torch.randn(6, 50)
+    x[2, :] = float("-inf")
+    x[3, :20] = float("-inf")
+    x[4, 5] = float("nan")
+    if name == "cross_entropy":
+        f, args = (lambda x, t: F.cross_entropy(x, t)), [x[[0, 1, 3, 5]].contiguous(), torch.randint(20, 50, (4,))]
+    else:
+        f, args = (lambda x: getattr(torch, name)(x, -1)), [x]
+    with config.patch(**{"triton.persistent_reduction_max": 8, "triton.max_block": 8}):
+        rt = compile_fn(f, args)
+    code = compiled_graph(rt).code
+    assert "_alpha" in code                                  # the online update is used
+    assert code.count("for roffset") == (1 if name == "cross_entropy" else 2)
+    assert_same(rt(*args), f(*args))

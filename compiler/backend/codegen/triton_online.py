@@ -1,0 +1,87 @@
+"""Online softmax for looped Triton reductions: max and sum(exp(x - max)) in one pass.
+
+A softmax, log_softmax or cross-entropy row is two reductions: m = max(x), then
+s = sum(exp(x - m)). Looped (rows longer than a block), the second needs the first's result, so
+a plain schedule reads the row twice from memory. Online softmax (Milakov & Gimelshein, 2018)
+keeps, per lane of the [XBLOCK, RBLOCK] tile, a running max m and a running sum s rescaled
+whenever m grows:  m' = max(m, x);  s = s * exp(m - m') + exp(x - m'). After the loop the lanes
+are combined: M = max(m), S = sum(s * exp(m - M)). One read of the row instead of two.
+
+`online_pairs(group)` finds the pattern by evaluating the two inner functions symbolically
+(as canonical op strings): B is `exp(sub(<A's value>, load(A)))` summed, A a max over the same
+reduction ranges. Anything else is left to the plain two-loop schedule.
+"""
+from __future__ import annotations
+
+from compiler.backend import ir
+
+
+class _ExprHandler(ir.OpsHandler):
+    """Evaluates an inner function to a canonical string of its op tree."""
+
+    def __getattr__(self, name):
+        if name not in ir.OPS_VOCABULARY:
+            raise AttributeError(name)
+
+        def op(*args, **kwargs):
+            if name in ("masked", "indirect_indexing", "store"):
+                raise _NoMatch()      # data-dependent bodies: never paired
+            parts = [str(a) for a in args] + [f"{k}={v}" for k, v in sorted(kwargs.items())]
+            return f"{name}({', '.join(parts)})"
+
+        return op
+
+
+class _NoMatch(Exception):
+    pass
+
+
+def _expr(node, xs, rs) -> str | None:
+    try:
+        with ir.set_ops_handler(_ExprHandler()):
+            return str(node.data.inner_fn(xs, rs))
+    except _NoMatch:
+        return None
+
+
+def online_pairs(group: ir.KernelGroup) -> dict[str, str]:
+    """{sum node name: max node name} for every sum(exp(v - max(v))) pair in the group."""
+    xs = [ir.index_var("x", i) for i in range(len(group.ranges))]
+    rs = [ir.index_var("r", i) for i in range(len(group.reduction_ranges))]
+    maxes = {}
+    for n in group.nodes:
+        if group.kinds[n.name] == ir.NODE_REDUCTION and n.data.reduction_type == "max" \
+                and n.data.src_dtype.is_floating_point:
+            e = _expr(n, xs, rs)
+            if e is not None:
+                maxes[n.name] = e
+    pairs = {}
+    for n in group.nodes:
+        if group.kinds[n.name] != ir.NODE_REDUCTION or n.data.reduction_type != "sum":
+            continue
+        e = _expr(n, xs, rs)
+        if e is None:
+            continue
+        for a, fa in maxes.items():
+            prefix = "exp(sub(" + fa + ", load(" + a + ", "
+            if e.startswith(prefix) and e.endswith("))") and e.count("load(") == fa.count("load(") + 1:
+                pairs[n.name] = a
+                break
+    return pairs
+
+
+def emit_step(k, a_acc: str, b_acc: str, masked_value: str):
+    """Lines inside the loop: update running max a_acc and rescaled sum b_acc with a tile."""
+    k.line(f"{a_acc}_new = th.maximum({a_acc}, {masked_value})")
+    k.line(f'{a_acc}_alpha = tl.where({a_acc}_new == float("-inf"), 1.0, tl.exp({a_acc} - {a_acc}_new))')
+    k.line(f'{b_acc} = {b_acc} * {a_acc}_alpha + tl.where({masked_value} == float("-inf"), 0.0, '
+           f"tl.exp({masked_value} - {a_acc}_new))")
+    k.line(f"{a_acc} = {a_acc}_new")
+
+
+def emit_finish(k, a_acc: str, a_val: str, b_acc: str, b_val: str):
+    """Lines after the loop: combine the lanes' sums at the row max a_val (already reduced).
+    A row that is -inf everywhere gives NaN, as torch's exp(-inf - -inf) does."""
+    k.line(f'{b_val} = tl.sum(tl.where({a_acc} == float("-inf"), 0.0, '
+           f"{b_acc} * tl.exp({a_acc} - {a_val})), 1)[:, None]")
+    k.line(f'{b_val} = tl.where({a_val} == float("-inf"), float("nan"), {b_val})')
