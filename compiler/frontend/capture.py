@@ -183,10 +183,13 @@ class RootTracer(Tracer):
             return f"cannot resume after {inst.opname}"
         if self.info.in_loop(inst.offset):
             return "graph break inside a loop"
-        if self.info.region_kinds(inst.offset):
-            return "graph break inside a with/try block"
-        if any(isinstance(v, (V.ContextExitVariable, V.DeletedVariable)) for v in self.stack):
-            return "graph break with a context manager on the stack"
+        kinds = self.info.region_kinds(inst.offset)
+        if "try" in kinds or "cleanup" in kinds:
+            return "graph break inside a try block or an inlined comprehension"
+        if "with" in kinds and not any(isinstance(v, V.ContextExitVariable) for v in self.stack):
+            return "graph break inside a with block of an untraced context manager"
+        if any(isinstance(v, V.DeletedVariable) for v in self.stack):
+            return "graph break with a cleared local on the stack"
         return None
 
     def _closure_alive(self):

@@ -260,7 +260,11 @@ def _push_lower(tx, cg, lower):
             layout.append("iter")
             texts.append(f"({', '.join(parts)})")
             continue
-        if isinstance(v, (V.ContextExitVariable, V.DeletedVariable)):
+        if isinstance(v, V.ContextExitVariable):
+            # a grad-mode `with` in progress: the resume function re-enters it (resume.py)
+            layout.append(("with", v.ctx.target, v.ctx.prior))
+            continue
+        if isinstance(v, V.DeletedVariable):
             raise Unsupported(f"cannot save {v!r} across a graph break")
         texts.append(cg.reconstruct(v))
         layout.append("value")
@@ -271,7 +275,7 @@ def _emit_resume(tx, cg, offset, layout, live, stack_texts):
     names = [n for n, _ in live]
     code = make_resume_code(tx.code, offset, layout, names)
     resume = tx.ctx.make_compiled_callable(make_function(code, tx.fn))
-    n = sum(1 for k in layout if k != "null")
+    n = sum(1 for k in layout if k in ("value", "iter"))
     cg.emit("BUILD_TUPLE", n)
     cg.emit("STORE_FAST", STACK_ARG)
     cg.emit("PUSH_NULL")

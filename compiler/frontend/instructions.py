@@ -171,7 +171,14 @@ class Tracer:
         self.locals.pop(inst.argval, None)
 
     def LOAD_CONST(self, inst):
-        self.push(V.ConstantVariable(inst.argval))
+        value = inst.argval
+        if callable(value) and not isinstance(value, (str, bytes)) and not (
+                isinstance(value, type) and value.__module__ == "builtins"):
+            # objects our own generated prologues load (torch.no_grad, _set_grad_enabled, ...)
+            from compiler.frontend.builder import _wrap_foreign
+            self.push(_wrap_foreign(self, value))
+            return
+        self.push(V.ConstantVariable(value))
 
     def LOAD_GLOBAL(self, inst):
         if inst.arg & 1:

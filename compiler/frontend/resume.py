@@ -13,7 +13,7 @@ import types
 
 from bytecode import Bytecode, Instr, Label
 
-from compiler.frontend.bytecode_info import code_info
+from compiler.frontend.bytecode_info import PY312, code_info
 from compiler.frontend.errors import Unsupported
 
 STACK_ARG = "___stack"
@@ -65,6 +65,9 @@ def make_resume_code(code, offset, layout, local_names):
         if kind == "null":
             prologue.append(Instr("PUSH_NULL", lineno=line))
             continue
+        if isinstance(kind, tuple) and kind[0] == "with":
+            prologue += _reenter_grad_mode(kind[1], kind[2], line)
+            continue
         prologue += [Instr("LOAD_FAST", STACK_ARG, lineno=line), Instr("LOAD_CONST", j, lineno=line),
                      Instr("BINARY_SUBSCR", lineno=line)]
         if kind == "iter":
@@ -87,6 +90,24 @@ def make_resume_code(code, offset, layout, local_names):
     entry = next(i.argval for i in code_info(result).instructions if i.opname == "JUMP_FORWARD")
     RESUME_ORIGIN[result] = (code, offset, entry)
     return result
+
+
+def _call(argc, line):
+    out = [] if PY312 else [Instr("PRECALL", argc, lineno=line)]
+    return out + [Instr("CALL", argc, lineno=line)]
+
+
+def _reenter_grad_mode(inner, outer, line):
+    """A break inside `with torch.no_grad()` (or enable_grad): restore the mode outside the
+    block, then enter a fresh context, so that the block's end (or an exception) restores it
+    exactly as the original `with` would have."""
+    import torch
+    ctor = torch.enable_grad if inner else torch.no_grad
+    return ([Instr("PUSH_NULL", lineno=line), Instr("LOAD_CONST", torch._C._set_grad_enabled, lineno=line),
+             Instr("LOAD_CONST", bool(outer), lineno=line)] + _call(1, line)
+            + [Instr("POP_TOP", lineno=line), Instr("PUSH_NULL", lineno=line),
+               Instr("LOAD_CONST", ctor, lineno=line)] + _call(0, line)
+            + [Instr("BEFORE_WITH", lineno=line), Instr("POP_TOP", lineno=line)])
 
 
 def make_function(code, like: types.FunctionType):

@@ -31,6 +31,12 @@ def call_torch(tx, fn, args, kwargs):
         if target != out.grad_enabled:
             out.record_grad_mode(target)
         return ctx
+    if fn is torch._C._set_grad_enabled:
+        if len(args) != 1 or not args[0].is_constant():
+            raise Unsupported("torch._C._set_grad_enabled with a non-constant argument")
+        if bool(args[0].as_constant()) != out.grad_enabled:
+            out.record_grad_mode(bool(args[0].as_constant()))
+        return V.ConstantVariable(None)
     if fn is torch.is_grad_enabled:
         return V.ConstantVariable(out.grad_enabled)
     if fn is torch.get_default_dtype:

@@ -124,6 +124,16 @@ def brk_no_grad(x, y):
     return z, z.requires_grad, torch.is_grad_enabled()
 
 
+def brk_nested_grad_modes(x, y):
+    with torch.no_grad():
+        with torch.enable_grad():
+            a = x * 2
+            print("deep", end="\r")
+            b = a.sum() + torch.is_grad_enabled()
+        c = y * 3
+    return a, b, c, torch.is_grad_enabled()
+
+
 def brk_locals_changed(x, y):
     a, b = x + 1, [y, 2]
     n = 3
@@ -151,7 +161,7 @@ BREAKS = [  # program, expected graph breaks in the first capture (resume functi
     (brk_print, 1), (brk_item, 1), (brk_bool, 1), (brk_nested, 1), (brk_method, 1),
     (brk_multi, 1), (brk_loop, 1), (brk_stack_below, 1), (brk_numpy, 1), (brk_tolist, 1),
     (brk_try, 1), (brk_generator, 1), (brk_id, 1), (brk_no_grad, 1), (brk_locals_changed, 1),
-    (brk_with_cells, 1), (brk_closure_alive, 1),
+    (brk_with_cells, 1), (brk_closure_alive, 1), (brk_nested_grad_modes, 1),
 ]
 
 
@@ -172,6 +182,14 @@ def test_code_after_break_is_compiled():
     assert len(rec.breaks) == 2
     assert [b.lineno for b in rec.breaks] == [brk_multi.__code__.co_firstlineno + 2,
                                               brk_multi.__code__.co_firstlineno + 4]
+
+
+def test_break_inside_grad_mode_blocks_resumes_compiled():
+    x = torch.randn(3, requires_grad=True)
+    for fn in (brk_no_grad, brk_nested_grad_modes):
+        rec = check(fn, x, x)
+        assert len(rec.graphs) == 2 and len(rec.breaks) == 1, fn.__name__
+        assert torch.is_grad_enabled()
 
 
 def test_break_with_cell_variables_resumes():
