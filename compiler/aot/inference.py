@@ -30,6 +30,12 @@ from compiler.aot.functionalize import count_mutations, functional_flat_fn
 log = logs.get_logger(__name__)
 
 
+def _strict() -> bool:
+    """Raise instead of falling back (backend.fallback_on_error off, or relu-bug testing)."""
+    from compiler import config
+    return not config.backend.fallback_on_error or bool(config.testing.inject_relu_bug)
+
+
 def _placeholder_fakes(gm):
     vals = []
     for n in gm.graph.nodes:
@@ -189,7 +195,14 @@ def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynam
         except ImportError as e:
             log.warning("aot_runs_eagerly", reason=f"inputs require grad and the training path is missing: {e}")
             return gm
-        return training.aot_module_training(gm, example_inputs, inner_compile)
+        try:
+            return training.aot_module_training(gm, example_inputs, inner_compile)
+        except Exception as e:  # the training path failing must not fail the user's program
+            if _strict():
+                raise
+            log.warning("aot_runs_eagerly", reason=f"training path failed: {type(e).__name__}: {e}")
+            logs.artifact("perf_hints", lambda: f"training aot failed, graph runs eagerly under autograd: {e}")
+            return gm
     t0 = time.perf_counter()
     try:
         traced, spec, traced_inputs, shape_env, guards = trace_inference(gm, example_inputs, dynamic)
