@@ -114,7 +114,9 @@ def console(event: Event, colors: bool = False) -> str:
     if renderer is None:
         renderer = _console_renderers[colors] = structlog.dev.ConsoleRenderer(colors=colors)
     d = as_dict(event)
-    d.pop("pid")
+    for key in ("pid", "kind"):
+        d.pop(key)
+    d["at"] = f"{d.pop('file')}:{d.pop('line')}"
     if d["compile_id"] is None:
         d.pop("compile_id")
     payload = d.pop("payload", None)
