@@ -182,6 +182,8 @@ class DebugFolder:
         if name == "compile_metrics":
             self._metrics(cid, entry, event.payload if isinstance(event.payload, dict) else {})
             self.write_file(cid, filename, _text(event.payload), replace=True)
+        elif name == "output_code" and filename not in entry.files:
+            self.write_file(cid, filename, _with_bootstrap(_text(event.payload)))
         else:
             self.write_file(cid, filename, _text(event.payload), header=header)
         self._status_from(name, entry)
@@ -234,6 +236,24 @@ class DebugFolder:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
         os.replace(tmp, os.path.join(self.run_dir, "index.txt"))
+
+
+_TRACETORCH_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _with_bootstrap(code: str) -> str:
+    """Output code imports tracetorch's runtime: make the debug-folder copy find the checkout it
+    was written from when tracetorch is not installed, so `python output_code.py` just runs."""
+    boot = ("import sys as _tt_sys  # debug-folder copy: find tracetorch if it is not installed\n"
+            "try:\n    import compiler as _tt_compiler  # noqa: F401\n"
+            f"except ImportError:\n    _tt_sys.path.insert(0, {_TRACETORCH_ROOT!r})\n")
+    lines = code.splitlines(keepends=True)
+    # `from __future__` imports must stay first: insert after them (and the docstring before them).
+    cut = 0
+    for i, line in enumerate(lines):
+        if line.startswith("from __future__"):
+            cut = i + 1
+    return "".join(lines[:cut]) + boot + "".join(lines[cut:])
 
 
 def source_with_range(filename: str, firstlineno: int, function: str | None, cid: str) -> str | None:
