@@ -15,7 +15,6 @@ import time
 import weakref
 
 import structlog
-from structlog._native import LEVEL_TO_FILTERING_LOGGER
 
 from logs import core, registry
 from logs.compile_ids import current_compile_id
@@ -65,7 +64,9 @@ def _filtering_class(level: int) -> type:
 
 def _make_classes() -> dict[int, type]:
     classes = {}
-    for level, base in LEVEL_TO_FILTERING_LOGGER.items():
+    for level in (logging.NOTSET, logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR,
+                  logging.CRITICAL):
+        base = structlog.make_filtering_bound_logger(level)     # public API, cached classes
         classes[level] = type(f"TraceLogger{base.__name__.removeprefix('BoundLogger')}", (base,), {
             "bind": _bind, "new": _new, "unbind": _unbind, "try_unbind": _try_unbind,
             "__hash__": object.__hash__})     # structlog defines __eq__; WeakSet needs a hash
