@@ -59,7 +59,8 @@ class Router:
 
 
 def _filtering_class(level: int) -> type:
-    return _CLASSES[min(level, logging.CRITICAL)]
+    """The class for the highest standard level not above `level` (set_logs takes any int)."""
+    return _CLASSES[max(lv for lv in _CLASSES if lv <= max(level, logging.NOTSET))]
 
 
 def _make_classes() -> dict[int, type]:

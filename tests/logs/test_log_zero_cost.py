@@ -83,3 +83,11 @@ def test_logger_class_follows_level_changes(fresh_logs):
 def test_get_logger_returns_one_logger_per_module():
     assert logs.get_logger("compiler.x.y") is logs.get_logger("compiler.x.y")
     assert bound.Router("compiler.backend.cache.disk").component == "cache"
+
+
+def test_non_standard_levels_round_down(fresh_logs):
+    log = logs.get_logger("compiler.aot.odd_level_probe")
+    logs.set_logs(aot=15)
+    assert log.get_effective_level() == logging.DEBUG
+    logs.set_logs(aot=99)
+    assert log.get_effective_level() == logging.CRITICAL
