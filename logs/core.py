@@ -204,8 +204,12 @@ def set_out(path: str | None) -> None:
         _state.out_file = None
     _state.out_path = path
     if path:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        _state.out_file = open(path, "a", encoding="utf-8")
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            _state.out_file = open(path, "a", encoding="utf-8")
+        except OSError as e:
+            raise ValueError(f"TRACE_LOGS_OUT={path!r}: cannot open the file for writing: "
+                             f"{e.strerror or e}") from None
 
 
 class _ForeignHandler(logging.Handler):

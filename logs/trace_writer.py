@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 
 from logs.compile_ids import CompileId
 
@@ -120,7 +121,15 @@ class TraceWriter:
             if self.closed:
                 return
             if self._file is None or self._pid != os.getpid():   # lazily, and anew after fork
-                self._open(when)
+                try:
+                    self._open(when)
+                except OSError as e:      # an unwritable TRACE_DIR must not break compilation
+                    self.closed = True
+                    warnings.warn(f"tracetorch: cannot write the structured trace to "
+                                  f"{self.path or self.directory}: {e.strerror or e}; "
+                                  f"tracing is off for this process", RuntimeWarning,
+                                  stacklevel=3)
+                    return
             self._write_line(key, metadata, payload, compile_id, pathname, lineno, when, stack)
 
     def _write_line(self, key, metadata, payload, compile_id, pathname, lineno, when, stack):

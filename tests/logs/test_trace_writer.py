@@ -174,3 +174,25 @@ def test_encode_payload_helpers():
     assert trace_writer.encode_payload(None) is None
     assert trace_writer.encode_payload("x") == "x"
     assert trace_writer.md5("abc") == hashlib.md5(b"abc").hexdigest()
+
+
+def test_unwritable_trace_dir_warns_once_and_compilation_goes_on(fresh_logs, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    logs.open_trace_dir(str(blocker / "traces"))
+    import pytest
+    with pytest.warns(RuntimeWarning, match="cannot write the structured trace"):
+        logs.artifact("graph_code", lambda: "x")
+    import warnings
+    with warnings.catch_warnings(record=True) as later:
+        warnings.simplefilter("always")
+        logs.artifact("graph_code", lambda: "y")          # no second warning, no exception
+    assert later == []
+
+
+def test_unwritable_trace_logs_out_is_a_clean_error(run_python, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    r = run_python("import logs", env={"TRACE_LOGS_OUT": str(blocker / "out.txt")})
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "TRACE_LOGS_OUT=" in r.stderr and "cannot open the file for writing" in r.stderr
