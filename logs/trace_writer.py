@@ -120,7 +120,14 @@ class TraceWriter:
         with self._lock:
             if self.closed:
                 return
-            if self._file is None or self._pid != os.getpid():   # lazily, and anew after fork
+            if self._file is not None and self._pid != os.getpid():
+                if self.directory is None:
+                    # a forked child must not interleave its own string table into the
+                    # parent's file (a debug folder's trace.log): it writes nothing there
+                    self._file, self.closed = None, True
+                    return
+                self._file = None                                # TRACE_DIR: its own file
+            if self._file is None:                               # opened lazily
                 try:
                     self._open(when)
                 except OSError as e:      # an unwritable TRACE_DIR must not break compilation

@@ -196,3 +196,22 @@ def test_unwritable_trace_logs_out_is_a_clean_error(run_python, tmp_path):
     r = run_python("import logs", env={"TRACE_LOGS_OUT": str(blocker / "out.txt")})
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "TRACE_LOGS_OUT=" in r.stderr and "cannot open the file for writing" in r.stderr
+
+
+def test_forked_child_gets_its_own_trace_dir_file_and_leaves_a_path_trace_alone(fresh_logs,
+                                                                                tmp_path):
+    path = tmp_path / "trace.log"
+    logs.open_trace(str(path))
+    logs.open_trace_dir(str(tmp_path / "dir"))
+    logs.artifact("graph_code", lambda: "parent")
+    pid = os.fork()
+    if pid == 0:                                          # child: write, then leave at once
+        try:
+            logs.artifact("graph_code", lambda: "child")
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert "\tchild" not in path.read_text()
+    files = sorted(os.listdir(tmp_path / "dir"))
+    assert files == sorted([f"trace_{os.getpid()}.log", f"trace_{pid}.log"])
+    assert "\tchild" in (tmp_path / "dir" / f"trace_{pid}.log").read_text()
