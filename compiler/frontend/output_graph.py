@@ -37,9 +37,11 @@ log = logs.get_logger(__name__)
 class OutputGraph:
     def __init__(self, dynamic_dims: dict[str, set[int]]):
         self.graph = torch.fx.Graph()
-        self.shape_env = ShapeEnv()
-        self.fake_mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=False)
         self.dynamic_dims = dynamic_dims or {}
+        # A ShapeEnv only when some dim is dynamic: creating one imports torch._dynamo's
+        # modules inside torch (seconds, cold), and static captures never need symbols.
+        self.shape_env = ShapeEnv() if any(self.dynamic_dims.values()) else None
+        self.fake_mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=False)
         self.input_sources = []          # Source per placeholder, in order
         self.example_inputs = []         # the real tensors, in order
         self.input_fakes = []
@@ -157,7 +159,7 @@ class OutputGraph:
 
     def symbolic_guards(self) -> list[Guard]:
         """ShapeEnv's guards (s0 >= 2, equalities between sizes, ...) as SYMBOLIC guards."""
-        if not any(self.dynamic_dims.get(s.name()) for s in self.input_sources):
+        if self.shape_env is None or not any(self.dynamic_dims.get(s.name()) for s in self.input_sources):
             return []
         sources = [shape_env_source(s.name()) for s in self.input_sources]
         try:
