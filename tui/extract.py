@@ -225,6 +225,7 @@ def kernel(ev, trace) -> Kernel:
                 fn, _, ln = item.rpartition(":")
                 if ln.isdigit():
                     lines.append((fn, int(ln)))
+        lines = list(dict.fromkeys(lines))  # several fx nodes often share one user line
         backend = _text(d.get("language") or d.get("backend"))
         src = _text(d.get("source") or d.get("code"))
         return Kernel(name=_text(d.get("name")) or f"kernel@{ev.lineno}", code=src,

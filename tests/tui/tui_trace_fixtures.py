@@ -111,3 +111,28 @@ def normalize_trace(src: Path, dst: Path) -> Path:
     dst.parent.mkdir(parents=True, exist_ok=True)
     dst.write_text("\n".join(out) + "\n")
     return dst
+
+
+# A stand-in for debug's repro script: prints minifier-style progress, writes the result.
+FAKE_REPRO = '''\
+import sys
+if "--minify" not in sys.argv:
+    sys.exit("RuntimeError: injected relu bug")
+for line in ["Strategy: Truncate suffix (G: 4)", "Strategy: Delta Debugging (G: 2)",
+             "SUCCESS: Went from 6 to 2 nodes", "Made 9 queries",
+             "Wrote minimal repro out to repro_minified.py"]:
+    print(line, flush=True)
+open("repro_minified.py", "w").write("# minimal repro\\n")
+'''
+
+
+def make_failed_debug_run(root: Path) -> Path:
+    """A debug run folder with a failed compile and a repro script (a stand-in for debug's)."""
+    from tui.synthetic import write_synthetic_trace
+
+    root.mkdir(parents=True, exist_ok=True)
+    write_synthetic_trace(root / "trace.log", fail=True)
+    (root / "repro").mkdir(exist_ok=True)
+    (root / "repro" / "repro.py").write_text(FAKE_REPRO)
+    (root / "config.yaml").write_text("{}\n")
+    return root

@@ -43,10 +43,10 @@ class KernelsPane(Horizontal):
             return
         opts = []
         for k in self.kernels:
-            t = Text(k.name, style="bold cyan", no_wrap=True, overflow="ellipsis")
-            if k.user_lines:
+            t = Text(k.name, style="bold cyan" if not k.module else "bold")
+            if k.user_lines:  # a second line: where in the user's code it came from
                 fn, ln = k.user_lines[0]
-                t.append(f"  ← {Path(fn).name}:{ln}", "bright_black")
+                t.append(f"\n  ← {Path(fn).name}:{ln}", "bright_black")
             opts.append(Option(t))
         lst.add_options(opts)
         start = next((i for i, k in enumerate(self.kernels) if k.event == event), 0)

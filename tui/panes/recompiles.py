@@ -26,6 +26,12 @@ def introduced_at(model, c, gf) -> str:
     return next((loc for text, loc in entry.guards if loc and name in text), "")
 
 
+def short_location(loc: str) -> str:
+    """'prog.py:5' for '/long/path/prog.py:5' (PyTorch also cuts paths from the left)."""
+    path, _, line = loc.rpartition(":")
+    return f"{path.rsplit('/', 1)[-1]}:{line}" if line.isdigit() else loc
+
+
 class RecompilesPane(Pane):
     TITLE = "Recompiles"
 
@@ -39,18 +45,18 @@ class RecompilesPane(Pane):
             self.set_body(missing(f"Recompile reasons for {c.id} ({why})"))
             return
         t = Table(expand=True, show_lines=True)
-        t.add_column("cache entry", style="bold")
-        t.add_column("failed guard", ratio=3, overflow="fold")
-        t.add_column("expected", style="green")
-        t.add_column("actual", style="red")
-        t.add_column("guard introduced at", style="cyan", overflow="fold")
+        t.add_column("entry", style="bold", no_wrap=True)
+        t.add_column("failed guard", ratio=1, min_width=30, overflow="fold")
+        t.add_column("expected", style="green", max_width=20, overflow="fold")
+        t.add_column("actual", style="red", max_width=20, overflow="fold")
+        t.add_column("introduced at", style="cyan", no_wrap=True)
         for gf in c.recompile_reasons:
             mark = "▶ " if event is not None and gf.event == event else ""
             what = Text(gf.text)
             if gf.guard and gf.guard != gf.text:
                 what.append(f"\n{gf.guard}", "bright_black")
             t.add_row(mark + (gf.entry or "?"), what, gf.expected or "-",
-                      gf.actual or "-", introduced_at(model, c, gf) or "-")
+                      gf.actual or "-", short_location(introduced_at(model, c, gf)) or "-")
         frame_entries = [o.id for o in model.compiles.values()
                          if o.frame_id == c.frame_id and o.frame_compile_id < c.frame_compile_id]
         self.set_body(

@@ -19,13 +19,14 @@ NAVIGATION = [
 ]
 
 
-def bindings_table(title: str, bindings) -> Table:
+def bindings_table(app, title: str, bindings) -> Table:
     t = Table(title=title, title_justify="left", box=None, expand=True, show_header=False)
     t.add_column(style="bold cyan", width=22)
     t.add_column()
     for b in bindings:
         if isinstance(b, Binding) and b.description:
-            t.add_row(b.key.replace(",", " / "), b.description)
+            keys = [app.get_key_display(Binding(k.strip(), "")) for k in b.key.split(",")]
+            t.add_row(" / ".join(keys), b.description)
     return t
 
 
@@ -50,8 +51,8 @@ class HelpScreen(ModalScreen):
             nav.add_row(k, d)
         with VerticalScroll():
             yield Static(Text("tracetui help  (escape to close)", style="bold"))
-            yield Static(bindings_table("Everywhere", self.app_bindings))
-            yield Static(bindings_table("This screen", self.screen_bindings))
+            yield Static(bindings_table(self.app, "Everywhere", self.app_bindings))
+            yield Static(bindings_table(self.app, "This screen", self.screen_bindings))
             yield Static(nav)
             yield Static(Text("ctrl+p opens the command palette: every view and action by name.",
                               style="italic"))

@@ -39,7 +39,8 @@ class MinifyScreen(Screen):
     async def run_minifier(self) -> None:
         log, status = self.query_one(RichLog), self.query_one("#minify-status", Static)
         cmd = [sys.executable, self.script.name, "--minify", *self.extra_args]
-        log.write(Text(f"$ {' '.join(cmd)}   (in {self.script.parent})", style="bold"))
+        shown = " ".join(["python", *cmd[1:]])  # the interpreter's full path is noise
+        log.write(Text(f"$ {shown}   (in {self.script.parent})", style="bold"))
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 *cmd, cwd=str(self.script.parent), stdout=asyncio.subprocess.PIPE,
@@ -53,7 +54,7 @@ class MinifyScreen(Screen):
         self.returncode = await self.proc.wait()
         minified = self.script.parent / "repro_minified.py"
         if self.returncode == 0:
-            msg = Text(f"Minifier finished (exit 0).", style="bold green")
+            msg = Text("Minifier finished (exit 0).", style="bold green")
             if minified.is_file():
                 msg.append(f"  Minimal repro: {minified}", "bold")
         else:

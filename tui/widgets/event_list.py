@@ -117,10 +117,10 @@ class EventList(ScrollView, can_focus=True):
 
     def _scroll_cursor_into_view(self) -> None:
         top, h = round(self.scroll_offset.y), max(self.size.height, 1)
-        if self.cursor < top:
-            self.scroll_to(y=self.cursor, animate=False)
-        elif self.cursor >= top + h:
-            self.scroll_to(y=self.cursor - h + 1, animate=False)
+        if self.cursor == top - 1 or self.cursor == top + h:  # one step: scroll one line
+            self.scroll_to(y=top + (1 if self.cursor >= top + h else -1), animate=False)
+        elif not top <= self.cursor < top + h:  # a jump: show the target with context above
+            self.scroll_to(y=max(self.cursor - h // 3, 0), animate=False)
 
     def action_move(self, delta: int) -> None:
         if self._n:

@@ -1,0 +1,80 @@
+"""The minifier screen (a repro script run in a subprocess) and the list of skipped records."""
+
+from textual.widgets import RichLog
+
+from tui.app import TraceApp
+from tui.paths import open_path
+from tui.screens.minify import MinifyScreen
+from tui.screens.problems import ProblemsScreen
+from tui.synthetic import write_synthetic_trace
+from tui_trace_fixtures import make_failed_debug_run
+
+SIZE = (120, 36)
+
+
+def log_text(log: RichLog) -> str:
+    return "\n".join(strip.text for strip in log.lines)
+
+
+async def test_minify_runs_repro_in_subprocess_and_shows_progress(tmp_path):
+    run = make_failed_debug_run(tmp_path / "run")
+    o = open_path(str(run))
+    app = TraceApp(o.trace, o.debug_dir, "run")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "press m" in str(app.screen.query_one("#pane-summary #body").content.renderables[-1])
+        await pilot.press("m")
+        await pilot.pause()
+        assert isinstance(app.screen, MinifyScreen)
+        await app.screen.workers.wait_for_complete()
+        await pilot.pause()
+        text = log_text(app.screen.query_one(RichLog))
+        assert "python repro.py --minify" in text
+        assert "SUCCESS: Went from 6 to 2 nodes" in text
+        assert "Minifier finished (exit 0)" in text and "repro_minified.py" in text
+        assert (run / "repro" / "repro_minified.py").is_file()
+        await pilot.press("escape")
+        assert not isinstance(app.screen, MinifyScreen)
+
+
+async def test_minify_failure_is_shown(tmp_path):
+    run = make_failed_debug_run(tmp_path / "run")
+    (run / "repro" / "repro.py").write_text("import sys\nprint('checking')\nsys.exit(3)\n")
+    o = open_path(str(run))
+    app = TraceApp(o.trace, o.debug_dir, "run")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("m")
+        await pilot.pause()
+        await app.screen.workers.wait_for_complete()
+        await pilot.pause()
+        assert "Minifier failed (exit 3)" in log_text(app.screen.query_one(RichLog))
+
+
+async def test_minify_without_repro_explains(synthetic_trace):
+    o = open_path(str(synthetic_trace))
+    app = TraceApp(o.trace, o.debug_dir, "t")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("m")
+        await pilot.pause()
+        assert not isinstance(app.screen, MinifyScreen)
+        assert any("No repro script" in str(n.message) for n in app._notifications)
+
+
+async def test_problems_screen_lists_skipped_and_damaged(tmp_path):
+    lines = write_synthetic_trace(tmp_path / "ok.log").read_text().splitlines(keepends=True)
+    bad = tmp_path / "trace_bad.log"
+    # a stray line (skipped) and an edited payload line (kept, md5 mismatch)
+    edited = [ln.replace("aten.relu", "aten.relX", 1) for ln in lines]
+    bad.write_text("".join(edited[:3]) + "not a record\n" + "".join(edited[3:]))
+    o = open_path(str(bad))
+    app = TraceApp(o.trace, o.debug_dir, "bad")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "records skipped" in str(app.screen.query_one("#totals").content)
+        await pilot.press("exclamation_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, ProblemsScreen)
+        assert len(o.trace.skipped) == 1 and o.trace.skipped[0][0] == 4
+        assert len(o.trace.damaged) >= 1

@@ -1,0 +1,83 @@
+"""SVG snapshots of every screen and tab (pytest-textual-snapshot). Traces are deterministic:
+the synthetic program through logs' writer (fixed clock), and a PyTorch TORCH_TRACE log made in
+the session and normalized (clock, pid, timings, object ids). Update with --snapshot-update."""
+
+from pathlib import Path
+
+import pytest
+
+from tui.app import TraceApp
+from tui.paths import open_path
+from tui.synthetic import write_synthetic_trace
+from tui_trace_fixtures import FIXTURE_ROOT, make_failed_debug_run
+
+SIZE = (130, 36)
+
+
+def app_for(path: Path, shown: str = "trace") -> TraceApp:
+    o = open_path(str(path))
+    return TraceApp(o.trace, o.debug_dir, shown)
+
+
+# (name, keys): "j" moves the tree cursor (2/0 -> frame 0 -> 0/0 -> 0/1), digits pick tabs
+SYNTHETIC_VIEWS = [
+    ("overview", []),
+    ("source", ["j", "j", "2"]),
+    ("breaks", ["j", "j", "j", "3"]),
+    ("guards", ["j", "j", "j", "4"]),
+    ("recompiles", ["j", "j", "j", "5"]),
+    ("fx_graph", ["j", "j", "j", "6"]),
+    ("ir", ["j", "j", "j", "7"]),
+    ("kernels", ["j", "j", "8"]),
+    ("metrics", ["j", "j", "j", "9"]),
+    ("replay", ["r"]),
+    ("replay_break", ["r", "b"]),
+    ("help", ["f1"]),
+    ("search", ["slash", *"mismatch"]),
+]
+
+
+@pytest.mark.parametrize("name,keys", SYNTHETIC_VIEWS, ids=[v[0] for v in SYNTHETIC_VIEWS])
+def test_synthetic_views(snap_compare, synthetic_trace, name, keys):
+    assert snap_compare(app_for(synthetic_trace), press=keys, terminal_size=SIZE)
+
+
+def test_command_palette(snap_compare, synthetic_trace):
+    async def open_palette(pilot):
+        await pilot.press("ctrl+p", *"Show")
+        await pilot.pause(0.5)
+
+    assert snap_compare(app_for(synthetic_trace), terminal_size=SIZE, run_before=open_palette)
+
+
+def test_problems(snap_compare, tmp_path):
+    lines = write_synthetic_trace(tmp_path / "ok.log").read_text().splitlines(keepends=True)
+    bad = tmp_path / "trace_bad.log"
+    bad.write_text("".join(lines[:3]) + "not a record\n" + "".join(lines[3:-2]))
+    assert snap_compare(app_for(bad), press=["exclamation_mark"], terminal_size=SIZE)
+
+
+def test_minify(snap_compare):
+    run = make_failed_debug_run(FIXTURE_ROOT / "minify_run")  # fixed path: shown on screen
+
+    async def minify(pilot):
+        await pilot.press("m")
+        await pilot.pause()
+        await pilot.app.screen.workers.wait_for_complete()
+        await pilot.pause()
+
+    assert snap_compare(app_for(run, "run"), terminal_size=SIZE, run_before=minify)
+
+
+TORCH_VIEWS = [
+    ("overview", []),
+    ("source", ["2"]),
+    ("breaks", ["3"]),
+    ("recompiles", ["j", "5"]),
+    ("replay_recompile", ["r", "c"]),
+]
+
+
+@pytest.mark.parametrize("name,keys", TORCH_VIEWS, ids=[v[0] for v in TORCH_VIEWS])
+def test_torch_trace_views(snap_compare, torch_trace, name, keys):
+    assert snap_compare(app_for(torch_trace), press=keys, terminal_size=SIZE)
