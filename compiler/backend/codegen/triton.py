@@ -45,7 +45,7 @@ def _is_int(e) -> bool:
 class TritonKernelBuilder:
     """State of one kernel being generated: lines, temporaries, CSE scopes, masks, locals."""
 
-    def __init__(self, group: ir.KernelGroup, interpret: bool):
+    def __init__(self, group: ir.KernelGroup, interpret: bool, force_persistent: bool = False):
         self.group = group
         self.interpret = interpret
         self.status = False       # the kernel takes a tt_status pointer (testing.inject_relu_bug)
@@ -56,8 +56,8 @@ class TritonKernelBuilder:
         self.rranges = [sympy.sympify(r) for r in group.reduction_ranges]
         self.reduction = bool(self.rranges)
         rnumel = ir.product(self.rranges)
-        self.persistent = self.reduction and _is_int(rnumel) and \
-            int(rnumel) <= _opt("persistent_reduction_max", 1024)
+        self.persistent = self.reduction and (force_persistent or (
+            _is_int(rnumel) and int(rnumel) <= _opt("persistent_reduction_max", 4096)))
         self.prologue: list[str] = []       # index variables derived from xindex (kernel top)
         self.lines: list[str] = []          # the current block
         self.n_tmp = 0
@@ -268,7 +268,16 @@ class TritonCodegen(KernelCodegen):
             if not interpreter_usable():
                 raise CodegenUnsupported("Triton kernels for CPU tensors need TRITON_INTERPRET=1 "
                                          "set before triton is first imported")
-        k = TritonKernelBuilder(group, interpret)
+        k = self._build(group, interpret)
+        alt = None
+        if k.reduction and not k.persistent and not _is_int(ir.product(group.reduction_ranges)):
+            # A symbolic reduction size: also a persistent variant, which the launcher picks
+            # (RBLOCK = next_pow2(rnumel)) when the size at run time is small enough.
+            alt = self._build(group, interpret, force_persistent=True)
+        return self._finish(k, alt)
+
+    def _build(self, group, interpret, force_persistent=False):
+        k = TritonKernelBuilder(group, interpret, force_persistent)
         with ir.set_ops_handler(k.handler):
             if not k.reduction:
                 self._pointwise(k)
@@ -276,7 +285,7 @@ class TritonCodegen(KernelCodegen):
                 self._persistent(k)
             else:
                 self._looped(k)
-        return self._finish(k)
+        return k
 
     # bodies -------------------------------------------------------------------------------
     def _outer(self, k, node, ctx):
@@ -462,17 +471,13 @@ class TritonCodegen(KernelCodegen):
             k.store(node.name, node.store_index(k.xs), v, frozenset({X}))
 
     # assembly ---------------------------------------------------------------------------------
-    def _finish(self, k: TritonKernelBuilder) -> GeneratedKernel:
+    def _source(self, k: TritonKernelBuilder, ptrs, sizes) -> str:
         g = k.group
-        ptrs = list(g.inputs) + [n for n in g.outputs if n not in g.inputs]
-        for name in ptrs:
-            tl_type(g.layouts[name].dtype)
-        sizes = [s.name for s in g.size_symbols]
-        params = ptrs + (["tt_status"] if k.status else []) + sizes + ["xnumel"] + (["rnumel"] if k.reduction else []) + \
+        params = ptrs + (["tt_status"] if k.status else []) + sizes + ["xnumel"] + \
+            (["rnumel"] if k.reduction else []) + \
             ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if k.reduction else [])
         kind = "pointwise" if not k.reduction else ("persistent" if k.persistent else "looped")
-        big = self._needs_int64(g)
-        pid = "tl.program_id(0).to(tl.int64)" if big else "tl.program_id(0)"
+        pid = "tl.program_id(0).to(tl.int64)" if self._needs_int64(g) else "tl.program_id(0)"
         head = [f"xoffset = {pid} * XBLOCK"]
         if k.reduction:
             head += ["xindex = xoffset + tl.arange(0, XBLOCK)[:, None]", "xmask = xindex < xnumel"]
@@ -480,7 +485,6 @@ class TritonCodegen(KernelCodegen):
                 head += ["rindex = tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel"]
         else:
             head += ["xindex = xoffset + tl.arange(0, XBLOCK)", "xmask = xindex < xnumel"]
-        body = head + k.prologue + k.lines
         src = [f"# {g.name}: {kind}, ranges={[str(r) for r in g.ranges]}, "
                f"reduction_ranges={[str(r) for r in g.reduction_ranges]}"]
         prov = provenance_comment(g.provenance)
@@ -490,26 +494,41 @@ class TritonCodegen(KernelCodegen):
                 "from compiler.backend.runtime import triton_helpers as th",
                 "from compiler.backend.runtime import triton_interp_libdevice as libdevice"
                 if k.interpret else "from triton.language.extra import libdevice", "", "",
-                "@triton.jit",
-                f"def {g.name}({', '.join(params)}):"]
-        src += ["    " + line for line in body]
+                "@triton.jit", f"def {g.name}({', '.join(params)}):"]
+        src += ["    " + line for line in head + k.prologue + k.lines]
         source = "\n".join(src) + "\n"
+        if "'''" in source:
+            raise CodegenUnsupported("kernel source contains triple quotes")
+        return source
+
+    def _finish(self, k: TritonKernelBuilder, alt=None) -> GeneratedKernel:
+        g = k.group
+        ptrs = list(g.inputs) + [n for n in g.outputs if n not in g.inputs]
+        for name in ptrs:
+            tl_type(g.layouts[name].dtype)
+        sizes = [s.name for s in g.size_symbols]
+        kind = "pointwise" if not k.reduction else ("persistent" if k.persistent else "looped")
+        source = self._source(k, ptrs, sizes)
         xnumel = _print(ir.product(g.ranges))
         rnumel = _print(ir.product(g.reduction_ranges)) if k.reduction else "1"
         # Autotuning runs the kernel several times: every written buffer is cloned for the sweep,
         # since the memory planner may hand an output the storage of an input (in-place reuse).
         clone = [i for i, n in enumerate(ptrs) if n in g.outputs]
-        if "'''" in source:
-            raise CodegenUnsupported("kernel source contains triple quotes")
         define = (f"{g.name} = TritonLauncher({g.name!r}, '''{source}''', kind={kind!r}, "
                   f"n_ptrs={len(ptrs)}, numel=lambda {', '.join(sizes)}: ({xnumel}, {rnumel}), "
                   f"rblock={self._rblock(k)}, interpret={k.interpret}, clone_args={tuple(clone)!r}"
-                  + (", status=True)" if k.status else ")"))
+                  + (", status=True" if k.status or (alt is not None and alt.status) else ""))
+        if alt is not None:
+            alt_source = self._source(alt, ptrs, sizes)
+            define += (f", persistent_source='''{alt_source}''', "
+                       f"persistent_max={_opt('persistent_reduction_max', 4096)}")
+            source += "\n# persistent variant, used when rnumel <= persistent_max at run time\n" + alt_source
+        define += ")"
         return GeneratedKernel(
             name=g.name, source=source, language="triton", call_args=ptrs + sizes,
             define_code=define,
-            launch={"kind": kind, "xnumel": xnumel, "rnumel": rnumel,
-                    "size_args": sizes, "interpret": k.interpret},
+            launch={"kind": kind + ("+persistent" if alt is not None else ""), "xnumel": xnumel,
+                    "rnumel": rnumel, "size_args": sizes, "interpret": k.interpret},
             provenance=list(g.provenance), group=g)
 
     def _rblock(self, k):

@@ -172,23 +172,37 @@ class TritonLauncher:
 
     def __init__(self, name: str, source: str, *, kind: str, n_ptrs: int, numel: Callable,
                  rblock: int | None = None, interpret: bool = False, clone_args: tuple = (),
-                 status: bool = False):
+                 status: bool = False, persistent_source: str | None = None,
+                 persistent_max: int = 0):
         self.name, self.kind, self.n_ptrs, self.numel = name, kind, n_ptrs, numel
         self.status = status      # kernel reports a failure in an int32 status word
         self.rblock, self.clone_args = rblock, tuple(clone_args)
         self.reduction = kind != "pointwise"
         self.kernel = TritonKernel(name, source, self._grid, interpret=interpret)
+        # symbolic reduction size: a persistent variant for rows that fit in one block
+        self.persistent_source, self.persistent_max = persistent_source, persistent_max
+        self.interpret = interpret
+        self.persistent_kernel = None
         self._configs: dict[tuple, LaunchConfig] = {}
 
     def _grid(self, meta, *ints):
         xnumel = ints[-2] if self.reduction else ints[-1]
         return (cdiv(xnumel, meta["XBLOCK"]), 1, 1)
 
-    def _candidates(self, xnumel, rnumel):
+    def _candidates(self, kind, xnumel, rnumel):
         from compiler.backend import autotune
-        if self.kind == "pointwise":
+        if kind == "pointwise":
             return autotune.pointwise_configs(xnumel)
-        return autotune.reduction_configs(xnumel, rnumel, persistent=self.kind == "persistent")
+        return autotune.reduction_configs(xnumel, rnumel, persistent=kind == "persistent")
+
+    def _pick(self, rnumel):
+        """(kernel, kind, RBLOCK or None) for this reduction size."""
+        if self.persistent_source is not None and 0 < rnumel <= self.persistent_max:
+            if self.persistent_kernel is None:
+                self.persistent_kernel = TritonKernel(self.name, self.persistent_source, self._grid,
+                                                      interpret=self.interpret)
+            return self.persistent_kernel, "persistent", 1 << (rnumel - 1).bit_length()
+        return self.kernel, self.kind, self.rblock
 
     def __call__(self, *call_args):
         ptrs = list(call_args[:self.n_ptrs])
@@ -202,14 +216,15 @@ class TritonLauncher:
             status = torch.zeros(1, dtype=torch.int32, device=ptrs[0].device)
             ptrs = ptrs + [status]
         from compiler.backend.autotune import choose_config, size_bucket
-        key = size_bucket([xnumel, rnumel])
+        kernel, kind, rblock = self._pick(rnumel) if self.reduction else (self.kernel, self.kind, None)
+        key = (kind,) + size_bucket([xnumel, rnumel])
         cfg = self._configs.get(key)
         if cfg is None:
-            cfg = choose_config(self.kernel, self._candidates(xnumel, rnumel), ptrs, ints,
+            cfg = choose_config(kernel, self._candidates(kind, xnumel, rnumel), ptrs, ints,
                                 clone_args=self.clone_args)
-            if self.kind == "persistent":
-                cfg = LaunchConfig({**cfg.meta, "RBLOCK": self.rblock}, cfg.num_warps, cfg.num_stages)
+            if kind == "persistent":
+                cfg = LaunchConfig({**cfg.meta, "RBLOCK": rblock}, cfg.num_warps, cfg.num_stages)
             self._configs[key] = cfg
-        self.kernel.launch(ptrs, ints, cfg)
+        kernel.launch(ptrs, ints, cfg)
         if self.status and int(status.item()) != 0:
             raise RuntimeError(f"{self.name}: kernel reported a failure (injected relu runtime error)")

@@ -178,3 +178,16 @@ def test_online_softmax_matches_eager_with_inf_and_nan(name):
     assert "_alpha" in code                                  # the online update is used
     assert code.count("for roffset") == (1 if name == "cross_entropy" else 2)
     assert_same(rt(*args), f(*args))
+
+
+def test_symbolic_reduction_size_picks_persistent_or_looped():
+    """A dynamic row length gets both kernel variants; the launcher picks per call."""
+    f = lambda x: torch.softmax(x, -1) * x.sum(-1, keepdim=True)  # noqa: E731
+    with config.patch(**{"triton.persistent_reduction_max": 8, "triton.max_block": 8}):
+        rt = compile_fn(f, [torch.randn(4, 6), ], dynamic=True)
+        code = compiled_graph(rt).code
+        assert "persistent_source=" in code
+        for n in (3, 6, 8, 9, 50):            # <= 8: persistent variant, > 8: looped
+            x = torch.randn(5, n)
+            assert rt.check([x]) == "", n
+            assert_same(rt(x), f(x))
