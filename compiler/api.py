@@ -45,6 +45,8 @@ def _make_options(backend, fullgraph, dynamic, options) -> CompileOptions:
 
 def _compile_with(target, *, opts: CompileOptions, backend):
     if isinstance(target, torch.nn.Module):
+        if isinstance(target, CompiledModule):      # recompiling: start from the original
+            target = target._orig_mod
         return CompiledModule(target, opts)
     if _is_optimizer_step(target):
         step = _compile_optimizer_step(target, backend)

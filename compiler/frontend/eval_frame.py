@@ -69,8 +69,11 @@ def compiled_function(fn, options: CompileOptions):
         return types.MethodType(compiled_function(fn.__func__, options), fn.__self__)
     if not isinstance(fn, types.FunctionType):
         return fn
-    if getattr(fn, "_tracetorch_cache", None) is not None:
-        return fn      # already a compiled wrapper
+    inner = getattr(fn, "_tracetorch_cache", None)
+    if inner is not None:          # already a compiled wrapper
+        if inner.options is options:
+            return fn
+        fn = inner.fn              # compile the original under these options
     wrapper = options.wrappers.get(fn)
     if wrapper is not None:
         return wrapper

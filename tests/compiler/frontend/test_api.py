@@ -170,3 +170,16 @@ def test_import_compiler_does_not_import_backend():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**__import__("os").environ, "PYTHONPATH": "."})
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_compiling_a_compiled_object_starts_from_the_original(capture):
+    g = compiler.compile(f, backend="eager")
+    h = compiler.compile(g, backend="eager", dynamic=False)
+    assert h is not g and h.__wrapped__ is f
+    assert compiler.compile(g) is not g
+    m = torch.nn.Linear(2, 2)
+    cm = compiler.compile(compiler.compile(m, backend="eager"), backend="eager")
+    assert cm._orig_mod is m
+    x = torch.randn(2)
+    torch.testing.assert_close(h(x), f(x))
+    torch.testing.assert_close(cm(x), m(x))
