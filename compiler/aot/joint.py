@@ -211,9 +211,19 @@ def _mutations_to_outputs(gm: fx.GraphModule, num_primals: int, num_user_outputs
     return mutated
 
 
+# Ops whose real outputs differ in kind from their fake ones: the RNN kernels return an
+# undefined "workspace" at runtime where fake tensors give an empty tensor, so a saved workspace
+# reaches the backward kernel as None. Graphs containing them run eagerly.
+_UNRELIABLE_IN_JOINT = {"mkldnn_rnn_layer", "_cudnn_rnn", "miopen_rnn"}
+
+
 def _check_no_mutation_left(gm: fx.GraphModule) -> None:
     for node in gm.graph.nodes:
         if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+            if node.target._schema.name.split("::")[-1] in _UNRELIABLE_IN_JOINT:
+                raise TrainingUnsupported(
+                    f"{node.target} returns an undefined workspace at runtime that the backward "
+                    "needs (fake tracing cannot see it)")
             schema = node.target._schema
             if schema.is_mutable and not _is_random(node.target):
                 raise TrainingUnsupported(f"mutating op {node.target} left after functionalization")

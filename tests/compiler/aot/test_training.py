@@ -288,3 +288,16 @@ def test_other_input_sizes_run_eagerly_and_stay_correct():
     ref(x).sum().backward()
     for p, rp in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, rp.grad)
+
+
+def test_lstm_falls_back_to_eager_and_stays_correct():
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(6, 8, batch_first=True)
+
+        def forward(self, x):
+            return self.lstm(x)[0]
+
+    torch.manual_seed(0)
+    check_grads(Tagger(), lambda: [torch.randn(2, 5, 6)], torch.float32)
