@@ -4,6 +4,7 @@ Capture side (frontend-capture), in the order data flows:
   capture.py        capture_frame (docs/CONTRACTS.md section 6), the root tracer and its
                     restart plan (where to break / stop)
   instructions.py   the symbolic bytecode evaluator: one handler per opcode, 3.11 and 3.12
+  data_ops.py       its handlers for operators, subscripts, slices, container displays
   bytecode_info.py  instructions, loops and exception-table regions of a code object
   variables.py      every kind of symbolic value, declared in one place
   source.py         Dynamo-style sources: L['x'], G['w'], L['self'].layer.weight
@@ -16,7 +17,8 @@ Capture side (frontend-capture), in the order data flows:
   output_graph.py   the FX graph being built, fake-tensor propagation, ShapeEnv, guards
   side_effects.py   mutations of pre-existing objects, replayed after the graph
   codegen.py        bytecode that rebuilds values at runtime (+ readable source rendering)
-  emit_break.py     compiling the graph, graph breaks, the transformed function
+  graph_compile.py  the GraphModule handed to the backend, graph/graph_code/graph_sizes logs
+  emit_break.py     graph breaks and returns: the transformed function's bytecode
   resume.py         resume functions and assembly of transformed code objects
   errors.py         Unsupported (internal), FullgraphError (public, a GraphBreakError)
 

@@ -122,7 +122,7 @@ def call_builtin(tx, fn, args, kwargs):
         store_attr(tx, args[0], args[1].as_constant(), args[2])
         return V.ConstantVariable(None)
     if fn is slice:
-        from compiler.frontend.instructions import make_slice
+        from compiler.frontend.data_ops import make_slice
         return make_slice(list(args))
     if fn is sum and not kwargs:
         items = unpack(tx, args[0])

@@ -6,18 +6,16 @@ before an instruction from which a resume function simply continues (`finish_sto
 """
 from __future__ import annotations
 
-import itertools
-import operator
 import types
 
 import torch
-import torch.fx
 from bytecode import Instr, Label
 
 import logs
 from compiler.frontend import variables as V
 from compiler.frontend.bytecode_info import PY312
-from compiler.frontend.codegen import GRAPH_OUT, PyCodegen, collect_graph_values
+from compiler.frontend.graph_compile import compile_graph
+from compiler.frontend.codegen import GRAPH_OUT, PyCodegen
 from compiler.frontend.errors import Unsupported
 from compiler.frontend.resume import (STACK_ARG, abstract_instr_at, assemble, make_function,
                                       make_resume_code, transformed_function)
@@ -39,7 +37,6 @@ _FIXED = {"BINARY_OP": (2, 1), "BINARY_SUBSCR": (2, 1), "COMPARE_OP": (2, 1),
           "DELETE_SUBSCR": (2, 0), "GET_ITER": (1, 1), "UNARY_NEGATIVE": (1, 1),
           "UNARY_NOT": (1, 1), "UNARY_INVERT": (1, 1), "UNARY_POSITIVE": (1, 1),
           "BINARY_SLICE": (3, 1), "CALL_INTRINSIC_1": (1, 1)}
-_graph_counter = itertools.count()
 
 
 def _operands(tx, inst):
@@ -60,76 +57,6 @@ def _operands(tx, inst):
     if "JUMP" in op:
         return 1, 0
     raise Unsupported(f"cannot run {op} eagerly")
-
-
-# ---- compiling the graph ----------------------------------------------------------------------
-def compile_graph(tx, values):
-    """Make the graph return every tensor/symbolic value in `values`; call the backend.
-    Returns (compiled callable or None, {node: output index}, GraphModule or None)."""
-    out = tx.output
-    needed = collect_graph_values(values, [])
-    nodes = []
-    for v in needed:
-        if v.node not in nodes:
-            nodes.append(v.node)
-    if not out.has_ops() and not nodes:
-        return None, {}, None
-    graph = out.graph
-    graph.output(tuple(nodes))
-    gm = torch.fx.GraphModule(torch.nn.Module(), graph, class_name="GraphModule")
-    gm.graph.lint()
-    k = next(_graph_counter)
-    name = f"__compiled_fn_{_cid_text(tx.ctx.compile_id)}_{k}"
-    _log_graph(gm, name)
-    compiled = tx.ctx.backend(gm, list(out.example_inputs))
-    compiled_named = _named(compiled, name)
-    tx.ctx.graphs.append(gm)
-    return compiled_named, {n: i for i, n in enumerate(nodes)}, gm
-
-
-def _cid_text(cid):
-    return str(cid).replace("/", "_") if cid is not None else "x"
-
-
-def _named(fn, name):
-    """A tiny wrapper whose repr names the graph (for the readable source and tracebacks)."""
-    def call(*args):
-        return fn(*args)
-    call.__name__ = call.__qualname__ = name
-    return call
-
-
-def _log_graph(gm, name):
-    logs.artifact("graph", lambda: f"TRACED GRAPH {name}\n{_tabular(gm)}")
-    logs.artifact("graph_code", lambda: f"TRACED GRAPH {name}\n" + gm.print_readable(print_output=False))
-    logs.artifact("graph_sizes", lambda: f"TRACED GRAPH TENSOR SIZES {name}\n{_sizes(gm)}")
-
-
-def _tabular(gm):
-    rows = [("opcode", "name", "target", "args", "kwargs")]
-    for n in gm.graph.nodes:
-        rows.append((n.op, n.name, _tname(n.target), str(n.args), str(n.kwargs)))
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def _tname(t):
-    if isinstance(t, str):
-        return t
-    return getattr(t, "__name__", str(t))
-
-
-def _sizes(gm):
-    lines = []
-    for n in gm.graph.nodes:
-        ex = n.meta.get("example_value")
-        if isinstance(ex, torch.Tensor):
-            lines.append(f"{n.name}: {tuple(ex.shape)}")
-        elif ex is not None and n.op != "output":
-            lines.append(f"{n.name}: {ex}")
-    return "\n".join(lines)
 
 
 # ---- code emission ---------------------------------------------------------------------------
@@ -442,4 +369,4 @@ def _transformed_text(tx, code, src):
             f"{buf.getvalue()}\npossible source code:\n{src}\n")
 
 
-__all__ = ["finish_return", "finish_break", "finish_stop", "RESUMABLE", "operator", "types"]
+__all__ = ["finish_return", "finish_break", "finish_stop", "RESUMABLE"]
