@@ -74,6 +74,9 @@ SECTIONS: dict[str, dict[str, Option]] = {
                                "empty means <tmp>/tracetorch_<user>/triton"),
         "persistent_reduction_max": _opt(4096, "largest reduction size done in one block "
                                                "(persistent); larger ones loop over RBLOCK chunks"),
+        "autotune_pointwise": _opt(False, "also sweep pointwise and persistent-reduction kernels "
+                                          "(their candidates timed within 1% on H100; looped "
+                                          "reductions are always swept when autotune is on)"),
         "autotune_max_configs": _opt(2, "most candidate configs benchmarked per kernel (each is a "
                                                "separate Triton compile: cold compile time)"),
     },

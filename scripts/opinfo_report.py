@@ -88,7 +88,7 @@ class FallbackRecorder:
         if name in ("perf_hint", "perf_hints") or "fallback" in name:
             f = event.fields or {}
             what = f.get("op") or f.get("target") or f.get("kernel") or ""
-            why = f.get("reason") or name
+            why = f.get("reason") or (event.payload if isinstance(event.payload, str) else None) or name
             self.reasons.append(f"{what}: {why}" if what else str(why))
 
     def __enter__(self):

@@ -190,10 +190,17 @@ class TritonLauncher:
         return (cdiv(xnumel, meta["XBLOCK"]), 1, 1)
 
     def _candidates(self, kind, xnumel, rnumel):
+        from compiler import config
         from compiler.backend import autotune
         if kind == "pointwise":
-            return autotune.pointwise_configs(xnumel)
-        return autotune.reduction_configs(xnumel, rnumel, persistent=kind == "persistent")
+            cands = autotune.pointwise_configs(xnumel)
+        else:
+            cands = autotune.reduction_configs(xnumel, rnumel, persistent=kind == "persistent")
+        # Each candidate is one more Triton compile (cold compile time); where the heuristic
+        # default is as good as the sweep's winner, only the default is used.
+        if kind != "looped" and not config.triton.autotune_pointwise:
+            cands = cands[:1]
+        return cands
 
     def _pick(self, rnumel):
         """(kernel, kind, RBLOCK or None) for this reduction size."""

@@ -16,7 +16,7 @@ pytest.importorskip("expecttest")     # torch.testing._internal needs it to impo
 import logs  # noqa: E402
 from scripts import opinfo_report as H  # noqa: E402
 
-CI_SAMPLES = 2
+CI_SAMPLES = 1      # C++ kernels are built with g++ per graph: keep CI under its time budget
 CI_OPS = [
     # pointwise
     "abs", "neg", "exp", "log", "sin", "cos", "tanh", "sigmoid", "sqrt", "rsqrt", "erf", "floor",

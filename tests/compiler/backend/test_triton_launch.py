@@ -109,3 +109,17 @@ def test_candidates_respect_config():
     for c in autotune.reduction_configs(8, 100000, persistent=False):
         assert c.meta["RBLOCK"] <= 2048 and c.meta["XBLOCK"] <= 8
     assert autotune.size_bucket([1, 3, 1000]) == (1, 4, 1024)
+
+
+def test_launcher_sweeps_looped_reductions_only_by_default(kdir):
+    launcher = tl_launch.TritonLauncher("add_kernel", ADD_SRC, kind="pointwise", n_ptrs=3,
+                                        numel=lambda: (10, 1), interpret=INTERPRET)
+    assert len(launcher._candidates("pointwise", 1 << 20, 1)) == 1
+    assert len(launcher._candidates("persistent", 4096, 1000)) == 1
+    assert len(launcher._candidates("looped", 64, 100000)) == 2
+    with config.patch(**{"triton.autotune_pointwise": True}):
+        assert len(launcher._candidates("pointwise", 1 << 20, 1)) == 2
+    x = torch.randn(10, device=DEVICE)
+    out = torch.full((10,), float("nan"), device=DEVICE)
+    launcher(x, x, out)                         # numel from the lambda, grid from XBLOCK
+    torch.testing.assert_close(out, x + x)
