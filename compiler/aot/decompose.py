@@ -38,7 +38,8 @@ EXTRA = _ops("_softmax", "_log_softmax", "native_layer_norm", "gelu", "native_gr
              "hardsigmoid", "mish", "softplus", "logsumexp", "addcmul", "addcdiv", "lerp", "std",
              "std_mean", "elu", "celu", "selu", "threshold", "log_sigmoid_forward", "glu", "nll_loss_forward",
              "mse_loss", "huber_loss", "smooth_l1_loss", "rsub", "xlogy", "logit", "sinc", "frac", "deg2rad",
-             "rad2deg", "linalg_vector_norm", "_log_softmax_backward_data")
+             "rad2deg", "linalg_vector_norm", "_log_softmax_backward_data", "_adaptive_avg_pool2d",
+             "max_pool2d_with_indices", "unfold", "upsample_nearest2d", "upsample_bilinear2d")
 
 #: never decomposed: called as extern kernels (or kept as one op we lower ourselves)
 KEEP_WHOLE = _ops("mm", "bmm", "addmm", "baddbmm", "convolution",

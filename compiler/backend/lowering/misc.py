@@ -201,7 +201,7 @@ def gather(ctx, x, dim, index, sparse_grad=False):
     return ir.Pointwise(ctx.size, fn, ctx.dtype, ctx.device, origins=ctx.origins)
 
 
-@register_lowering(aten.index.Tensor)
+@register_lowering(aten.index.Tensor, aten._unsafe_index.Tensor)
 def index(ctx, x, indices):
     size = x.get_size()
     pos = [d for d, t in enumerate(indices) if t is not None]

@@ -282,3 +282,39 @@ class _SubCtx:
     @property
     def device(self):
         return self.val.device
+
+
+@register_lowering(aten.diagonal.default)
+def diagonal(ctx, x, offset=0, dim1=0, dim2=1):
+    n = len(x.get_size())
+    d1, d2 = _norm_dim(dim1, n), _norm_dim(dim2, n)
+    size = ctx.size
+    rest = [d for d in range(n) if d not in (d1, d2)]
+    o1, o2 = (0, offset) if offset >= 0 else (-offset, 0)
+
+    def reindex(idx):
+        old = [None] * n
+        for d, i in zip(rest, idx[:-1]):
+            old[d] = i
+        old[d1] = idx[-1] + o1
+        old[d2] = idx[-1] + o2
+        return old
+
+    def layout(L):
+        return ir.Layout(size, [L.stride[d] for d in rest] + [L.stride[d1] + L.stride[d2]], L.dtype, L.device,
+                         L.offset + o1 * L.stride[d1] + o2 * L.stride[d2])
+
+    return _view(ctx, x, size, reindex, layout)
+
+
+@register_lowering(aten.flip.default)
+def flip(ctx, x, dims):
+    n = len(x.get_size())
+    dims = {_norm_dim(d, n) for d in dims}
+    size = x.get_size()
+
+    def reindex(idx):
+        return [size[d] - 1 - i if d in dims else i for d, i in enumerate(idx)]
+
+    # a negative stride is not a Layout we hand to ATen: flips stay lazy views
+    return ir.View(x, size, reindex, origins=ctx.origins)

@@ -182,3 +182,14 @@ def test_dynamic_float64_strided():
 def test_kernel_count_of_pointwise_chain():
     rt = check(lambda x: (x + 1).relu() * x.sigmoid(), [torch.randn(64, 32)])
     assert kernel_count(rt) == 1
+
+
+def windows(x):
+    import torch.nn.functional as F
+    return (F.max_pool2d(x, 2), F.adaptive_avg_pool2d(x, 1), x.flip(-1) + 1, torch.diagonal(x, 0, -2, -1) * 2,
+            F.interpolate(x, scale_factor=2, mode="nearest"), x.unfold(-1, 2, 2) * 1, torch.tril(x[0, 0]))
+
+
+def test_pooling_flip_diagonal_upsample_are_lowered():
+    rt = check(windows, [torch.randn(2, 3, 6, 6)])
+    assert fallback_count(rt) == 0
