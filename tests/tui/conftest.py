@@ -4,9 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from logs.trace_reader import find_trace_files
 from tui.synthetic import write_synthetic_trace
-from tui_trace_fixtures import make_our_debug_run, make_torch_trace, normalize_trace
+from tui_trace_fixtures import cached_torch_trace, make_our_debug_run
 
 
 @pytest.fixture(scope="session")
@@ -17,10 +16,9 @@ def synthetic_trace(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def torch_trace(tmp_path_factory) -> Path:
-    """A real PyTorch TORCH_TRACE log (graph break + recompile), normalized for snapshots."""
-    d = tmp_path_factory.mktemp("torch")
-    raw = make_torch_trace(d / "raw")
-    return normalize_trace(find_trace_files(raw)[0], d / "norm" / "dedicated_log_torch_trace_x.log")
+    """A real PyTorch TORCH_TRACE log (graph break + recompile), normalized for snapshots;
+    made by torch.compile in a subprocess (cached per torch version)."""
+    return cached_torch_trace(tmp_path_factory.mktemp("torch"))
 
 
 @pytest.fixture(scope="session")

@@ -62,6 +62,27 @@ def make_torch_trace(out: Path) -> Path:
     return out
 
 
+def cached_torch_trace(work: Path) -> Path:
+    """The normalized PyTorch trace, made once per torch version and program text: running
+    torch.compile in a subprocess costs seconds, and the result only depends on those two."""
+    import fcntl
+
+    import torch
+
+    from logs.trace_reader import find_trace_files
+
+    key = hashlib.md5(f"{torch.__version__}\n{PROGRAM}\n{_VOLATILE}".encode()).hexdigest()[:12]
+    cached = FIXTURE_ROOT / f"torch_trace_{key}" / "dedicated_log_torch_trace_x.log"
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with open(cached.parent / ".lock", "w") as lock:  # parallel workers: one makes it
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not cached.is_file():
+            raw = make_torch_trace(work / "raw")
+            normalize_trace(find_trace_files(raw)[0], work / "norm.log")
+            os.replace(work / "norm.log", cached)
+    return cached
+
+
 def make_our_debug_run(base: Path) -> Path:
     """compiler.compile under TRACE_COMPILE_DEBUG=1; returns the debug run folder."""
     prog = write_program("ours", "__import__('compiler').compile(f)")
