@@ -105,18 +105,36 @@ class RootTracer(Tracer):
         self.depth_at = {}          # offset -> stack depth when first reached in this pass
         self.order = []             # offsets in the order first reached
         self.wrapped_args = {}      # name -> the Variable wrapped from L[name]
+        self.deleted = set()        # locals deleted / cleared while tracing
         self.freevar_values = dict(zip(code.co_freevars,
                                        [_cell(c) for c in (fn.__closure__ or ())]))
 
     # ---- lazy arguments and free variables --------------------------------------------------
     def LOAD_FAST(self, inst):
-        name = inst.argval
-        if name not in self.locals and name in self.arg_values and name not in self.wrapped_args:
+        self._wrap_arg(inst.argval)
+        super().LOAD_FAST(inst)
+    LOAD_FAST_CHECK = LOAD_FAST
+
+    def LOAD_FAST_AND_CLEAR(self, inst):
+        self._wrap_arg(inst.argval)
+        super().LOAD_FAST_AND_CLEAR(inst)
+        self.deleted.add(inst.argval)
+
+    def STORE_FAST(self, inst):
+        super().STORE_FAST(inst)
+        if inst.argval in self.locals:
+            self.deleted.discard(inst.argval)
+
+    def DELETE_FAST(self, inst):
+        super().DELETE_FAST(inst)
+        self.deleted.add(inst.argval)
+
+    def _wrap_arg(self, name):
+        if name not in self.locals and name in self.arg_values and name not in self.wrapped_args \
+                and name not in self.deleted:
             var = wrap(self, self.arg_values[name], LocalSource(name))
             self.locals[name] = var
             self.wrapped_args[name] = var
-        super().LOAD_FAST(inst)
-    LOAD_FAST_CHECK = LOAD_FAST
 
     def LOAD_DEREF(self, inst):
         name = inst.argval

@@ -141,7 +141,7 @@ def _live_locals(tx):
                 names.append((name, None))
             else:
                 names.append((name, var))
-        elif name in tx.arg_values and name not in tx.wrapped_args:
+        elif name in tx.arg_values and name not in tx.wrapped_args and name not in tx.deleted:
             names.append((name, None))
     for name in tx.code.co_cellvars:
         cell = tx.cells.get(name)
