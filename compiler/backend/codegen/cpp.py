@@ -229,6 +229,8 @@ class CppCodegen(KernelCodegen):
                 continue
             red = node.data
             adt = _acc_dtype(red.src_dtype if red.reduction_type not in ("any", "all") else torch.bool)
+            if red.reduction_type == "sum" and adt == torch.float32:
+                adt = torch.float64   # long float32 sums drift; double partial sums keep eager's accuracy
             t = ctype(adt)
             acc = f"{node.name}_acc"
             rt = red.reduction_type
@@ -255,10 +257,17 @@ class CppCodegen(KernelCodegen):
                 out.append(f"int {accs[n.name][0]}_nan = 0;")
                 clauses.setdefault("|", []).append(f"{accs[n.name][0]}_nan")
         loop_open = []
+        red_clause = "".join(f" reduction({op}:{', '.join(v)})" for op, v in clauses.items())
+        full = not group.ranges and simd and rs
+        if full:
+            # a reduction to a scalar: the reduction loops themselves are the parallel loops
+            work = cpp_index(ir.product(group.reduction_ranges))
+            coll = f" collapse({len(rs)})" if len(rs) > 1 else ""
+            loop_open.append(f"#pragma omp parallel for simd{coll}{red_clause} if(parallel: {work} >= "
+                             f"{self.parallel_threshold})")
         for i, (r, size) in enumerate(zip(rs, group.reduction_ranges)):
-            if i == len(rs) - 1 and simd:
-                loop_open.append("#pragma omp simd" + "".join(f" reduction({op}:{', '.join(v)})"
-                                                              for op, v in clauses.items()))
+            if i == len(rs) - 1 and simd and not full:
+                loop_open.append("#pragma omp simd" + red_clause)
             loop_open.append("    " * i + f"for (int64_t {r} = 0; {r} < {cpp_index(size)}; {r}++) {{")
         out += loop_open
         k.push()

@@ -71,6 +71,8 @@ def loops(codegen, k, group: ir.KernelGroup, xs, rs) -> list[str]:
     for n in group.nodes:
         rt = n.data.reduction_type
         adt = _acc_dtype(n.data.src_dtype)
+        if rt == "sum" and adt == torch.float32:
+            adt = torch.float64
         t = ctype(adt)
         init = {"sum": "0", "prod": "1"}.get(rt)
         if init is None:
