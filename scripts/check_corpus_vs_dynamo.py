@@ -5,7 +5,7 @@ corpus expectations. For each program, with backend = a counting "eager" backend
   graphs      graphs compiled during the first call (torch._dynamo.explain's graph_count)
   breaks      graph breaks during the first call (torch._dynamo.explain's graph_break_count, or
               counters["graph_break"] when larger: explain says -1 when Dynamo skips a frame)
-  recompiles  recompiled frames over all calls (backend calls under a frame_compile_id > 0)
+  recompiles  "Recompiling function ..." records (the `recompiles` log) over all calls
 
     PYTHONPATH=. python scripts/check_corpus_vs_dynamo.py            # print a table
     PYTHONPATH=. python scripts/check_corpus_vs_dynamo.py --write    # also write dynamo_counts.json
@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import io
 import json
+import logging
 import os
 import sys
 
@@ -31,9 +32,23 @@ OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "compiler", "fronte
                    "dynamo_counts.json")
 
 
+class _Recompiles(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def emit(self, record):
+        if record.getMessage().startswith("Recompiling function"):
+            self.count += 1
+
+
+RECOMPILES = _Recompiles()
+
+
 def dynamo_counts(prog) -> dict:
     torch._dynamo.reset()
     counters.clear()
+    RECOMPILES.count = 0
     compiles = []
 
     def backend(gm, example_inputs):
@@ -53,7 +68,7 @@ def dynamo_counts(prog) -> dict:
             f(*args, **kwargs)
             if i == 0:
                 first = (len(compiles), sum(counters["graph_break"].values()))
-    recompiled = {c for c in compiles if c and c[1] > 0}
+    recompiled = RECOMPILES.count
     # explain() on the first call's inputs, for the graph and graph-break counts
     torch._dynamo.reset()
     torch.manual_seed(0)
@@ -64,7 +79,7 @@ def dynamo_counts(prog) -> dict:
         ex = torch._dynamo.explain(prog.fn)(*args, **kwargs)
     # explain() reports -1 breaks when Dynamo gave up on the whole frame (0 graphs); the
     # graph_break counter still saw the break: take the larger of the two.
-    return {"graphs": ex.graph_count, "breaks": max(ex.graph_break_count, first[1]), "recompiles": len(recompiled),
+    return {"graphs": ex.graph_count, "breaks": max(ex.graph_break_count, first[1]), "recompiles": recompiled,
             "backend_graphs": first[0], "break_reasons": [str(r.reason)[:100] for r in ex.break_reasons]}
 
 
@@ -73,6 +88,13 @@ def main():
     ap.add_argument("--write", action="store_true", help="write dynamo_counts.json")
     ap.add_argument("-k", default="", help="only programs whose name contains this")
     a = ap.parse_args()
+    torch._logging.set_logs(recompiles=True)
+    logger = logging.getLogger("torch._dynamo.guards.__recompiles")
+    logger.addHandler(RECOMPILES)
+    logger.propagate = False     # counted, not printed
+    for h in list(logger.handlers):
+        if h is not RECOMPILES:
+            logger.removeHandler(h)
     results = {}
     for prog in all_programs():
         if a.k not in prog.name:

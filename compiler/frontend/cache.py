@@ -62,7 +62,8 @@ class FrameCache:
         # Automatic-dynamic marks belong to the code object (Dynamo's frame state), so every
         # function object of one code (e.g. each capture's resume function) shares them.
         self.dynamic = options.dynamic_dims_for(self.code)
-        self.run_eagerly = False         # recompile limit hit: misses run the original function
+        self.run_eagerly = False         # recompile limit hit (or skipped): misses run fn eagerly
+        self.skipped = False             # the first capture found nothing to compile
         self.compiling = False
         with _lock:
             _all_caches.add(self)
@@ -84,6 +85,7 @@ class FrameCache:
         self.fast.clear()     # in place: the hot path holds this very list
         self.dynamic.marked.clear()
         self.run_eagerly = False
+        self.skipped = False
 
 
 def reset() -> None:

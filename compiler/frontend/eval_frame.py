@@ -289,16 +289,32 @@ def _compile(cache: FrameCache, args, kwargs, env, cid, reasons) -> CacheEntry:
         cache.compiling = False
         if fail is not None:
             _metrics(cache, cid, start, t0, timer, None, None, reasons, fail)
+    graphs = list(getattr(result, "graphs", []) or [])
+    breaks = list(getattr(result, "graph_breaks", []) or [])
+    if not graphs and not breaks and not cache.entries:
+        # Nothing to compile in this frame (no tensor operation, no break): as Dynamo does,
+        # skip the code object from now on instead of guarding a no-op entry. Running the
+        # original is exactly what the transformed code would do (it has no graph to call).
+        cache.run_eagerly = True
+        cache.skipped = True
+        log.debug("skip_frame", function=cache.name, location=cache.location,
+                  reason="no tensor operations in the frame")
+        _metrics(cache, cid, start, t0, timer, None, None, reasons, None)
+        return _EagerEntry(fn)
     guards = _global_state_guards(result.guards)
     guard_set = GuardSet(guards, fn)
-    entry = CacheEntry(cid, guard_set, result.fn, list(getattr(result, "graphs", []) or []),
-                       list(getattr(result, "graph_breaks", []) or []))
+    entry = CacheEntry(cid, guard_set, result.fn, graphs, breaks)
     cache.add(entry)
     _log_guards(cache, guard_set)
     _metrics(cache, cid, start, t0, timer, entry, guard_set, reasons, None)
     for listener in options.listeners:
         listener.on_compile(cache, entry)
     return entry
+
+
+class _EagerEntry:
+    def __init__(self, fn):
+        self.run = fn
 
 
 @contextlib.contextmanager

@@ -202,3 +202,15 @@ def test_guards_artifact_logged_per_compile(capture, events):
     [text] = _payloads(events, "guards")
     assert text.startswith("GUARDS:") and "TENSOR_MATCH: check_tensor(L['x']" in text
     assert "GLOBAL_STATE: torch.is_grad_enabled() is True" in text
+
+
+def test_frame_with_nothing_to_compile_is_skipped(capture):
+    def passthrough(x):
+        return x
+
+    passthrough.no_graph = True
+    f = compiler.compile(passthrough, backend="eager")
+    for n in [2, 3, 4]:
+        x = torch.randn(n)
+        assert f(x) is x
+    assert len(capture.calls) == 1          # captured once, then run as is without guards

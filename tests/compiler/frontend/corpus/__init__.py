@@ -8,8 +8,8 @@ for the eager and the compiled run), anything else is passed as is.
 Expected counts are TorchDynamo's: scripts/check_corpus_vs_dynamo.py runs every program under
 torch.compile and writes Dynamo's numbers to dynamo_counts.json (committed), which the test
 uses wherever a Program does not set its own. `graphs` and `breaks` are the graphs compiled and
-the graph breaks seen during the FIRST call; `recompiles` counts recompiles (of any frame,
-resume functions included) that produced a graph, over all calls. A Program that sets its own numbers must say why in `note` (e.g. Dynamo makes a
+the graph breaks seen during the FIRST call; `recompiles` counts recompiles of any frame
+(resume functions included) over all calls: the records of the `recompiles` log. A Program that sets its own numbers must say why in `note` (e.g. Dynamo makes a
 changed int argument a SymInt where we specialise).
 """
 from __future__ import annotations

@@ -1,13 +1,18 @@
 """A minimal stand-in for capture_frame (docs/CONTRACTS.md section 6), for the runtime's unit
 tests: it runs the function as is and guards each argument (TENSOR_MATCH with the requested
 dynamic dims, CONSTANT_MATCH for scalars). If the function has a `callee` attribute, the result
-calls it through make_compiled_callable, like a graph break at a call would.
+calls it through make_compiled_callable, like a graph break at a call would. A function with
+`no_graph = True` captures no graph (nothing to compile).
 """
 import dataclasses
 
 import torch
 
 from compiler.frontend.guards import Guard, TensorMeta, frame_locals
+
+
+# A stand-in "captured graph": the runtime only counts graphs and reads their nodes (explain).
+_GRAPH = torch.fx.symbolic_trace(lambda x: x + 1)
 
 
 @dataclasses.dataclass
@@ -39,6 +44,7 @@ class StandIn:
             # like a graph break at a call: the callee is compiled lazily on its first call
             callee = make_compiled_callable(fn.callee)
             run = lambda *a, **k: callee(*a, **k)  # noqa: E731
-        return _Result(run, guards, [], [])
+        graphs = [] if getattr(fn, "no_graph", False) else [_GRAPH]
+        return _Result(run, guards, graphs, [])
 
 
