@@ -23,6 +23,20 @@ _BUILTIN_FNS = {v for v in vars(builtins).values() if callable(v)}
 
 
 def wrap(tx, value, source, guard: bool = True):
+    """The Variable for `value` read from `source`, with its guards. Mutable objects (lists,
+    dicts, modules, other objects) are wrapped once per capture, whatever path reaches them,
+    so that a mutation traced through one path is seen through every other."""
+    var = _wrap(tx, value, source, guard)
+    if isinstance(var, (V.ListVariable, V.DictVariable, V.NNModuleVariable, V.UserObjectVariable)):
+        memo = tx.ctx.wrap_memo
+        known = memo.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        memo[id(value)] = (value, var)
+    return var
+
+
+def _wrap(tx, value, source, guard: bool = True):
     out = tx.output
 
     def g(kind, expected):

@@ -65,6 +65,7 @@ class CaptureContext:
         self.side_effects = SideEffects()
         self.root_globals = fn.__globals__
         self.global_cache = {}
+        self.wrap_memo = {}         # id(real object) -> (object, Variable): one Variable per object
         self.compile_id = compile_id
         self.backend = backend
         self.make_compiled_callable = make_compiled_callable

@@ -15,6 +15,14 @@ from compiler.frontend.errors import Unsupported
 log = logs.get_logger(__name__)
 
 
+def _identity(var):
+    """The real object behind a pre-existing object's Variable (several Variables may stand
+    for one object), else the Variable itself."""
+    if isinstance(var, (V.NNModuleVariable, V.UserObjectVariable)):
+        return ("object", id(var.value))
+    return ("var", id(var))
+
+
 class SideEffects:
     def __init__(self):
         self.ops = []                  # ordered: ("attr", obj, name, value) / ("global", g, name, value) / ("container", var)
@@ -38,11 +46,11 @@ class SideEffects:
 
     # ---- attributes ------------------------------------------------------------------------
     def store_attr(self, tx, obj, name, value):
-        self._attrs[(id(obj), name)] = value
+        self._attrs[(_identity(obj), name)] = value
         self.ops.append(("attr", obj, name, value))
 
     def pending_attr(self, obj, name):
-        return self._attrs.get((id(obj), name))
+        return self._attrs.get((_identity(obj), name))
 
     # ---- globals ---------------------------------------------------------------------------
     def store_global(self, tx, name, value):

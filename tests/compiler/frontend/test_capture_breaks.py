@@ -298,3 +298,34 @@ def test_fullgraph_ok_when_no_break():
     r = Recorder().capture(lambda a, b: quiet(a) or a * b + 1, (x, x), {}, fullgraph=True)
     assert r.graph_breaks == [] and len(r.graphs) == 1
     assert same(r.fn(x, x), x * x + 1) and len(LOG) == 1   # the inlined append was replayed
+
+
+class Holder:
+    def __init__(self):
+        self.items = []
+
+
+class Counter(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(2, 2)
+
+
+def aliased_mutation(x, o, m):
+    o.items.append(x)
+    a = len(o.items)              # a second read of o.items sees the append
+    m.lin.count = 5
+    b = m.lin.count               # and of m.lin the attribute write
+    alias = o.items
+    alias.append(x * 2)
+    return x * a + b, len(o.items)
+
+
+def test_mutation_seen_through_every_path():
+    x = torch.randn(2)
+    o1, m1 = Holder(), Counter()
+    expected = aliased_mutation(x, o1, m1)
+    o2, m2 = Holder(), Counter()
+    r = Recorder().capture(aliased_mutation, (x, o2, m2), {})
+    assert same(r.fn(x, o2, m2), expected)
+    assert len(o2.items) == len(o1.items) == 2 and m2.lin.count == 5
