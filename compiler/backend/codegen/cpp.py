@@ -45,6 +45,7 @@ class CppKernel:
         self.n_tmp = 0
         self.cse: list[dict] = [{}]
         self.locals: dict[str, CppVar] = {}   # buffer name -> local holding its value
+        self.subst: dict = {}                 # loop-variable rewrite of merged dimensions
         self.handler = CppOpsHandler(self)
 
     # value emission with scoped common-subexpression elimination -------------------------
@@ -69,7 +70,7 @@ class CppKernel:
         if name in self.locals:
             return self.locals[name]
         layout = self.group.layouts[name]
-        ptr = f"{name}[{cpp_index(index)}]"
+        ptr = f"{name}[{cpp_index(index.xreplace(self.subst) if self.subst else index)}]"
         if layout.dtype == torch.float16:
             return self.emit(f"tt_half_to_float({ptr})", torch.float32)
         if layout.dtype == torch.bfloat16:
@@ -90,6 +91,8 @@ class CppKernel:
             self.code.append(f"auto {name}_val = static_cast<{ctype(dt)}>({value});")
             self.locals[name] = CppVar(f"{name}_val", dt)
             return
+        if self.subst:
+            index = index.xreplace(self.subst)
         self.code.append(f"{name}[{cpp_index(index)}] = {self.convert_for_store(name, value)};")
 
     def masked(self, mask, body, other):
@@ -116,11 +119,16 @@ class CppCodegen(KernelCodegen):
         xs = [ir.index_var("x", i) for i in range(len(group.ranges))]
         rs = [ir.index_var("r", i) for i in range(len(group.reduction_ranges))]
         body: list[str] = []
-        from compiler.backend.codegen import cpp_column
+        from compiler.backend.codegen import cpp_column, cpp_dims
         column = cpp_column.eligible(group)
+        merged = None if column else cpp_dims.merge_plan(group)
         with ir.set_ops_handler(k.handler):
             if column:
                 loop_lines = cpp_column.loops(self, k, group, xs, rs)
+            elif merged:
+                ranges, k.subst, loop_vars = merged
+                self._body(k, group, xs, rs, body)
+                loop_lines = self._loops(group, loop_vars, body, ranges)
             else:
                 self._body(k, group, xs, rs, body)
                 loop_lines = self._loops(group, xs, body)
@@ -164,7 +172,8 @@ class CppCodegen(KernelCodegen):
                 raise CodegenUnsupported(f"dtype {group.layouts[name].dtype} of {name}")
         return params, call_args
 
-    def _loops(self, group, xs, body):
+    def _loops(self, group, xs, body, ranges=None):
+        ranges = list(group.ranges) if ranges is None else ranges
         out = []
         depth = 1
         work = ir.product(group.ranges) * ir.product(group.reduction_ranges)
@@ -180,7 +189,7 @@ class CppCodegen(KernelCodegen):
         simd = " simd" if pointwise and n == 1 else ""
         cond = cond.replace("if(", "if(parallel: ")
         out.append(f"    #pragma omp parallel for{simd}{collapse} {cond}")
-        for i, (x, size) in enumerate(zip(xs, group.ranges)):
+        for i, (x, size) in enumerate(zip(xs, ranges)):
             if i == n - 1 and i >= n_par and pointwise:
                 out.append("    " * depth + "#pragma omp simd")
             out.append("    " * depth + f"for (int64_t {x} = 0; {x} < {cpp_index(size)}; {x}++) {{")
