@@ -267,7 +267,20 @@ class RootTracer(Tracer):
         try:
             self.run()
         except ReturnValue as r:
-            return emit_break.finish_return(self, r.value)
+            try:
+                return emit_break.finish_return(self, r.value)
+            except Unsupported as e:
+                # the return value cannot be rebuilt (e.g. a closure made here): stop before
+                # the return; the rest runs from a resume function
+                if self.ctx.fullgraph:
+                    raise FullgraphError(e.reason, filename=self.code.co_filename,
+                                         lineno=self.location()[1]) from None
+                inst = self.current
+                frame = self.user_frame()
+                gb = GraphBreak("the return value cannot be rebuilt after the graph",
+                                frame[3], frame[0], frame[1], frame[2],
+                                [f"{frame[0]}:{frame[1]} in {frame[4]}: {frame[2]}"])
+                self._restart_earlier(inst.offset, gb, e)
         except _Finish as f:
             kind = f.args[0][0]
             try:
@@ -278,17 +291,18 @@ class RootTracer(Tracer):
                 return emit_break.finish_break(self, inst, gb, via_call)
             except Unsupported as e:
                 # the state at the break cannot be rebuilt: stop earlier instead
-                off = f.args[0][1].offset
-                self.plan.break_at.pop(off, None)
-                self.plan.stop_at.pop(off, None)
-                stop = self._stop_point(off)
-                if stop in self.plan.stop_at or stop == off:
-                    stop = self.entry_offset()
-                g = f.args[0][2]
-                g.reason = f"{g.reason} (cannot rebuild the state there: {e.reason})"
-                self.plan.stop_at[stop] = g
-                raise RestartAnalysis() from None
+                self._restart_earlier(f.args[0][1].offset, f.args[0][2], e)
         raise AssertionError("unreachable")
+
+    def _restart_earlier(self, off, gb, e):
+        self.plan.break_at.pop(off, None)
+        self.plan.stop_at.pop(off, None)
+        stop = self._stop_point(off)
+        if stop in self.plan.stop_at or stop == off:
+            stop = self.entry_offset()
+        gb.reason = f"{gb.reason} (cannot rebuild the state there: {e.reason})"
+        self.plan.stop_at[stop] = gb
+        raise RestartAnalysis() from None
 
 
 class _Finish(Exception):

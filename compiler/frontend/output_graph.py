@@ -86,6 +86,7 @@ class OutputGraph:
         node.meta["example_value"] = fake
         node.meta["source"] = name
         var = V.TensorVariable(node, source)
+        var.python_cls = type(tensor)      # Tensor or Parameter, for isinstance/type()
         self._inputs_by_source[name] = var
         self.input_sources.append(source)
         self.example_inputs.append(tensor)
