@@ -175,6 +175,7 @@ def trace_joint(fn: Callable, primals: list, decompositions: dict) -> JointGraph
     # flat positional signature and a flat output list (drop make_fx's pytree wrapper)
     gm.graph._codegen = fx.graph.CodeGen()
     gm.recompile()
+    _as_strided_to_view(gm)
     mutated = _mutations_to_outputs(gm, len(primals), len(graph_positions))
     for i in mutated:
         if requires_grad[i]:
@@ -184,6 +185,36 @@ def trace_joint(fn: Callable, primals: list, decompositions: dict) -> JointGraph
                       num_user_outputs=len(graph_positions), mutated_inputs=mutated,
                       grad_input_indices=grad_input_indices, diff_outputs=diff, out_spec=spec,
                       leaf_kinds=leaf_kinds, aliased=aliased)
+
+
+def _contiguous_strides(size) -> list[int]:
+    strides, acc = [], 1
+    for d in reversed(size):
+        strides.append(acc)
+        acc *= max(d, 1)
+    return strides[::-1]
+
+
+def _as_strided_to_view(gm: fx.GraphModule) -> None:
+    """as_strided(x, size, contiguous strides) of a contiguous x with the same number of elements
+    (decompositions and view replay emit these for plain reshapes) is view(x, size): a view the
+    backend can lower, where a general as_strided of a computed tensor is not."""
+    changed = False
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target is not aten.as_strided.default:
+            continue
+        src, size, stride = node.args[0], list(node.args[1]), list(node.args[2])
+        offset = node.args[3] if len(node.args) > 3 else node.kwargs.get("storage_offset")
+        val = src.meta.get("val") if isinstance(src, fx.Node) else None
+        if not isinstance(val, torch.Tensor) or not val.is_contiguous() or val.storage_offset() != 0:
+            continue
+        if offset not in (None, 0) or stride != _contiguous_strides(size) or \
+                val.numel() != torch.Size(size).numel():
+            continue
+        node.target, node.args, node.kwargs = aten.view.default, (src, size), {}
+        changed = True
+    if changed:
+        gm.recompile()
 
 
 def _mutations_to_outputs(gm: fx.GraphModule, num_primals: int, num_user_outputs: int) -> list[int]:

@@ -179,3 +179,19 @@ def test_parameters_are_free_to_save_so_pointwise_on_them_is_recomputed():
     assert "primals_1" in saved                  # the parameter itself, not the scaled copy
     ops = {n.target for n in part.graph.nodes if n.op == "call_function"}
     assert torch.ops.aten.mul.Tensor in ops      # w * 2 recomputed in the backward
+
+
+def test_contiguous_as_strided_becomes_a_view():
+    """GroupNorm's decomposition leaves as_strided(x, size, contiguous strides): rewritten to
+    view so the backend can lower it; gradients unchanged."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(4, 8, 3), nn.GroupNorm(2, 8), nn.SiLU()).double()
+    ref = copy.deepcopy(model)
+    x = torch.randn(2, 4, 6, 6, dtype=torch.float64)
+    joint = _joint(model, x)
+    assert not any(n.target is torch.ops.aten.as_strided.default for n in joint.graph.graph.nodes)
+    f = aot_module_training(capture(model), [x], run_as_is)
+    f(x).pow(2).sum().backward()
+    ref(x).pow(2).sum().backward()
+    for p, rp in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, rp.grad, rtol=1e-10, atol=1e-12)
