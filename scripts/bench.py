@@ -270,23 +270,57 @@ def markdown(rows):
 
 
 def summarize(rows, variants):
+    """Per dtype and variant: geomean speedup over eager on the workloads it got right; against
+    inductor, the ratio of geomeans over the workloads where BOTH are right (same set)."""
     summary = {}
     for dt in sorted({r["dtype"] for r in rows}):
         s = {}
+        good = {v: {r["workload"]: r for r in rows if r["dtype"] == dt and r["variant"] == v
+                    and r.get("check") == "ok" and r.get("speedup")} for v in variants}
         for v in variants:
             if v == "eager":
                 continue
             sel = [r for r in rows if r["dtype"] == dt and r["variant"] == v]
-            ok = [r for r in sel if r.get("check") == "ok" and r.get("speedup")]
+            ok = list(good[v].values())
             s[v] = {"geomean_speedup": W.geomean([r["speedup"] for r in ok]),
                     "workloads_ok": len(ok), "workloads": len(sel),
                     "geomean_cold_compile_s": W.geomean([r.get("cold_compile_s") for r in ok])}
-        ind = s.get("inductor", {}).get("geomean_speedup")
-        for v in ("ours_backend", "ours_compile"):
-            if v in s and ind:
-                s[v]["speedup_over_inductor_speedup"] = s[v]["geomean_speedup"] / ind
+            if v != "inductor" and "inductor" in good:
+                common = sorted(set(good[v]) & set(good["inductor"]))
+                ours = W.geomean([good[v][w]["speedup"] for w in common])
+                ind = W.geomean([good["inductor"][w]["speedup"] for w in common])
+                s[v]["vs_inductor_on_common"] = {
+                    "workloads": common, "speedup_ratio": ours / ind,
+                    "cold_compile_ratio": W.geomean([good[v][w]["cold_compile_s"] for w in common])
+                    / W.geomean([good["inductor"][w]["cold_compile_s"] for w in common])}
         summary[dt] = s
     return summary
+
+
+def print_summary(summary):
+    for dt, s in summary.items():
+        for v, d in s.items():
+            line = (f"{dt} {v}: geomean speedup over eager {d['geomean_speedup']:.2f}x on "
+                    f"{d['workloads_ok']}/{d['workloads']} workloads; geomean cold compile "
+                    f"{d['geomean_cold_compile_s']:.2f}s")
+            c = d.get("vs_inductor_on_common")
+            if c:
+                line += (f"; vs inductor on the {len(c['workloads'])} workloads both ran right: "
+                         f"speedup {c['speedup_ratio']:.2f}x of inductor's, cold compile "
+                         f"{c['cold_compile_ratio']:.2f}x inductor's")
+            print(line)
+
+
+def resummarize(path):
+    """Recompute the summary of a saved JSON (e.g. one fetched from the GPU machine)."""
+    with open(path) as f:
+        data = json.load(f)
+    variants = list(dict.fromkeys(r["variant"] for r in data["results"]))
+    data["summary"] = summarize(data["results"], variants)
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1, default=str)
+    print(markdown(data["results"]))
+    print_summary(data["summary"])
 
 
 def main(argv=None):
@@ -301,7 +335,11 @@ def main(argv=None):
     p.add_argument("--no-warm", action="store_true", help="skip the second-process warm compiles")
     p.add_argument("--warm-timeout", type=int, default=900)
     p.add_argument("--_warm", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--resummarize", default=None, metavar="JSON",
+                   help="recompute the summary of a saved results file and print its table")
     args = p.parse_args(argv)
+    if args.resummarize:
+        return resummarize(args.resummarize)
     args.only = [s for s in args.only.split(",") if s] or list(W.WORKLOADS)
     args.variants = [v for v in args.variants.split(",") if v]
     if args.preset is None:
@@ -356,13 +394,7 @@ def main(argv=None):
     print()
     print(markdown(rows))
     print()
-    for dt, s in summary.items():
-        for v, d in s.items():
-            extra = (f", {d['speedup_over_inductor_speedup']:.2f}x of inductor's"
-                     if "speedup_over_inductor_speedup" in d else "")
-            print(f"{dt} {v}: geomean speedup over eager {d['geomean_speedup']:.2f}x on "
-                  f"{d['workloads_ok']}/{d['workloads']} workloads{extra}; "
-                  f"geomean cold compile {d['geomean_cold_compile_s']:.2f}s")
+    print_summary(summary)
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
