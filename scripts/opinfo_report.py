@@ -86,7 +86,9 @@ class FallbackRecorder:
     def __call__(self, event):
         name = event.name or ""
         if name in ("perf_hint", "perf_hints") or "fallback" in name:
-            f = event.fields or {}
+            f = dict(event.fields or {})
+            if isinstance(event.payload, dict):      # perf_hint records carry {op, node, reason}
+                f = {**event.payload, **f}
             what = f.get("op") or f.get("target") or f.get("kernel") or ""
             why = f.get("reason") or (event.payload if isinstance(event.payload, str) else None) or name
             self.reasons.append(f"{what}: {why}" if what else str(why))
@@ -205,8 +207,11 @@ def run_op(backend, op, dtype=torch.float32, device="cpu", max_samples=None) -> 
         details.setdefault(o.status, o.detail)
         fallbacks.update(o.fallbacks)
     status = next((s for s in ORDER if s in counts), "skipped")
+    # A backend exception is caught by the backend and the graph run eagerly (never wrong), so it
+    # counts as a fallback; it is flagged because it is a compiler bug, not a missing lowering.
+    backend_error = any("after a backend error" in str(f) for f in fallbacks)
     return {"op": op_name(op), "status": status, "detail": details.get(status, ""),
-            "counts": counts, "fallbacks": sorted(fallbacks)[:10],
+            "counts": counts, "fallbacks": sorted(fallbacks)[:10], "backend_error": backend_error,
             "seconds": round(time.perf_counter() - t0, 3)}
 
 
@@ -216,7 +221,8 @@ def summarize(records) -> dict:
     return {"ops": len(records), "considered": considered,
             **{s: len(v) for s, v in by.items()},
             "lowered_fraction": (len(by["lowered"]) / considered) if considered else 0.0,
-            "wrong_ops": by["wrong"], "error_ops": by["error"]}
+            "wrong_ops": by["wrong"], "error_ops": by["error"],
+            "backend_error_ops": [r["op"] for r in records if r.get("backend_error")]}
 
 
 # ------------------------------------------------------------------ backends and the worker
@@ -288,7 +294,8 @@ def markdown(records, summary, meta) -> str:
              f"lowered {summary['lowered']} / {summary['considered']} ops with samples "
              f"(**{100 * summary['lowered_fraction']:.1f}%**); fell back {summary['fallback']}; "
              f"wrong {summary['wrong']}; error {summary['error']}; skipped {summary['skipped']} "
-             f"(of {summary['ops']} op_db entries)", "",
+             f"(of {summary['ops']} op_db entries); fallbacks caused by a caught backend exception: "
+             f"{len(summary['backend_error_ops'])}", "",
              "| op | status | samples | detail |", "|---|---|---|---|"]
     for r in sorted(records, key=lambda r: (ORDER.index(r["status"]), r["op"])):
         counts = " ".join(f"{k}:{v}" for k, v in sorted(r.get("counts", {}).items()))
