@@ -13,7 +13,8 @@ from compiler.frontend.errors import Unsupported
 from compiler.frontend.source import AttrSource, is_torch_object
 
 _TENSOR_CONST_ATTRS = {"dtype", "device", "requires_grad", "is_cuda", "layout", "is_leaf",
-                       "is_sparse", "is_quantized", "is_meta"}
+                       "is_sparse", "is_quantized", "is_meta", "is_nested", "is_mkldnn", "is_cpu",
+                       "is_xpu", "is_mps"}
 
 
 def tensor_shape(tx, t):

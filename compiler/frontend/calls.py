@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import weakref
 
 import torch
 
@@ -344,6 +345,14 @@ def call_function(tx, fn, args, kwargs):
         pargs = wrap(tx, p.args, AttrSource(fn.source, "args"))
         pkw = wrap(tx, p.keywords, AttrSource(fn.source, "keywords"))
         return call_function(tx, inner, pargs.items + list(args), {**pkw.items, **kwargs})
+    if isinstance(fn, V.UserObjectVariable) and type(fn.value) is weakref.ReferenceType \
+            and not args and not kwargs:
+        from compiler.frontend.builder import wrap
+        from compiler.frontend.source import CallSource
+        target = fn.value()
+        if target is None:
+            raise Unsupported("call of a dead weak reference")
+        return wrap(tx, target, CallSource(fn.source))
     if isinstance(fn, V.NewObjectVariable):
         from compiler.frontend.attributes import get_attr
         return call_function(tx, get_attr(tx, fn, "__call__"), args, kwargs)

@@ -97,6 +97,23 @@ class GetItemSource(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class CallSource(Source):
+    """base() -- the referent of a weakref read from the frame."""
+    base: Source
+
+    def name(self):
+        return f"{self.base.name()}()"
+
+    def reconstruct(self, cg):
+        cg.emit("PUSH_NULL")
+        self.base.reconstruct(cg)
+        cg.call(0)
+
+    def render(self):
+        return f"{self.base.render()}()"
+
+
+@dataclasses.dataclass(frozen=True)
 class DefaultSource(Source):
     """A default argument value of a function that was inlined (guarded by the function's id)."""
     fn_source: Source
