@@ -18,12 +18,12 @@ from tests.debug.models import relu_chain
 from tests.debug.standin_backend import buggy_compile, flaky_compile
 
 
-def _chain_gm(blocks=9, relu_at=None):
-    relu_at = min(5, blocks - 1) if relu_at is None else relu_at
+def _chain_gm(blocks=7, relu_at=None):
+    relu_at = min(4, blocks - 1) if relu_at is None else relu_at
     return fx.symbolic_trace(lambda x, w: relu_chain(x, w, blocks, relu_at))
 
 
-def _write_repro(tmp_path, compile_fn, bug="compile_error", level=2, stage="backend", blocks=9):
+def _write_repro(tmp_path, compile_fn, bug="compile_error", level=2, stage="backend", blocks=7):
     """Compile a relu chain through the repro wrapper with `compile_fn`; return repro.py's path."""
     run_dir._reset_for_tests()
     gm = _chain_gm(blocks)
@@ -145,6 +145,8 @@ def test_runtime_error_repro_records_the_call_inputs(tmp_path):
     assert "'kind': 'runtime_error'" in text and "injected relu runtime error" in text
     r = run_script(repro)
     assert r.returncode == 1 and "injected relu runtime error" in r.stderr
+    r = run_script(repro, "--check-str", "some other error")  # reproduces, but not that error
+    assert r.returncode == 3 and "differently" in r.stderr
 
 
 def test_flaky_failure_is_reported_not_minified(tmp_path, monkeypatch):
