@@ -34,3 +34,19 @@ def test_fullgraph_raises_through_api():
     with pytest.raises(compiler.errors.GraphBreakError) as info:
         opt(torch.randn(3), torch.randn(3))
     assert "print(" in str(info.value)
+
+
+def test_automatic_dynamic_recompiles_once():
+    from tests.compiler.frontend.test_capture_guards import dyn
+    import logs
+    events = []
+    sink = logs.add_sink(events.append, artifacts={"recompile"})
+    try:
+        compiler.reset()
+        opt = compiler.compile(dyn, backend="eager")
+        for n in (3, 4, 5, 6, 7):
+            x, y = torch.randn(n, 3), torch.randn(n, 3)
+            assert same(opt(x, y), dyn(x, y))
+    finally:
+        logs.remove_sink(sink)
+    assert len([e for e in events if e.name == "recompile"]) == 1
