@@ -10,6 +10,7 @@ shared with the training path (compiler/aot/joint.py).
 from __future__ import annotations
 
 import functools
+from typing import Optional
 
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
@@ -48,14 +49,24 @@ KEEP_WHOLE = _ops("mm", "bmm", "addmm", "baddbmm", "convolution",
                   "var_mean.correction", "var.correction", "mean.dim", "embedding", "cumsum")
 
 
-def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-    """scaled_dot_product_attention -> the fused CPU kernel (kept whole), when it applies."""
-    if (query.device.type == "cpu" and dropout_p == 0.0 and not enable_gqa and query.dim() == 4
-            and query.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16)
-            and (attn_mask is None or attn_mask.dtype == query.dtype)):
-        return aten._scaled_dot_product_flash_attention_for_cpu.default(
-            query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
-    return NotImplemented
+@torch.library.custom_op("tracetorch::sdpa", mutates_args=())
+def sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
+         dropout_p: float = 0.0, is_causal: bool = False, scale: Optional[float] = None) -> torch.Tensor:
+    """scaled_dot_product_attention kept whole: one graph node that, at run time, lets torch pick
+    its fused kernel (flash / memory-efficient on CUDA, the flash CPU kernel, or math)."""
+    return torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask,
+                                                            dropout_p=dropout_p, is_causal=is_causal, scale=scale)
+
+
+@sdpa.register_fake
+def _sdpa_fake(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+    return query.new_empty((*query.shape[:-1], value.shape[-1]))
+
+
+def sdpa_call(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    if enable_gqa:
+        return NotImplemented
+    return torch.ops.tracetorch.sdpa.default(query, key, value, attn_mask, dropout_p, is_causal, scale)
 
 
 @functools.lru_cache(maxsize=1)
@@ -78,5 +89,5 @@ def decomposition_table() -> dict:
 
 
 def sdpa_decompositions() -> dict:
-    """Extra entries that keep scaled_dot_product_attention whole as the fused CPU kernel."""
-    return {aten.scaled_dot_product_attention.default: _sdpa}
+    """Extra entries that keep scaled_dot_product_attention whole (as tracetorch::sdpa)."""
+    return {aten.scaled_dot_product_attention.default: sdpa_call}

@@ -15,10 +15,23 @@ import torch.fx.traceback as fx_traceback
 from torch.utils import _pytree as pytree
 
 
+_SDPA = {torch.nn.functional.scaled_dot_product_attention, torch._C._nn.scaled_dot_product_attention}
+
+
 class _Interp(torch.fx.Interpreter):
     def run_node(self, n):
         with fx_traceback.set_current_meta(n):
             return super().run_node(n)
+
+    def call_function(self, target, args, kwargs):
+        # attention is kept whole: one tracetorch::sdpa node (torch picks its fused kernel at run
+        # time) instead of the decomposition scaled_dot_product_attention would trace into
+        if target in _SDPA and not kwargs.get("enable_gqa", False):
+            from compiler.aot.decompose import sdpa_call
+            out = sdpa_call(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        return super().call_function(target, args, kwargs)
 
 
 class FlatFunction:

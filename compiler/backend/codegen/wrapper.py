@@ -118,6 +118,7 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
                  "from torch import empty_strided, as_strided",
                  "from compiler.backend.runtime.cpp_build import load_cpp_module",
                  "from compiler.backend.runtime.wrapper_support import ensure_layout",
+                 "import compiler.aot.decompose  # registers torch.ops.tracetorch.sdpa (attention kept whole)",
                  "aten = torch.ops.aten",
                  "constants = {}  # get_attr tensors (weights), bound by the loader", ""]
     for p in preludes:
@@ -178,7 +179,7 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
             args = [fmt_arg(a) for a in s.args] + [f"{k}={fmt_arg(v)}" for k, v in s.kwargs.items()]
             note = f"  # fallback: {s.reason}" if isinstance(s, ir.FallbackKernel) else "  # extern kernel"
             body.append(f"{s.name} = {s.kernel}({', '.join(args)}){note}")
-            if isinstance(s, ir.FallbackKernel) and s.layout is not None:
+            if s.layout is not None:   # kernels index this buffer with the strides decided here
                 L = s.layout
                 body.append(f"{s.name} = ensure_layout({s.name}, {_tuple(L.size)}, {_tuple(L.stride)})")
         for d in sched.plan.frees.get(i, []):

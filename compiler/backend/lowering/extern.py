@@ -79,5 +79,9 @@ def _extern(ctx, *args, **kwargs):
     return make_extern(ctx, list(args), kwargs)
 
 
+import compiler.aot.decompose  # noqa: E402,F401  (registers tracetorch::sdpa)
+
+EXTERN_OPS.append(torch.ops.tracetorch.sdpa.default)
+
 for _op in EXTERN_OPS:
     register_lowering(_op)(_extern)

@@ -140,7 +140,7 @@ def test_sdpa_kept_whole_on_cpu():
     seen, inner = _capture()
     fn = aot_module(torch.fx.symbolic_trace(f), [q, q, q], inner)
     torch.testing.assert_close(fn(q, q, q), f(q, q, q))
-    assert aten._scaled_dot_product_flash_attention_for_cpu.default in _targets(seen["gm"])
+    assert torch.ops.tracetorch.sdpa.default in _targets(seen["gm"])
 
 
 def test_trace_failure_runs_eagerly(monkeypatch):
