@@ -64,6 +64,7 @@ class FrameCache:
         self.dynamic = options.dynamic_dims_for(self.code)
         self.run_eagerly = False         # recompile limit hit (or skipped): misses run fn eagerly
         self.skipped = False             # the first capture found nothing to compile
+        self.nested = False              # a resume function / callee (set by eval_frame)
         self.compiling = False
         with _lock:
             _all_caches.add(self)

@@ -63,10 +63,13 @@ def _capture_frame(*args, **kwargs):
 capture_impl = _capture_frame
 
 
-def compiled_function(fn, options: CompileOptions):
-    """fn compiled lazily on call; bound methods keep their self; non-Python callables pass."""
+def compiled_function(fn, options: CompileOptions, nested: bool = False):
+    """fn compiled lazily on call; bound methods keep their self; non-Python callables pass.
+
+    nested: fn is a resume function or callee handed over by capture (make_compiled_callable).
+    """
     if isinstance(fn, types.MethodType):
-        return types.MethodType(compiled_function(fn.__func__, options), fn.__self__)
+        return types.MethodType(compiled_function(fn.__func__, options, nested), fn.__self__)
     if not isinstance(fn, types.FunctionType):
         return fn
     inner = getattr(fn, "_tracetorch_cache", None)
@@ -87,6 +90,7 @@ def compiled_function(fn, options: CompileOptions):
         return options.by_code[key]
 
     cache = FrameCache(fn, options)
+    cache.nested = nested
     fast = cache.fast
     miss = functools.partial(_miss, cache)
 
@@ -274,7 +278,7 @@ def _compile(cache: FrameCache, args, kwargs, env, cid, reasons) -> CacheEntry:
     dims = cache.dynamic.for_capture(env)
     timer = _Timer()
     backend = _frontend_backend(options, timer)
-    make = functools.partial(compiled_function, options=options)
+    make = functools.partial(compiled_function, options=options, nested=True)
     cache.compiling = True
     fail = None
     try:
@@ -291,10 +295,10 @@ def _compile(cache: FrameCache, args, kwargs, env, cid, reasons) -> CacheEntry:
             _metrics(cache, cid, start, t0, timer, None, None, reasons, fail)
     graphs = list(getattr(result, "graphs", []) or [])
     breaks = list(getattr(result, "graph_breaks", []) or [])
-    if not graphs and not breaks and not cache.entries:
-        # Nothing to compile in this frame (no tensor operation, no break): as Dynamo does,
-        # skip the code object from now on instead of guarding a no-op entry. Running the
-        # original is exactly what the transformed code would do (it has no graph to call).
+    if not graphs and not breaks and not cache.entries and cache.nested:
+        # A resume function or callee with nothing to compile (no tensor operation, no break):
+        # as Dynamo does, skip its code object from now on instead of guarding a no-op entry.
+        # Running the original is exactly what the transformed code would do.
         cache.run_eagerly = True
         cache.skipped = True
         log.debug("skip_frame", function=cache.name, location=cache.location,

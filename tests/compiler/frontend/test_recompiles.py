@@ -204,13 +204,30 @@ def test_guards_artifact_logged_per_compile(capture, events):
     assert "GLOBAL_STATE: torch.is_grad_enabled() is True" in text
 
 
-def test_frame_with_nothing_to_compile_is_skipped(capture):
+def test_nested_frame_with_nothing_to_compile_is_skipped(capture):
+    def passthrough(x):
+        return x
+
+    def outer(x):
+        return x
+
+    passthrough.no_graph = True
+    outer.callee = passthrough
+    f = compiler.compile(outer, backend="eager", dynamic=False)
+    for n in [2, 3, 4]:
+        x = torch.randn(n)
+        assert f(x) is x
+    # the callee (like a resume function) is captured once, then runs as is without guards;
+    # the top-level function keeps its entries and recompiles on each new size
+    assert [name for name, _, _ in capture.calls] == ["outer", "passthrough", "outer", "outer"]
+
+
+def test_top_level_frame_with_nothing_to_compile_keeps_guards(capture):
     def passthrough(x):
         return x
 
     passthrough.no_graph = True
-    f = compiler.compile(passthrough, backend="eager")
-    for n in [2, 3, 4]:
-        x = torch.randn(n)
-        assert f(x) is x
-    assert len(capture.calls) == 1          # captured once, then run as is without guards
+    f = compiler.compile(passthrough, backend="eager", dynamic=False)
+    f(torch.randn(2))
+    f(torch.randn(3))
+    assert len(capture.calls) == 2
