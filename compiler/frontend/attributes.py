@@ -52,6 +52,8 @@ def get_attr(tx, obj, name):
         return wrap(tx, value, source)
     if isinstance(obj, V.UserObjectVariable):
         return _object_attr(tx, obj, obj.value, name)
+    if isinstance(obj, V.SuperVariable):
+        return super_attr(tx, obj, name)
     if isinstance(obj, V.NewObjectVariable):
         if name in obj.attrs:
             return obj.attrs[name]
@@ -80,6 +82,35 @@ def get_attr(tx, obj, name):
     if isinstance(obj, V.UserMethodVariable) and name == "__self__":
         return obj.obj
     raise Unsupported(f"attribute {name} of {obj!r}")
+
+
+def super_attr(tx, sv, name):
+    """A method/attribute found after sv.cls in the MRO of the object's class."""
+    obj = sv.obj
+    obj_cls = obj.cls if isinstance(obj, V.NewObjectVariable) else (
+        type(obj.value) if isinstance(obj, (V.NNModuleVariable, V.UserObjectVariable)) else None)
+    if obj_cls is None:
+        raise Unsupported(f"super() on {obj!r}")
+    mro = obj_cls.__mro__
+    if sv.cls not in mro:
+        raise Unsupported("super(): class not in the object's MRO")
+    for klass in mro[mro.index(sv.cls) + 1:]:
+        if name in klass.__dict__:
+            member = klass.__dict__[name]
+            if isinstance(member, types.FunctionType):
+                return V.UserMethodVariable(member, obj)
+            if isinstance(member, staticmethod) and isinstance(member.__func__, types.FunctionType):
+                return V.UserFunctionVariable(member.__func__)
+            if isinstance(member, classmethod) and isinstance(member.__func__, types.FunctionType):
+                return V.UserMethodVariable(member.__func__, V.ConstantVariable(obj_cls))
+            if klass is object and name == "__init__":
+                return V.UserFunctionVariable(_object_init)
+            raise Unsupported(f"super().{name} is a {type(member).__name__}")
+    raise Unsupported(f"super() has no attribute {name}")
+
+
+def _object_init(*args, **kwargs):
+    return None
 
 
 def _type_attr(tx, cv, name):

@@ -55,6 +55,8 @@ def call_builtin(tx, fn, args, kwargs):
         return V.ConstantVariable(not t if fn is operator.not_ else t)
     if fn is len:
         return _len(tx, args[0])
+    if fn is super:
+        return make_super(tx, args)
     if fn is isinstance:
         return V.ConstantVariable(_isinstance(args[0], args[1].as_constant()))
     if fn is issubclass and consts(args):
@@ -166,6 +168,27 @@ def call_builtin(tx, fn, args, kwargs):
         if all(a.is_constant() or isinstance(a, V.SymNodeVariable) for a in args):
             return record(tx, fn, args)
     raise Unsupported(f"builtin {getattr(fn, '__name__', fn)}() on {list(args)!r}")
+
+
+def make_super(tx, args):
+    if len(args) == 2:
+        cls = args[0].as_constant() if args[0].is_constant() else None
+        if not isinstance(cls, type):
+            raise Unsupported("super() with a non-class first argument")
+        return V.SuperVariable(cls, args[1])
+    if args:
+        raise Unsupported("super() with one argument")
+    # zero-argument form: the __class__ cell and the first argument of the calling function
+    cell = tx.cells.get("__class__")
+    cls = None
+    if isinstance(cell, V.CellVariable):
+        cls = cell.contents.as_constant() if cell.contents is not None and cell.contents.is_constant() else None
+    elif cell is not None and cell.is_constant():
+        cls = cell.as_constant()
+    first = tx.code.co_varnames[0] if tx.code.co_argcount else None
+    if not isinstance(cls, type) or first is None or first not in tx.locals:
+        raise Unsupported("zero-argument super() outside a method")
+    return V.SuperVariable(cls, tx.locals[first])
 
 
 def _len(tx, v):

@@ -240,7 +240,18 @@ class Tracer(DataOps):
         store_attr(self, obj, inst.argval, value)
 
     def LOAD_SUPER_ATTR(self, inst):
-        raise Unsupported("super() attribute access")
+        # 3.12: super global, class, self on the stack; low bit = method load,
+        # second bit = two-argument super(cls, self)
+        obj = self.pop()
+        cls = self.pop()
+        self.pop()
+        from compiler.frontend.attributes import super_attr
+        if not cls.is_constant() or not isinstance(cls.as_constant(), type):
+            raise Unsupported("super() with a non-class")
+        value = super_attr(self, V.SuperVariable(cls.as_constant(), obj), inst.argval)
+        if inst.arg & 1:
+            self.push(V.NULL)
+        self.push(value)
 
     # ---- iteration and jumps ------------------------------------------------------------------
     def GET_ITER(self, inst):

@@ -351,6 +351,17 @@ class NewObjectVariable(Variable):
         return f"New({self.cls.__name__})"
 
 
+class SuperVariable(Variable):
+    """super() / super(cls, obj): attribute lookup starts after `cls` in obj's MRO."""
+
+    def __init__(self, cls, obj):
+        self.cls = cls
+        self.obj = obj
+
+    def python_type(self):
+        return super
+
+
 class PartialVariable(Variable):
     """functools.partial(fn, *args, **kwargs) created while tracing."""
 

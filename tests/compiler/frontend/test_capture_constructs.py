@@ -247,6 +247,42 @@ class Acc:
         return cls(s)
 
 
+class Base(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x) * 2
+
+
+class Child(Base):
+    def forward(self, x):
+        return super().forward(x) + 1
+
+
+class Plain:
+    def __init__(self, s):
+        super().__init__()
+        self.s = s
+
+
+class Derived(Plain):
+    def __init__(self, s):
+        super().__init__(s * 2)
+        self.t = 1
+
+    def val(self, x):
+        return x * self.s + self.t
+
+
+child = Child()
+
+
+def supers(x, y):
+    return child(x), Derived(3).val(y), super(Child, child).forward(x)
+
+
 def objects_and_partials(x, y):
     acc = Acc.make(3).add(x).add(Acc.twice(y))
     g = functools.partial(torch.add, alpha=2)
@@ -261,7 +297,7 @@ def return_types(x, y):
 
 PROGRAMS = [arith, inplace, torch_fns, shapes, constants, containers, unpacking, loops,
             comprehensions, branches, calls, closures, modules, grad_modes, fstrings, slicing,
-            attributes, default_arg, objects_and_partials, return_types]
+            attributes, default_arg, objects_and_partials, return_types, supers]
 
 
 @pytest.mark.parametrize("fn", PROGRAMS, ids=lambda f: f.__name__)
