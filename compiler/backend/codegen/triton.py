@@ -50,6 +50,7 @@ class TritonKernelBuilder:
         self.interpret = interpret
         self.status = False       # the kernel takes a tt_status pointer (testing.inject_relu_bug)
         self.online: dict[str, str] = {}   # looped: sum node -> max node computed online with it
+        self.int64 = False        # index arithmetic in int64 (set by TritonCodegen._build)
         self.xs = [ir.index_var("x", i) for i in range(len(group.ranges))]
         self.rs = [ir.index_var("r", i) for i in range(len(group.reduction_ranges))]
         self.xranges = [sympy.sympify(r) for r in group.ranges]
@@ -278,6 +279,7 @@ class TritonCodegen(KernelCodegen):
 
     def _build(self, group, interpret, force_persistent=False):
         k = TritonKernelBuilder(group, interpret, force_persistent)
+        k.int64 = self._needs_int64(group)   # indices past 2**31 (or symbolic sizes): int64 math
         with ir.set_ops_handler(k.handler):
             if not k.reduction:
                 self._pointwise(k)
@@ -351,7 +353,7 @@ class TritonCodegen(KernelCodegen):
         outer_lines, k.lines = k.lines, []
         k.push()
         k.in_rloop = True
-        k.line("rindex = roffset + tl.arange(0, RBLOCK)[None, :]")
+        k.line("rindex = roffset + tl.arange(0, RBLOCK)[None, :]" + (".to(tl.int64)" if k.int64 else ""))
         k.line("rmask = rindex < rnumel")
         names = {n.name for n in nodes}
         online = {b: a for b, a in k.online.items() if b in names and a in names}
@@ -477,12 +479,13 @@ class TritonCodegen(KernelCodegen):
             (["rnumel"] if k.reduction else []) + \
             ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if k.reduction else [])
         kind = "pointwise" if not k.reduction else ("persistent" if k.persistent else "looped")
-        pid = "tl.program_id(0).to(tl.int64)" if self._needs_int64(g) else "tl.program_id(0)"
+        pid = "tl.program_id(0).to(tl.int64)" if k.int64 else "tl.program_id(0)"
         head = [f"xoffset = {pid} * XBLOCK"]
         if k.reduction:
             head += ["xindex = xoffset + tl.arange(0, XBLOCK)[:, None]", "xmask = xindex < xnumel"]
             if k.persistent:
-                head += ["rindex = tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel"]
+                head += ["rindex = tl.arange(0, RBLOCK)[None, :]" + (".to(tl.int64)" if k.int64 else ""),
+                         "rmask = rindex < rnumel"]
         else:
             head += ["xindex = xoffset + tl.arange(0, XBLOCK)", "xmask = xindex < xnumel"]
         src = [f"# {g.name}: {kind}, ranges={[str(r) for r in g.ranges]}, "
