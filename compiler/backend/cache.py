@@ -51,7 +51,8 @@ def graph_key(gm, example_inputs) -> str:
         if node.op == "placeholder":
             h.update(_spec(node.meta.get("val")).encode())
         elif node.op == "get_attr":
-            h.update(f"attr:{node.target}".encode())
+            # constants are bound at load time, but their sizes/strides are baked into the code
+            h.update(f"attr:{node.target}:{_spec(getattr(gm, node.target, None))}".encode())
     for v in example_inputs:
         h.update(_spec(v).encode())
     cfg = config.to_dict()

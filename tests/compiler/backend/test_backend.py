@@ -140,3 +140,16 @@ def test_unsupported_device_code_runs_eagerly():
     rt = compile_fn(lambda x: torch.fft.fft(x).real * 2, [torch.randn(8)])
     x = torch.randn(8)
     torch.testing.assert_close(rt(x), torch.fft.fft(x).real * 2)
+
+
+def test_cache_key_includes_constant_shapes():
+    # same graph code, same inputs, different weight shapes: two different compiled graphs
+    x = torch.randn(4, 8)
+    outs = []
+    for width in (16, 32):
+        m = torch.nn.Linear(8, width).eval()
+        with torch.no_grad():
+            rt = compiler.backend(torch.fx.symbolic_trace(torch.nn.Sequential(m)), [x])
+            assert_same(rt(x), m(x))
+        outs.append(rt.compiled.key)
+    assert outs[0] != outs[1]
