@@ -13,6 +13,7 @@ have no dropout so every variant must follow eager's curve). Summary: geomean sp
 issue's goals (ours >= 0.9x inductor's geomean speedup; ours' peak memory <= eager's).
 
     PYTHONPATH=. python scripts/bench_training.py --device cuda --json train.json
+    PYTHONPATH=. python scripts/bench_training.py --device cuda --suite --json train_suite.json
     PYTHONPATH=. python scripts/bench_training.py --device cpu --quick
 """
 from __future__ import annotations
@@ -120,6 +121,36 @@ def make_models(device, quick):
     }
 
 
+def suite_models(device, quick, names=None):
+    """The model suite's trainable models (scripts/models), trained with AdamW on a generic loss
+    (mean square of every float output). Models with dropout draw different masks under
+    inductor (its own RNG), so their loss curves differ there by design."""
+    from scripts.models import SUITE
+    scale = "cpu" if quick or device.type == "cpu" else "gpu"
+    out = {}
+    for name, spec in SUITE.items():
+        if not spec.trainable or (names and name not in names):
+            continue
+
+        def factory(spec=spec):
+            return spec.build().train()
+
+        def batch(g, spec=spec):
+            torch.manual_seed(int(torch.randint(0, 2**31 - 1, (), generator=g)))
+            return spec.inputs(str(device), torch.float32, scale), None
+
+        out["suite_" + name] = (factory, batch, lambda p: torch.optim.AdamW(p, lr=1e-4))
+    return out
+
+
+def generic_loss(out, target):
+    if target is not None:
+        return F.cross_entropy(out.float(), target)
+    leaves = [o for o in torch.utils._pytree.tree_leaves(out)
+              if isinstance(o, torch.Tensor) and o.is_floating_point()]
+    return sum((o.float() ** 2).mean() for o in leaves)
+
+
 # ---------------------------------------------------------------- variants
 def make_variant(variant, model, opt):
     if variant == "eager":
@@ -144,12 +175,16 @@ def run_variant(variant, factory, batch, make_opt, device, steps, warmup, dtype)
     fwd, step = make_variant(variant, model, opt)
     g = torch.Generator().manual_seed(0)
     data = [batch(g) for _ in range(4)]
-    data = [(x.to(dtype) if x.is_floating_point() else x, y) for x, y in data]
+
+    def cast(x):
+        return x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+
+    data = [(tuple(cast(a) for a in x) if isinstance(x, tuple) else (cast(x),), y) for x, y in data]
 
     def train_step(i):
         x, y = data[i % len(data)]
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(fwd(x).float(), y)
+        loss = generic_loss(fwd(*x), y)
         loss.backward()
         step()
         return loss
@@ -196,6 +231,8 @@ def main(argv=None):
     ap.add_argument("--only", default="", help="comma list of model names")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--quick", action="store_true", help="small sizes, few steps (CPU smoke run)")
+    ap.add_argument("--suite", nargs="?", const="all", default="",
+                    help="also the model suite's trainable models (scripts/models): 'all' or a comma list")
     ap.add_argument("--json", default="")
     args = ap.parse_args(argv)
     device = torch.device(args.device)
@@ -206,6 +243,9 @@ def main(argv=None):
     models = make_models(device, args.quick)
     if args.only:
         models = {k: v for k, v in models.items() if k in args.only.split(",")}
+    if args.suite:
+        models.update(suite_models(device, args.quick,
+                                   None if args.suite == "all" else args.suite.split(",")))
     results = {}
     for name, (factory, batch, make_opt) in models.items():
         results[name] = {}
@@ -216,7 +256,7 @@ def main(argv=None):
             except Exception as exc:    # one broken variant must not hide the others' numbers
                 r = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
             results[name][variant] = r
-            print(f"  {name:10s} {variant:9s} " + (r["error"] if "error" in r else
+            print(f"  {name:16s} {variant:9s} " + (r["error"] if "error" in r else
                   f"{r['median_ms']:9.3f} ms  first step {r['first_step_s']:7.2f} s"), flush=True)
         eager = results[name].get("eager", {})
         for variant, r in results[name].items():
@@ -237,10 +277,10 @@ def main(argv=None):
 
 def print_table(results, variants, device):
     print(f"\ntraining step (forward+backward+optimizer), device={device}")
-    head = f"{'model':12s}" + "".join(f"{v + ' ms':>14s}{'x':>7s}{'peakMB':>9s}{'loss Δ':>9s}" for v in variants)
+    head = f"{'model':18s}" + "".join(f"{v + ' ms':>14s}{'x':>7s}{'peakMB':>9s}{'loss Δ':>9s}" for v in variants)
     print(head)
     for name, row in results.items():
-        line = f"{name:12s}"
+        line = f"{name:18s}"
         for v in variants:
             r = row.get(v, {})
             if "error" in r or not r:
