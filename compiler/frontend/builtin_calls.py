@@ -179,6 +179,11 @@ def make_super(tx, args):
     if args:
         raise Unsupported("super() with one argument")
     # zero-argument form: the __class__ cell and the first argument of the calling function
+    if "__class__" not in tx.cells and "__class__" in getattr(tx, "freevar_values", {}):
+        from compiler.frontend.builder import wrap
+        from compiler.frontend.source import LocalSource
+        tx.cells["__class__"] = wrap(tx, tx.freevar_values["__class__"],
+                                     LocalSource("__class__", is_cell=True))
     cell = tx.cells.get("__class__")
     cls = None
     if isinstance(cell, V.CellVariable):
@@ -186,6 +191,8 @@ def make_super(tx, args):
     elif cell is not None and cell.is_constant():
         cls = cell.as_constant()
     first = tx.code.co_varnames[0] if tx.code.co_argcount else None
+    if first is not None and hasattr(tx, "_wrap_arg"):
+        tx._wrap_arg(first)          # the root frame wraps its arguments lazily
     if not isinstance(cls, type) or first is None or first not in tx.locals:
         raise Unsupported("zero-argument super() outside a method")
     return V.SuperVariable(cls, tx.locals[first])

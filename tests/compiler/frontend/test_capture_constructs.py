@@ -338,3 +338,9 @@ def test_grad_mode_switch_in_graph():
     rec = check(grad_modes, x, x)
     targets = [n.target for n in rec.graphs[0].graph.nodes if n.op == "call_function"]
     assert torch._C._set_grad_enabled in targets
+
+
+def test_super_in_the_captured_frame_itself():
+    x = torch.randn(2, 3)
+    rec = check(Child.forward, child, x)
+    assert rec.breaks == [] and len(rec.graphs) == 1
