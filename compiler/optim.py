@@ -263,7 +263,10 @@ class CompiledOptimizerStep:
         # eager converts these Python doubles to the op's compute type: float32 for float32 and
         # reduced-precision params, float64 for float64 params
         dtype = torch.float64 if params[0].dtype == torch.float64 else torch.float32
-        scal = torch.tensor(scalars, dtype=dtype).to(params[0].device, non_blocking=True)
+        device = params[0].device
+        # pinned host memory: the copy to the GPU is truly asynchronous (no stream sync per step)
+        host = torch.tensor(scalars, dtype=dtype, pin_memory=device.type == "cuda")
+        scal = host.to(device, non_blocking=True)
         grads = [p.grad for p in params]
         m = [s["exp_avg"] for s in states]
         v = [s["exp_avg_sq"] for s in states]
