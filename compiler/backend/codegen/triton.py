@@ -162,8 +162,8 @@ class TritonKernelBuilder:
 
     def _run_var(self, flat, a, b, ranges, strides) -> sympy.Symbol:
         """A symbol for dims a..b of `flat` merged: (flat // stride_b) % prod(ranges[a..b])."""
-        if a == 0 and b == len(ranges) - 1:
-            return sympy.Symbol(flat, integer=True, nonnegative=True)
+        if all(ranges[i] == 1 for i in range(len(ranges)) if i < a or i > b):
+            return sympy.Symbol(flat, integer=True, nonnegative=True)   # the run is the whole space
         name = f"{flat[0]}{a}" if a == b else f"{flat[0]}{a}_{b}"
         sym = sympy.Symbol(name, integer=True, nonnegative=True)
         key = (name, self.in_rloop and flat == "rindex")

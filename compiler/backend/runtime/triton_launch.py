@@ -86,7 +86,14 @@ def interpreter_usable() -> bool:
     """The interpreter works only if TRITON_INTERPRET was set when triton itself was imported:
     triton.language's own @jit helpers (tl.sum, ...) are made interpretable at that moment."""
     if "triton" not in sys.modules:
-        return interpreter_active()
+        if interpreter_active():
+            return True
+        import torch
+        if not torch.cuda.is_available():
+            # A process without CUDA can only interpret Triton: switch it on before the import.
+            os.environ["TRITON_INTERPRET"] = "1"
+            return True
+        return False
     try:
         from triton.language import standard
         from triton.runtime.interpreter import InterpretedFunction
