@@ -195,3 +195,25 @@ def test_contiguous_as_strided_becomes_a_view():
     ref(x).pow(2).sum().backward()
     for p, rp in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, rp.grad, rtol=1e-10, atol=1e-12)
+
+
+def test_structured_trace_records_for_training(tmp_path):
+    from logs.trace_reader import read_trace
+    path = tmp_path / "trace.log"
+    writer = logs.open_trace(str(path))
+    try:
+        torch.manual_seed(0)
+        model = GeluMLP()
+        x = torch.randn(4, 16)
+        with logs.compile_context(3, 1):
+            f = aot_module_training(capture(model), [x], run_as_is)
+        f(x).sum().backward()
+    finally:
+        logs.close_trace(writer)
+    events = list(read_trace(str(path)).events)
+    keys = [e.key for e in events]
+    for key in ("aot_joint_graph", "aot_forward_graph", "aot_backward_graph", "partition_decision"):
+        assert key in keys, key
+    backward = next(e for e in events if e.key == "aot_backward_graph")
+    assert str(backward.compile_id) == "3/1" and backward.metadata.get("is_backward") is True
+    assert "def forward" in backward.payload
