@@ -80,6 +80,11 @@ def _wrap(tx, value, source, guard: bool = True):
         items = [wrap(tx, v, GetItemSource(source, i) if source else None, guard)
                  for i, v in enumerate(value)]
         return V.NamedTupleVariable(items, type(value), source)
+    if type(value) in (set, frozenset) and all(type(v) in _CONSTANT_TYPES for v in value):
+        g("CONSTANT_MATCH", value)
+        if type(value) is frozenset:
+            return V.ConstantVariable(value, source)
+        return V.SetVariable(value, source)
     if type(value) is dict:
         keys = list(value.keys())
         if not all(isinstance(k, (str, int)) and type(k) in (str, int) for k in keys):

@@ -35,6 +35,12 @@ _STR_METHODS = {"format", "join", "upper", "lower", "replace", "split", "strip",
                 "find", "index", "isdigit", "isalpha", "splitlines", "partition"}
 
 
+def const_value(v):
+    if not v.is_constant():
+        raise Unsupported(f"set of non-constant {v!r}")
+    return v.as_constant()
+
+
 def consts(args):
     return all(a.is_constant() for a in args)
 
@@ -94,6 +100,8 @@ def call_builtin(tx, fn, args, kwargs):
         return V.ListVariable(unpack(tx, args[0]) if args else [])
     if fn is tuple:
         return V.TupleVariable(unpack(tx, args[0]) if args else [])
+    if fn in (set, frozenset) and fn is set:
+        return V.SetVariable(const_value(i) for i in (unpack(tx, args[0]) if args else []))
     if fn is dict:
         items = {}
         if args:
@@ -203,6 +211,8 @@ def _len(tx, v):
         return V.ConstantVariable(len(v.items))
     if isinstance(v, V.DictVariable):
         return V.ConstantVariable(len(v.items))
+    if isinstance(v, V.SetVariable):
+        return V.ConstantVariable(len(v.values))
     if isinstance(v, V.TensorVariable):
         if v.example.dim() == 0:
             raise Unsupported("len() of a 0-d tensor")

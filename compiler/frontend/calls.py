@@ -165,6 +165,8 @@ def truthiness(tx, v) -> bool:
         return len(v.items) > 0
     if isinstance(v, V.DictVariable):
         return len(v.items) > 0
+    if isinstance(v, V.SetVariable):
+        return len(v.values) > 0
     if isinstance(v, (V.NNModuleVariable, V.UserFunctionVariable, V.NestedFunctionVariable,
                       V.BuiltinVariable, V.TorchFunctionVariable, V.PythonModuleVariable,
                       V.MethodVariable, V.UserMethodVariable)):
@@ -183,6 +185,10 @@ def contains_op(tx, item, container) -> bool:
         if not item.is_constant() or not all(i.is_constant() for i in container.items):
             raise Unsupported("'in' on a sequence of non-constants")
         return item.as_constant() in [i.as_constant() for i in container.items]
+    if isinstance(container, V.SetVariable):
+        if not item.is_constant():
+            raise Unsupported("'in' on a set with a non-constant")
+        return item.as_constant() in container.values
     if isinstance(container, V.DictVariable):
         if not item.is_constant():
             raise Unsupported("'in' on a dict with a non-constant key")
@@ -198,6 +204,8 @@ def unpack(tx, v) -> list:
         return list(v.items)
     if isinstance(v, V.DictVariable):
         return [V.ConstantVariable(k) for k in v.items]
+    if isinstance(v, V.SetVariable):
+        return [V.ConstantVariable(k) for k in v.values]
     if isinstance(v, V.IteratorVariable):
         items = v.remaining()
         v.index = len(v.items)

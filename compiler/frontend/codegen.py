@@ -126,6 +126,15 @@ class PyCodegen:
             parts = [self.reconstruct(item, side_effects) for item in var.items]
             self.emit("BUILD_TUPLE", len(var.items))
             return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+        if isinstance(var, V.SetVariable):
+            if var.source is not None:
+                var.source.reconstruct(self)
+                return var.source.render()
+            self.emit("PUSH_NULL")
+            self.emit("LOAD_CONST", set)
+            self.emit("LOAD_CONST", frozenset(var.values))
+            self.call(1)
+            return f"set({sorted(var.values, key=repr)!r})"
         if isinstance(var, V.SliceVariable):
             parts = [self.reconstruct(p, side_effects) for p in var.parts]
             self.emit("BUILD_SLICE", len(var.parts))

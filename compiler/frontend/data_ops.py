@@ -128,9 +128,20 @@ class DataOps:
         self.ctx.side_effects.mutate(self, target)
         target.items.extend(unpack(self, v))
 
+    def BUILD_SET(self, inst):
+        self.push(V.SetVariable(const_key(v) for v in self.popn(inst.arg)))
+
     def SET_ADD(self, inst):
-        raise Unsupported("set comprehension / set display")
-    BUILD_SET = SET_ADD
+        v = self.pop()
+        target = self.stack[-inst.arg]
+        _set_mutate(target)
+        target.values.add(const_key(v))
+
+    def SET_UPDATE(self, inst):
+        v = self.pop()
+        target = self.stack[-inst.arg]
+        _set_mutate(target)
+        target.values.update(const_key(i) for i in unpack(self, v))
 
     def MAP_ADD(self, inst):
         v = self.pop()
@@ -174,6 +185,11 @@ class DataOps:
         out = items[:before] + [mid] + items[len(items) - after:]
         for v in reversed(out):
             self.push(v)
+
+
+def _set_mutate(target):
+    if not isinstance(target, V.SetVariable) or target.source is not None:
+        raise Unsupported(f"set mutation of {target!r}")
 
 
 def make_slice(parts):

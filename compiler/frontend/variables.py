@@ -169,6 +169,20 @@ class DictVariable(Variable):
         return f"Dict{self.items!r}"
 
 
+class SetVariable(Variable):
+    """A set of hashable Python constants (a real set kept at trace time)."""
+
+    def __init__(self, values, source=None):
+        self.values = set(values)
+        self.source = source
+
+    def python_type(self):
+        return set
+
+    def __repr__(self):
+        return f"Set{self.values!r}"
+
+
 class SliceVariable(Variable):
     """slice(start, stop, step) where some part is symbolic."""
 

@@ -277,6 +277,14 @@ class Derived(Plain):
 
 
 child = Child()
+NAMES = {"a", "b"}
+
+
+def sets(x, y):
+    s = {1, 2, 3}
+    t = {i % 2 for i in range(5)}
+    u = set([4, 5])
+    return x * len(s) if 2 in s else y, t, len(u), "a" in NAMES, sorted(s)
 
 
 def supers(x, y):
@@ -297,7 +305,7 @@ def return_types(x, y):
 
 PROGRAMS = [arith, inplace, torch_fns, shapes, constants, containers, unpacking, loops,
             comprehensions, branches, calls, closures, modules, grad_modes, fstrings, slicing,
-            attributes, default_arg, objects_and_partials, return_types, supers]
+            attributes, default_arg, objects_and_partials, return_types, supers, sets]
 
 
 @pytest.mark.parametrize("fn", PROGRAMS, ids=lambda f: f.__name__)
