@@ -50,11 +50,9 @@ class FloorDiv(sympy.Function):
             return sympy.Integer(0)
         if isinstance(base, sympy.Integer) and isinstance(divisor, sympy.Integer):
             return sympy.Integer(int(base) // int(divisor))
-        # (k*d) // d == k when k is an integer expression
-        q = sympy.cancel(base / divisor)
-        num, den = sympy.fraction(q)
-        if den == 1 and q.is_integer:
-            return q
+        # (k*d) // d == k when d divides every term of base
+        if all(_divides(divisor, t) for t in sympy.Add.make_args(base)):
+            return sympy.expand(base / divisor)
         return None
 
     def _sympystr(self, printer):
@@ -121,10 +119,31 @@ def _definitely_less(a: Expr, b: Expr) -> bool:
     return bool(diff.is_negative)
 
 
+def _factors(e: Expr):
+    """(integer coefficient, {factor: power}) of a product, or None if not a plain product."""
+    coeff, rest = sympy.sympify(e).as_coeff_Mul()
+    if not coeff.is_Integer:
+        return None
+    powers: dict = {}
+    for f in sympy.Mul.make_args(rest):
+        if f == 1:
+            continue
+        base, exp = f.as_base_exp()
+        if not exp.is_Integer or exp < 0:
+            return None
+        powers[base] = powers.get(base, 0) + int(exp)
+    return int(coeff), powers
+
+
 def _divides(d: Expr, e: Expr) -> bool:
-    q = sympy.cancel(e / d)
-    num, den = sympy.fraction(q)
-    return den == 1 and bool(q.is_integer)
+    """Does d divide the single term e (structurally: integer coefficient and factor powers)?"""
+    fd, fe = _factors(d), _factors(e)
+    if fd is None or fe is None:
+        return False
+    (cd, pd), (ce, pe) = fd, fe
+    if cd == 0 or ce % cd != 0:
+        return False
+    return all(pe.get(b, 0) >= k for b, k in pd.items())
 
 
 def simplify_index(expr: Expr, var_ranges: dict) -> Expr:

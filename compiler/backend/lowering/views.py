@@ -206,7 +206,15 @@ def flat_reindex(old_size, new_size):
     new_strides = ir.contiguous_strides(new_size)
     old_strides = ir.contiguous_strides(old_size)
 
+    memo: dict = {}
+
     def reindex(idx):
+        key = tuple(idx)
+        if key not in memo:
+            memo[key] = _reindex(idx)
+        return memo[key]
+
+    def _reindex(idx):
         ranges = {i: s for i, s in zip(idx, new_size) if isinstance(i, sympy.Symbol)}
         flat = sum((i * st for i, st, s in zip(idx, new_strides, new_size) if not same(s, 1)), sympy.Integer(0))
         out = []
