@@ -72,3 +72,31 @@ def test_no_fusion_across_mismatched_reduction_order():
     # sum over dim 0 has a different (outer, reduction) split than the pointwise over (i, j)
     rt = check(lambda x: (x.sum(0), x.sin()), [torch.randn(9, 5)])
     assert kernel_count(rt) >= 1
+
+
+def test_dead_code_is_eliminated():
+    def f(x):
+        unused = x.sin() * 3     # noqa: F841  (never reaches an output)
+        return x.cos()
+    rt = check(f, [torch.randn(4, 4)])
+    assert "std::sin" not in rt.compiled.code
+    assert kernel_count(rt) == 1
+
+
+def test_dead_buffers_are_reused():
+    # three softmaxes in a row: the second's input dies in its kernel, its storage is reused
+    def f(x, w):
+        a = torch.softmax(x @ w, -1)
+        b = torch.softmax(a @ w, -1)
+        return torch.softmax(b @ w, -1)
+    rt = check(f, [torch.randn(8, 8), torch.randn(8, 8)])
+    code = rt.compiled.code
+    assert "# reuse" in code or "# in-place" in code
+
+
+def test_inplace_reuse_of_a_dying_input():
+    def f(x, w):
+        y = x @ w                      # extern output, dies in the next kernel
+        return (y.sin() + 1) @ w
+    rt = check(f, [torch.randn(8, 8), torch.randn(8, 8)])
+    assert "# in-place" in rt.compiled.code
