@@ -21,6 +21,7 @@ mask.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any, Callable
 
@@ -134,8 +135,27 @@ def _prepass(fn: Callable, primals: list):
     return spec, leaf_kinds, aliased, diff, metas
 
 
+@contextlib.contextmanager
+def _no_ambient_tracing_context():
+    """Called from inside torch.compile (backend=compiler.backend), Dynamo's TracingContext is
+    active and make_fx would adopt its fake mode and ShapeEnv: our trace would then mint
+    symbols that Dynamo cannot guard on. We trace in a fake mode of our own instead."""
+    try:
+        from torch._guards import tracing
+    except ImportError:
+        yield
+        return
+    with tracing(None):
+        yield
+
+
 def trace_joint(fn: Callable, primals: list, decompositions: dict) -> JointGraph:
     """fn(*primals) -> any pytree of tensors; primals: real tensors (requires_grad as at runtime)."""
+    with _no_ambient_tracing_context():
+        return _trace_joint(fn, primals, decompositions)
+
+
+def _trace_joint(fn: Callable, primals: list, decompositions: dict) -> JointGraph:
     for p in primals:
         if not isinstance(p, torch.Tensor):
             raise TrainingUnsupported(f"non-tensor graph input ({type(p).__name__}); the joint "
