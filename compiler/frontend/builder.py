@@ -8,6 +8,7 @@ ID_MATCH for modules / functions / classes, TYPE_MATCH + LENGTH_CHECK for contai
 from __future__ import annotations
 
 import builtins
+import collections
 import enum
 import types
 
@@ -85,16 +86,16 @@ def _wrap(tx, value, source, guard: bool = True):
         if type(value) is frozenset:
             return V.ConstantVariable(value, source)
         return V.SetVariable(value, source)
-    if type(value) is dict:
+    if type(value) in (dict, collections.OrderedDict):
         keys = list(value.keys())
         if not all(isinstance(k, (str, int)) and type(k) in (str, int) for k in keys):
             raise Unsupported("dict with keys that are not str/int")
-        g("TYPE_MATCH", dict)
+        g("TYPE_MATCH", type(value))
         if guard and source is not None:
             out.add_guard(f"list({source.name()}.keys())", "CONSTANT_MATCH", keys)
         items = {k: wrap(tx, v, GetItemSource(source, k) if source else None, guard)
                  for k, v in value.items()}
-        return V.DictVariable(items, source)
+        return V.DictVariable(items, source, dict_cls=type(value))
     if isinstance(value, types.ModuleType):
         g("ID_MATCH", value)
         return V.PythonModuleVariable(value, source)

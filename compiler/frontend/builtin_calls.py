@@ -408,7 +408,7 @@ def dict_method(tx, d, name, args, kwargs):
         default = args[1] if len(args) > 1 else V.ConstantVariable(None)
         return d.items.get(key, default)
     if name == "copy":
-        return V.DictVariable(dict(d.items))
+        return V.DictVariable(dict(d.items), dict_cls=d.dict_cls)
     if name == "update":
         se.mutate(tx, d)
         if args:

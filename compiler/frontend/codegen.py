@@ -7,6 +7,7 @@ sources and constants. In parallel it writes a readable Python rendering of what
 """
 from __future__ import annotations
 
+import collections
 import functools
 import types
 
@@ -219,13 +220,20 @@ class PyCodegen:
             self.emit("BUILD_LIST", len(parts))
             return "[" + ", ".join(parts) + "]"
         parts = []
+        wrap_cls = var.dict_cls is not dict
+        if wrap_cls:
+            if var.dict_cls is not collections.OrderedDict:
+                raise Unsupported(f"rebuilding a {var.dict_cls.__name__}")
+            self.emit("PUSH_NULL")
+            self.emit("LOAD_CONST", var.dict_cls)
         for k, v in var.items.items():
             self.emit("LOAD_CONST", k)
             parts.append(f"{k!r}: {self.reconstruct(v, side_effects)}")
         self.emit("BUILD_MAP", len(var.items))
         text = "{" + ", ".join(parts) + "}"
-        if var.dict_cls is not dict:
-            raise Unsupported(f"rebuilding a {var.dict_cls.__name__}")
+        if wrap_cls:
+            self.call(1)
+            text = f"OrderedDict({text})"
         return text
 
     # ---- side effects ----------------------------------------------------------------------

@@ -280,6 +280,15 @@ child = Child()
 NAMES = {"a", "b"}
 
 
+ORDERED = collections.OrderedDict(a=1, b=2)
+
+
+def ordered_dicts(x, y):
+    d = ORDERED.copy()
+    d["c"] = 3
+    return x * len(d), d, list(d.keys())
+
+
 def sets(x, y):
     s = {1, 2, 3}
     t = {i % 2 for i in range(5)}
@@ -305,7 +314,7 @@ def return_types(x, y):
 
 PROGRAMS = [arith, inplace, torch_fns, shapes, constants, containers, unpacking, loops,
             comprehensions, branches, calls, closures, modules, grad_modes, fstrings, slicing,
-            attributes, default_arg, objects_and_partials, return_types, supers, sets]
+            attributes, default_arg, objects_and_partials, return_types, supers, sets, ordered_dicts]
 
 
 @pytest.mark.parametrize("fn", PROGRAMS, ids=lambda f: f.__name__)
