@@ -140,6 +140,7 @@ class CppCodegen(KernelCodegen):
         lines.append(f'extern "C" int {group.name}({", ".join(params)}) {{')
         lines.append("    int tt_status = 0;")
         lines += loop_lines
+        lines.append("    if (__atomic_exchange_n(&tt_div_error, 0, __ATOMIC_RELAXED)) tt_status = 3;")
         lines.append("    return tt_status;")
         lines.append("}")
         source = "\n".join(lines)

@@ -41,17 +41,23 @@ static inline float tt_half_to_float(uint16_t h) { _Float16 v; std::memcpy(&v, &
 static inline uint16_t tt_float_to_half(float f) { _Float16 v = (_Float16)f; uint16_t h; std::memcpy(&h, &v, 2); return h; }
 static inline float tt_round_bf16(float f) { return tt_bf16_to_float(tt_float_to_bf16(f)); }
 static inline float tt_round_half(float f) { return tt_half_to_float(tt_float_to_half(f)); }
+static int tt_div_error = 0;  // set by an integer division by zero (torch raises; C++ would trap)
+template <typename T> static inline T tt_den(T b) {
+  if constexpr (!std::is_floating_point<T>::value) { if (b == 0) { __atomic_store_n(&tt_div_error, 1, __ATOMIC_RELAXED); return 1; } }
+  return b;
+}
+template <typename T, typename U> static inline T tt_div(T a, U b_) { return a / tt_den(static_cast<T>(b_)); }
 template <typename T, typename U> static inline T tt_max(T a, U b_) { T b = static_cast<T>(b_); return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
 template <typename T, typename U> static inline T tt_min(T a, U b_) { T b = static_cast<T>(b_); return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
-template <typename T, typename U> static inline T tt_floordiv(T a, U b_) { T b = static_cast<T>(b_);
+template <typename T, typename U> static inline T tt_floordiv(T a, U b_) { T b = tt_den(static_cast<T>(b_));
   if constexpr (std::is_floating_point<T>::value) { return std::floor(a / b); }
   else { T q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1; return q; }
 }
-template <typename T, typename U> static inline T tt_remainder(T a, U b_) { T b = static_cast<T>(b_);
+template <typename T, typename U> static inline T tt_remainder(T a, U b_) { T b = tt_den(static_cast<T>(b_));
   if constexpr (std::is_floating_point<T>::value) { T m = std::fmod(a, b); if (m != 0 && ((m < 0) != (b < 0))) m += b; return m; }
   else { T m = a % b; if (m != 0 && ((m < 0) != (b < 0))) m += b; return m; }
 }
-template <typename T, typename U> static inline T tt_fmod(T a, U b_) { T b = static_cast<T>(b_);
+template <typename T, typename U> static inline T tt_fmod(T a, U b_) { T b = tt_den(static_cast<T>(b_));
   if constexpr (std::is_floating_point<T>::value) { return std::fmod(a, b); } else { return a % b; }
 }
 template <typename T, typename U> static inline T tt_pow(T a, U b_) { T b = static_cast<T>(b_);
@@ -176,7 +182,7 @@ _UNARY_BOOL = {
     "logical_not": "(!{x})", "isnan": "tt_isnan({x})", "isinf": "tt_isinf({x})", "signbit": "std::signbit({x})",
 }
 _BINARY = {
-    "add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "truediv": "({a} / {b})",
+    "add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "truediv": "tt_div({a}, {b})",
     "floordiv": "tt_floordiv({a}, {b})", "fmod": "tt_fmod({a}, {b})", "remainder": "tt_remainder({a}, {b})",
     "pow": "tt_pow({a}, {b})", "maximum": "tt_max({a}, {b})", "minimum": "tt_min({a}, {b})",
     "atan2": "std::atan2({a}, {b})", "copysign": "std::copysign({a}, {b})", "hypot": "std::hypot({a}, {b})",

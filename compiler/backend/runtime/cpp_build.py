@@ -140,7 +140,8 @@ def load_library(source: str) -> ctypes.CDLL:
 
 
 _STATUS = {1: "injected relu runtime error (testing.inject_relu_bug=runtime_error)",
-           2: "index out of bounds in an indexing op"}
+           2: "index out of bounds in an indexing op",
+           3: "ZeroDivisionError: integer division by zero"}
 
 
 class CppKernel:
