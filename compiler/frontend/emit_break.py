@@ -9,7 +9,11 @@ from __future__ import annotations
 import types
 
 import torch
-from bytecode import Instr, Label
+try:
+    from bytecode import Instr, Label
+except ImportError as _e:  # pragma: no cover - depends on the environment
+    raise ImportError("tracetorch's frontend builds code objects with the `bytecode` package "
+                      "(PyPI: bytecode>=0.15); install it with `pip install bytecode`") from _e
 
 import logs
 from compiler.frontend import variables as V

@@ -11,7 +11,11 @@ from __future__ import annotations
 import inspect
 import types
 
-from bytecode import Bytecode, Instr, Label
+try:
+    from bytecode import Bytecode, Instr, Label
+except ImportError as _e:  # pragma: no cover - depends on the environment
+    raise ImportError("tracetorch's frontend builds code objects with the `bytecode` package "
+                      "(PyPI: bytecode>=0.15); install it with `pip install bytecode`") from _e
 
 from compiler.frontend.bytecode_info import PY312, code_info
 from compiler.frontend.errors import Unsupported
