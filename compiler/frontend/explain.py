@@ -69,7 +69,7 @@ class ExplainReport:
             lines.append("Ops per Graph:")
             for i, ops in enumerate(self.ops_per_graph, 1):
                 lines.append(f"  Ops {i}:")
-                lines += [f"    {op}" for op in ops]
+                lines += [f"    {_op_name(op)}" for op in ops]
         if self.recompiles:
             lines.append("Recompiles:")
             lines += [f"  {r}" for r in self.recompiles]
@@ -81,6 +81,24 @@ class ExplainReport:
                 lines.append(f"  {describe(g)}{loc}")
         lines.append("Compile Times: " + ", ".join(f"{k}: {v:.4f}s" for k, v in self.compile_times.items()))
         return "\n".join(lines)
+
+
+def _op_name(target) -> str:
+    """torch.relu / torch.nn.functional.gelu / operator.add / Tensor.sin, not <built-in ...>."""
+    import operator
+    import torch.nn.functional as F
+    if isinstance(target, str):
+        return f"Tensor.{target}"
+    if isinstance(target, torch._ops.OpOverload):
+        return str(target)
+    name = getattr(target, "__name__", None)
+    if name is None:
+        return str(target)
+    for prefix, namespace in (("torch", torch), ("torch.nn.functional", F), ("operator", operator)):
+        if getattr(namespace, name, None) is target:
+            return f"{prefix}.{name}"
+    module = getattr(target, "__module__", None)
+    return f"{module}.{getattr(target, '__qualname__', name)}" if module else name
 
 
 def _frame_text(frame) -> str:
