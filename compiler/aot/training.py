@@ -12,6 +12,7 @@ running `gm` eagerly under autograd, with the reason logged: never wrong.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 from typing import Callable
 
@@ -81,13 +82,94 @@ def aot_module_training(gm: fx.GraphModule, example_inputs, inner_compile: Calla
     bw_compiler = bw_compiler or inner_compile
     name = f"graph_{next(_graph_counter)}"
     try:
-        return _compile(gm, list(example_inputs), fw_compiler, bw_compiler, decompositions, name)
+        first = _compile(gm, list(example_inputs), fw_compiler, bw_compiler, decompositions, name)
     except TrainingUnsupported as exc:
-        log.warning("aot_training_fallback", graph=name, reason=str(exc),
-                    action="run the captured graph eagerly under autograd")
-        logs.artifact("perf_hint", lambda: {"reason": str(exc), "graph": name,
-                                            "fallback": "eager autograd"})
+        _log_fallback(name, exc)
         return gm
+    return SpecializingRunner(gm, list(example_inputs), first,
+                              lambda args, n: _compile(gm, args, fw_compiler, bw_compiler,
+                                                       decompositions, n), name)
+
+
+def _log_fallback(name, exc) -> None:
+    log.warning("aot_training_fallback", graph=name, reason=str(exc),
+                action="run the captured graph eagerly under autograd")
+    logs.artifact("perf_hint", lambda: {"reason": str(exc), "graph": name,
+                                        "fallback": "eager autograd"})
+
+
+def _meta(t):
+    return (t.shape, t.stride(), t.dtype, t.device, t.requires_grad) \
+        if isinstance(t, torch.Tensor) else type(t)
+
+
+class SpecializingRunner:
+    """gm's calling convention over graphs specialised to input sizes/strides.
+
+    The joint graph is traced with static shapes. When the frontend hands us a graph whose
+    sizes may vary (automatic dynamic shapes) or a direct caller passes other sizes, a new
+    specialisation is compiled for each new input layout, up to `LIMIT` (logged with the
+    reason); beyond that the graph runs eagerly under autograd. Parameters are left out of
+    the key (a module cannot change a parameter's shape without the frontend seeing a
+    different module), so the per-call cost is proportional to the few activations."""
+
+    LIMIT = 8
+
+    def __init__(self, gm, example_inputs, first, compile_fn, name):
+        self.gm = gm
+        self.compile_fn = compile_fn
+        self.name = name
+        self.checked = [i for i, x in enumerate(example_inputs)
+                        if not isinstance(x, torch.nn.Parameter)]
+        self.n_args = len(example_inputs)
+        self.runners = {self._key(example_inputs): first}
+        self.runtime = first.runtime
+        self.compile_id = logs.current_compile_id()
+        self.failed: set = set()
+
+    def _key(self, args) -> tuple:
+        return tuple(_meta(args[i]) for i in self.checked)
+
+    def __call__(self, *args):
+        key = self._key(args) if len(args) == self.n_args else None
+        runner = self.runners.get(key)
+        if runner is not None:
+            return runner(*args)
+        if not torch.is_grad_enabled():
+            return self.gm(*args)         # nothing to differentiate: no reason to compile
+        if key is None or key in self.failed or len(self.runners) >= self.LIMIT:
+            if key not in self.failed:
+                self.failed.add(key)
+                why = (f"{len(self.runners)} specialisations exist (limit {self.LIMIT})"
+                       if key is not None and len(self.runners) >= self.LIMIT
+                       else "a different number of inputs")
+                log.warning("compiled_graph_skipped", graph=self.name,
+                            reason="inputs differ from the traced sizes/strides/dtypes and " + why,
+                            action="run the graph eagerly under autograd")
+            return self.gm(*args)
+        name = f"{self.name}_s{len(self.runners)}"
+        cid = self.compile_id
+        ctx = logs.compile_context(*cid) if cid is not None else contextlib.nullcontext()
+        with ctx:
+            log.info("recompile_training_graph", graph=name,
+                     reason="new input sizes/strides: " + _diff_meta(next(iter(self.runners)), key))
+            try:
+                runner = self.compile_fn(list(args), name)
+            except TrainingUnsupported as exc:
+                _log_fallback(name, exc)
+                self.failed.add(key)
+                return self.gm(*args)
+        self.runners[key] = runner
+        return runner(*args)
+
+
+def _diff_meta(old: tuple, new: tuple) -> str:
+    parts = []
+    for i, (a, b) in enumerate(zip(old, new)):
+        if a != b and isinstance(a, tuple) and isinstance(b, tuple):
+            parts.append(f"input {i}: size {tuple(a[0])} stride {a[1]} -> size {tuple(b[0])} "
+                         f"stride {b[1]}")
+    return "; ".join(parts) or "input types changed"
 
 
 def _compile(gm, example_inputs, fw_compiler, bw_compiler, decompositions, name) -> Callable:
@@ -137,32 +219,12 @@ def _compile(gm, example_inputs, fw_compiler, bw_compiler, decompositions, name)
     return _make_runner(gm, joint, runtime, access, example_inputs)
 
 
-def _meta(t):
-    return (t.shape, t.stride(), t.dtype, t.device, t.requires_grad) \
-        if isinstance(t, torch.Tensor) else type(t)
-
-
 def _make_runner(gm, joint: JointGraph, runtime: TrainingRuntime, access: _ParamAccess,
                  example_inputs) -> Callable:
+    """The runner of one specialisation (SpecializingRunner checked the inputs)."""
     leaf_kinds, aliased, spec = joint.leaf_kinds, joint.aliased, joint.out_spec
-    # Graphs are specialised to the traced sizes/strides. The frontend guards on them; this
-    # check keeps a direct caller correct too. Parameters are skipped (a module cannot change
-    # a parameter's shape without the frontend seeing a different module): per-call cost stays
-    # proportional to the few activations, not to the many parameters.
-    checked = [i for i, x in enumerate(example_inputs) if not isinstance(x, torch.nn.Parameter)]
-    expected = [_meta(example_inputs[i]) for i in checked]
-    n_args = len(example_inputs)
-    warned = set()
 
     def run(*args):
-        if len(args) != n_args or any(_meta(args[i]) != e for i, e in zip(checked, expected)):
-            key = tuple(_meta(a) for a in args)
-            if key not in warned:
-                warned.add(key)
-                log.warning("compiled_graph_skipped", graph=runtime.name,
-                            reason="inputs differ from the traced sizes/strides/dtypes",
-                            action="run the graph eagerly under autograd")
-            return gm(*args)
         primals = access() + list(args)
         outs = CompiledFunction.apply(runtime, *primals)
         leaves = []

@@ -278,16 +278,26 @@ def test_graph_breaks_each_graph_its_own_pair():
         torch.testing.assert_close(p.grad, rp.grad, rtol=1e-5, atol=1e-6)
 
 
-def test_other_input_sizes_run_eagerly_and_stay_correct():
+def test_other_input_sizes_get_their_own_specialisation():
+    compiled = []
+
+    def counting(gm, example_inputs):
+        compiled.append(gm.__class__.__name__)
+        return gm
+
     torch.manual_seed(0)
     model = MLP()
     ref = copy.deepcopy(model)
-    f = compile_training(model, [torch.randn(4, 16)])
-    x = torch.randn(7, 16)                       # not the traced size
-    f(x).sum().backward()
-    ref(x).sum().backward()
-    for p, rp in zip(model.parameters(), ref.parameters()):
-        torch.testing.assert_close(p.grad, rp.grad)
+    f = aot_module_training(capture(model), [torch.randn(4, 16)], counting)
+    for n in (7, 4, 7):                          # 7: a new specialisation, compiled once
+        x = torch.randn(n, 16)
+        model.zero_grad()
+        ref.zero_grad()
+        f(x).sum().backward()
+        ref(x).sum().backward()
+        for p, rp in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, rp.grad)
+    assert compiled.count("ForwardGraph") == 2 and compiled.count("BackwardGraph") == 2
 
 
 def test_lstm_falls_back_to_eager_and_stays_correct():
@@ -301,3 +311,18 @@ def test_lstm_falls_back_to_eager_and_stays_correct():
 
     torch.manual_seed(0)
     check_grads(Tagger(), lambda: [torch.randn(2, 5, 6)], torch.float32)
+
+
+def test_beyond_the_specialisation_limit_runs_eagerly(monkeypatch):
+    from compiler.aot.training import SpecializingRunner
+    monkeypatch.setattr(SpecializingRunner, "LIMIT", 1)
+    torch.manual_seed(0)
+    model = MLP()
+    ref = copy.deepcopy(model)
+    f = compile_training(model, [torch.randn(4, 16)])
+    x = torch.randn(9, 16)
+    f(x).sum().backward()
+    ref(x).sum().backward()
+    for p, rp in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, rp.grad)
+    assert len(f.runners) == 1 and len(f.failed) == 1
