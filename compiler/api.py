@@ -83,7 +83,8 @@ class CompiledModule(torch.nn.Module):
     """What compile(module) returns (like PyTorch's OptimizedModule).
 
     Calling it runs the module's forward compiled, with the module as `self` (so guards see
-    L['self'] and its training flag, parameters and submodules). Attributes, train()/eval(),
+    L['self'] and its training flag, parameters and submodules); the module's own forward
+    pre/post hooks run eagerly around it. Attributes, train()/eval(),
     parameters() and state_dict() reach the original module; state_dict keys carry no prefix,
     so a state dict moves freely between the compiled and the original module.
     """
@@ -100,7 +101,32 @@ class CompiledModule(torch.nn.Module):
                 compiled_function(type(mod).forward, opts), mod)
 
     def forward(self, *args, **kwargs):
+        mod = self._modules["_orig_mod"]
+        if mod._forward_pre_hooks or mod._forward_hooks:
+            return self._forward_with_hooks(mod, args, kwargs)
         return self._compiled_forward(*args, **kwargs)
+
+    def _forward_with_hooks(self, mod, args, kwargs):
+        """The module's own forward hooks run eagerly around the compiled forward, in the order
+        and with the argument rules of nn.Module.__call__."""
+        for hid, hook in list(mod._forward_pre_hooks.items()):
+            if hid in mod._forward_pre_hooks_with_kwargs:
+                res = hook(mod, args, kwargs)
+                if res is not None:
+                    args, kwargs = res
+            else:
+                res = hook(mod, args)
+                if res is not None:
+                    args = res if isinstance(res, tuple) else (res,)
+        out = self._compiled_forward(*args, **kwargs)
+        for hid, hook in list(mod._forward_hooks.items()):
+            if hid in mod._forward_hooks_with_kwargs:
+                res = hook(mod, args, kwargs, out)
+            else:
+                res = hook(mod, args, out)
+            if res is not None:
+                out = res
+        return out
 
     def __getattr__(self, name):
         try:

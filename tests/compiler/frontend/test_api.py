@@ -183,3 +183,15 @@ def test_compiling_a_compiled_object_starts_from_the_original(capture):
     x = torch.randn(2)
     torch.testing.assert_close(h(x), f(x))
     torch.testing.assert_close(cm(x), m(x))
+
+
+def test_module_forward_hooks_run_around_compiled_forward(capture):
+    m = torch.nn.Linear(3, 3)
+    seen = []
+    m.register_forward_pre_hook(lambda mod, args: (args[0] * 2,))
+    m.register_forward_hook(lambda mod, args, out: seen.append(out.shape) or out + 1)
+    x = torch.randn(2, 3)
+    expected = m(x)
+    got = compiler.compile(m, backend="eager")(x)
+    torch.testing.assert_close(got, expected)
+    assert seen == [torch.Size([2, 3])] * 2
