@@ -238,6 +238,8 @@ def get_backend(name: str):
 
 def _worker(conn, backend_name, dtype_name, max_samples, cpu_codegen):
     torch.set_num_threads(1)
+    if cpu_codegen == "triton":
+        os.environ.setdefault("TRITON_INTERPRET", "1")   # before anything imports triton
     if cpu_codegen:
         from compiler import config
         config.backend.cpu_codegen = cpu_codegen
