@@ -73,6 +73,9 @@ class BackendCompilerFailed(CompilerError):
         self.backend_name = backend_name
         self.inner = inner
         super().__init__(f"backend {backend_name!r} raised {type(inner).__name__}: {inner}")
+        # notes added to the backend's error (e.g. the repro script path) stay the last lines
+        for note in getattr(inner, "__notes__", []):
+            self.add_note(note)
 
 
 class RecompileLimitError(CompilerError):

@@ -119,6 +119,7 @@ class _Scope:
         self.code = code
         self.params = _param_names(code)
         self.freevars = code.co_freevars
+        self.unreachable: set[str] = set()
 
     def translate(self, source: str) -> str:
         def sub(m):
@@ -127,7 +128,8 @@ class _Scope:
                 return name
             if name in self.freevars:
                 return f"___cells[{self.freevars.index(name)}].cell_contents"
-            return m.group(0)   # not reachable from the call: evaluated through ___L (a miss)
+            self.unreachable.add(name)
+            return f"___L[{name!r}]"    # not reachable from the call: raises, i.e. a miss
         return _L_RE.sub(sub, source)
 
 
@@ -280,6 +282,14 @@ class GuardSet:
                   ___get_default_dtype=torch.get_default_dtype, ___cells=fn.__closure__ or (),
                   G=fn.__globals__, math=math, ___L=_Unreachable())
         exec(compile(self.source, f"<guards of {fn.__code__.co_name}>", "exec"), ns)
+        if self.scope.unreachable:
+            # A guard on a name that is neither an argument nor a free variable can never
+            # pass: say so now rather than recompiling until the cache limit.
+            from logs import get_logger
+            get_logger(__name__).warning(
+                "guard_source_unreachable", function=fn.__code__.co_name,
+                names=sorted(self.scope.unreachable),
+                reason="guards must name arguments (L['x']), free variables or globals (G['w'])")
         check = ns["___check_guards"]
         check.__defaults__ = fn.__defaults__
         check.__kwdefaults__ = fn.__kwdefaults__
