@@ -168,6 +168,11 @@ def run_pytorch(kind: str, blocks: int, relu_at: int, workdir: str, timeout: flo
         out["candidates"] = int(queries[-1])
     else:
         out["candidates_at_least"] = started  # no final count printed (timeout): candidates started
+    # In-memory progress (its counts include placeholders and the output node), even when the
+    # timeout came before the next checkpoint was written.
+    reached = re.findall(r"SUCCESS: Went from \d+ to (\d+) nodes", output)
+    if reached:
+        out["reached_nodes_incl_io"] = int(reached[-1])
     if os.path.exists(final_path):
         out["final_nodes"] = _count_nodes_in_code(final_path)
     elif checkpoints:
@@ -184,6 +189,8 @@ def _table(rows: list[dict]) -> str:
         after = r.get("final_nodes", r.get("best_checkpoint_nodes", "?"))
         if "best_checkpoint_nodes" in r:
             after = f"{after} (best checkpoint)"
+        if r.get("status") == "timeout" and "reached_nodes_incl_io" in r:
+            after = f"{after} written; {r['reached_nodes_incl_io']} reached in memory (incl. inputs/output)"
         cands = r.get("candidates", f">= {r['candidates_at_least']}" if "candidates_at_least" in r else "?")
         lines.append(f"| {r['kind']} | {r['side']} | {r['status']} | {r.get('initial_nodes', '?')} -> {after} "
                      f"| {cands} | {r.get('seconds', '-')} |")

@@ -105,7 +105,8 @@ class Minifier:
         self.pool = CandidatePool(jobs=options.jobs, timeout=options.timeout or 600.0,
                                   preload=["compiler", module],
                                   options={"accuracy": self.accuracy, "seed": self.seed},
-                                  warm_fake=ns.get("STAGE") == "frontend")
+                                  # only our aot stage (frontend-stage repros of our backends) uses fake tensors
+                                  warm_fake=ns.get("STAGE") == "frontend" and module.startswith("compiler."))
         from debug.candidate import apply_config, load_real
         apply_config(ns.get("CONFIG"))
         real, state = load_real(ns, script_path)
