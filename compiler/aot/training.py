@@ -98,9 +98,23 @@ def _log_fallback(name, exc) -> None:
                                         "fallback": "eager autograd"})
 
 
+def _const(x):
+    """A scalar graph input's concrete value (a SymInt from Dynamo: its hint, read without
+    adding a guard)."""
+    if isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        hint = getattr(x.node, "hint", None)
+        if hint is None:
+            raise TrainingUnsupported(f"symbolic scalar input {x} without a concrete value")
+        return hint
+    return x
+
+
 def _meta(t):
-    return (t.shape, t.stride(), t.dtype, t.device, t.requires_grad) \
-        if isinstance(t, torch.Tensor) else type(t)
+    if isinstance(t, torch.Tensor):
+        return (t.shape, t.stride(), t.dtype, t.device, t.requires_grad)
+    if isinstance(t, (bool, int, float, torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return ("const", _const(t))       # specialised on, like sizes
+    return type(t)
 
 
 class SpecializingRunner:
@@ -166,9 +180,15 @@ class SpecializingRunner:
 def _diff_meta(old: tuple, new: tuple) -> str:
     parts = []
     for i, (a, b) in enumerate(zip(old, new)):
-        if a != b and isinstance(a, tuple) and isinstance(b, tuple):
+        if a == b:
+            continue
+        if isinstance(a, tuple) and isinstance(b, tuple) and a[0] == b[0] == "const":
+            parts.append(f"scalar input {i}: {a[1]} -> {b[1]}")
+        elif isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) == 5:
             parts.append(f"input {i}: size {tuple(a[0])} stride {a[1]} -> size {tuple(b[0])} "
                          f"stride {b[1]}")
+        else:
+            parts.append(f"input {i}: {a} -> {b}")
     return "; ".join(parts) or "input types changed"
 
 
@@ -179,11 +199,23 @@ def _compile(gm, example_inputs, fw_compiler, bw_compiler, decompositions, name)
     access = _ParamAccess(gm, names)
     k = len(names)
 
+    # Scalar inputs (sizes of a dynamic graph, Python numbers) are baked in as constants: the
+    # SpecializingRunner keys on their values, so a new value gets its own specialisation.
+    for x in example_inputs:
+        if not isinstance(x, torch.Tensor) and _meta(x)[0] != "const":
+            raise TrainingUnsupported(f"graph input of type {type(x).__name__}")
+    tensor_pos = [i for i, x in enumerate(example_inputs) if isinstance(x, torch.Tensor)]
+    consts = {i: _const(x) for i, x in enumerate(example_inputs) if i not in set(tensor_pos)}
+
     def fn(*primals):
         state = dict(zip(names, primals[:k]))
-        return torch.func.functional_call(gm, state, tuple(primals[k:]))
+        args = list(consts.get(i) for i in range(len(example_inputs)))
+        for i, t in zip(tensor_pos, primals[k:]):
+            args[i] = t
+        return torch.func.functional_call(gm, state, tuple(args))
 
-    primals = access() + list(example_inputs)
+    example_tensors = [example_inputs[i] for i in tensor_pos]
+    primals = access() + example_tensors
     table = decompositions if decompositions is not None else training_decompositions()
     try:
         joint = trace_joint(fn, primals, table)
@@ -193,7 +225,7 @@ def _compile(gm, example_inputs, fw_compiler, bw_compiler, decompositions, name)
         raise TrainingUnsupported(f"joint tracing failed: {type(exc).__name__}: {exc}") from exc
     # parameters/buffers: lifted ones, and those the frontend passes as graph inputs
     joint.module_state = frozenset(range(k)) | frozenset(
-        k + i for i, x in enumerate(example_inputs) if isinstance(x, torch.nn.Parameter))
+        k + j for j, x in enumerate(example_tensors) if isinstance(x, torch.nn.Parameter))
     logs.artifact("aot_joint_graph", lambda: _readable(joint.graph, name), graph="joint",
                   graph_name=name, filename="aot_joint_graph.py")
     part = partition_joint(joint, strategy=config.aot.partitioner,
@@ -216,16 +248,16 @@ def _compile(gm, example_inputs, fw_compiler, bw_compiler, decompositions, name)
         backward_log=lambda: logs.artifact(
             "aot_graphs", lambda: _readable(part.backward, name), graph="backward", graph_name=name,
             filename="aot_backward.py", is_backward=True))
-    return _make_runner(gm, joint, runtime, access, example_inputs)
+    return _make_runner(gm, joint, runtime, access, tensor_pos)
 
 
 def _make_runner(gm, joint: JointGraph, runtime: TrainingRuntime, access: _ParamAccess,
-                 example_inputs) -> Callable:
+                 tensor_pos: list[int]) -> Callable:
     """The runner of one specialisation (SpecializingRunner checked the inputs)."""
     leaf_kinds, aliased, spec = joint.leaf_kinds, joint.aliased, joint.out_spec
 
     def run(*args):
-        primals = access() + list(args)
+        primals = access() + [args[i] for i in tensor_pos]
         outs = CompiledFunction.apply(runtime, *primals)
         leaves = []
         for kind, value in leaf_kinds:

@@ -326,3 +326,26 @@ def test_beyond_the_specialisation_limit_runs_eagerly(monkeypatch):
     for p, rp in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, rp.grad)
     assert len(f.runners) == 1 and len(f.failed) == 1
+
+
+def test_scalar_inputs_are_specialised_on():
+    class Scale(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x, n):
+            return self.fc(x) * n
+
+    torch.manual_seed(0)
+    model = Scale()
+    ref = copy.deepcopy(model)
+    x = torch.randn(3, 4)
+    f = aot_module_training(capture(model), [x, 2], run_as_is)
+    for n in (2, 3):
+        model.zero_grad()
+        ref.zero_grad()
+        f(x, n).sum().backward()
+        ref(x, n).sum().backward()
+        torch.testing.assert_close(model.fc.weight.grad, ref.fc.weight.grad)
+    assert len(f.runners) == 2
