@@ -193,3 +193,16 @@ def windows(x):
 def test_pooling_flip_diagonal_upsample_are_lowered():
     rt = check(windows, [torch.randn(2, 3, 6, 6)])
     assert fallback_count(rt) == 0
+
+
+def avg_pools(x):
+    import torch.nn.functional as F
+    return (F.avg_pool2d(x, 2), F.avg_pool2d(x, 3, stride=2, padding=1),
+            F.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False),
+            F.avg_pool2d(x, 3, stride=2, ceil_mode=True), F.avg_pool2d(x, 2, divisor_override=3))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_avg_pool2d(dtype):
+    rt = check(avg_pools, [torch.randn(2, 3, 7, 6).to(dtype)])
+    assert fallback_count(rt) == 0
