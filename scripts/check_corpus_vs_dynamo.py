@@ -88,6 +88,8 @@ def main():
     ap.add_argument("--write", action="store_true", help="write dynamo_counts.json")
     ap.add_argument("-k", default="", help="only programs whose name contains this")
     a = ap.parse_args()
+    from tests.compiler.frontend.corpus import functions
+    functions._DYNAMO_MODE[0] = True       # the program's inner compiled function uses torch.compile
     torch._logging.set_logs(recompiles=True)
     logger = logging.getLogger("torch._dynamo.guards.__recompiles")
     logger.addHandler(RECOMPILES)
