@@ -153,6 +153,10 @@ def wrap_global(tx, name):
         value = tx.f_globals[name]
         if tx.f_globals is tx.ctx.root_globals:
             source = GlobalSource(name)
+        elif getattr(tx, "globals_source", None) is not None:
+            # a user function of another module, reached through a sourced value: its
+            # globals are guarded like ours (L['self'].helper.__globals__['EPS'])
+            source = GetItemSource(tx.globals_source, name)
         else:
             if not _safe_foreign(value):
                 raise Unsupported(f"global {name!r} of another module (inlined function from "

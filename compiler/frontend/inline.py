@@ -54,6 +54,8 @@ def inline_call(tx, fn, args, kwargs, callee=None):
         cells[name_] = _free_var(tx, fn, i, name_)
     child = Tracer(tx.ctx, code, f_globals, symbolic_locals, cells, parent=tx, fn_name=name)
     child.callee = callee if callee is not None else fn
+    if f_globals is not tx.ctx.root_globals:
+        child.globals_source = _globals_source(fn, callee, f_globals)
     if generator:
         # a generator expression is run to completion: its items become a known iterator
         child.generated = []
@@ -67,6 +69,22 @@ def inline_call(tx, fn, args, kwargs, callee=None):
         e.user_stack.insert(0, child.user_frame())
         raise
     raise Unsupported("inlined function ended without return")
+
+
+def _globals_source(fn, callee, f_globals):
+    """A source for the callee's module globals, so that reading them installs guards.
+    torch's own modules are taken as fixed (no guards), like Dynamo does."""
+    module = f_globals.get("__name__", "") or ""
+    if module == "torch" or module.startswith("torch."):
+        return None
+    if isinstance(fn, V.UserFunctionVariable) and fn.source is not None:
+        return AttrSource(fn.source, "__globals__")
+    if isinstance(callee, V.NNModuleVariable):
+        return AttrSource(AttrSource(callee.source, "forward"), "__globals__")
+    if isinstance(callee, V.UserMethodVariable) and getattr(callee.obj, "source", None) is not None \
+            and not callee.fn.__name__.startswith("__"):
+        return AttrSource(AttrSource(callee.obj.source, callee.fn.__name__), "__globals__")
+    return None
 
 
 def _free_var(tx, fn, i, name):

@@ -142,3 +142,21 @@ def test_static_by_default():
     r, gs = capture(dyn, x, y)
     assert not [g for g in r.guards if g.kind == "SYMBOLIC"]
     assert not gs.check(torch.randn(6, 3), torch.randn(6, 3))
+
+
+def test_globals_of_other_modules_are_guarded(tmp_path, monkeypatch):
+    (tmp_path / "capture_helpers_mod.py").write_text(
+        "EPS = 0.5\n"
+        "def scale(t):\n"
+        "    return t * EPS\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import capture_helpers_mod as mod
+
+    def f(x, fn):
+        return fn(x) + 1
+    x = torch.randn(3)
+    r, gs = capture(f, x, mod.scale)
+    assert ("L['fn'].__globals__['EPS']", "CONSTANT_MATCH") in kinds(r)
+    assert gs.check(x, mod.scale)
+    monkeypatch.setattr(mod, "EPS", 0.25)
+    assert not gs.check(x, mod.scale)
