@@ -101,7 +101,8 @@ class InputCheck:
         self.specs = []
         for v in traced_inputs:
             if isinstance(v, torch.Tensor):
-                self.specs.append(("t", [_expr(s) for s in v.shape], [_expr(s) for s in v.stride()]))
+                self.specs.append(("t", [_expr(s) for s in v.shape], [_expr(s) for s in v.stride()],
+                                   v.dtype, v.device.type))
             elif isinstance(v, (torch.SymInt, int)) and not isinstance(v, bool):
                 self.specs.append(("i", _expr(v)))
             else:
@@ -123,7 +124,7 @@ class InputCheck:
         parts = []
         for a in args:
             if isinstance(a, torch.Tensor):
-                parts.append((tuple(a.shape), a.stride()))
+                parts.append((tuple(a.shape), a.stride(), a.dtype, a.device.type))
             elif isinstance(a, int):
                 parts.append(a)
         return tuple(parts)
@@ -142,6 +143,8 @@ class InputCheck:
             if spec[0] == "t":
                 if not isinstance(a, torch.Tensor) or a.dim() != len(spec[1]):
                     return "input rank changed"
+                if a.dtype != spec[3] or a.device.type != spec[4]:
+                    return f"input dtype/device {a.dtype}/{a.device.type} differs from traced {spec[3]}/{spec[4]}"
                 for e, v in zip(spec[1], a.shape):
                     pending.append((e, int(v), "size"))
                 for e, v, s in zip(spec[2], a.stride(), a.shape):
@@ -174,7 +177,7 @@ def _expr(s):
 
 def _free(spec):
     syms = set()
-    for part in spec[1:]:
+    for part in spec[1:3]:
         for e in (part if isinstance(part, list) else [part]):
             if isinstance(e, sympy.Basic):
                 syms |= e.free_symbols

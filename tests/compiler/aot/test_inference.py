@@ -151,3 +151,11 @@ def test_trace_failure_runs_eagerly(monkeypatch):
     gm = torch.fx.symbolic_trace(f)
     fn = aot_module(gm, [torch.randn(2)], _capture()[1])
     torch.testing.assert_close(fn(torch.ones(2)), torch.full((2,), 2.0))
+
+
+def test_dtype_change_runs_eagerly():
+    f = lambda x: x * 2  # noqa: E731
+    fn = aot_module(torch.fx.symbolic_trace(f), [torch.randn(4)], _capture()[1])
+    x = torch.arange(4, dtype=torch.float64)
+    assert "dtype" in fn.check([x])
+    torch.testing.assert_close(fn(x), x * 2)
