@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import inspect
 import time
 import traceback
 import types
@@ -63,6 +64,10 @@ def _capture_frame(*args, **kwargs):
 capture_impl = _capture_frame
 
 
+_SUSPENDING = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+               | inspect.CO_ITERABLE_COROUTINE)
+
+
 def compiled_function(fn, options: CompileOptions, nested: bool = False):
     """fn compiled lazily on call; bound methods keep their self; non-Python callables pass.
 
@@ -77,6 +82,10 @@ def compiled_function(fn, options: CompileOptions, nested: bool = False):
         if inner.options is options:
             return fn
         fn = inner.fn              # compile the original under these options
+    if fn.__code__.co_flags & _SUSPENDING:
+        # Generators and coroutines suspend mid-frame; like Dynamo, run them as they are.
+        log.debug("skip_frame", function=fn.__qualname__, reason="generator or coroutine function")
+        return fn
     wrapper = options.wrappers.get(fn)
     if wrapper is not None:
         return wrapper

@@ -195,3 +195,13 @@ def test_module_forward_hooks_run_around_compiled_forward(capture):
     got = compiler.compile(m, backend="eager")(x)
     torch.testing.assert_close(got, expected)
     assert seen == [torch.Size([2, 3])] * 2
+
+
+def test_generator_functions_run_as_they_are(capture):
+    def gen(x):
+        yield x * 2
+
+    g = compiler.compile(gen, backend="eager")
+    x = torch.randn(2)
+    torch.testing.assert_close(next(g(x)), x * 2)
+    assert capture.calls == []
