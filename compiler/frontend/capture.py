@@ -189,8 +189,8 @@ class RootTracer(Tracer):
             self.plan.break_at[inst.offset] = (gb, via_call)
         else:
             stop = self._stop_point(inst.offset)
-            gb.reason = f"{gb.reason} ({why_not}; the rest of the function runs from " \
-                        f"offset {stop} on)"
+            gb.reason = f"{gb.reason} ({why_not}; the rest of the function runs eagerly " \
+                        f"from line {self._line_of(stop)} on)"
             self.plan.stop_at[stop] = gb
         raise RestartAnalysis()
 
@@ -248,6 +248,12 @@ class RootTracer(Tracer):
         if loop is not None and best >= loop[0]:
             best = entry
         return max(best, entry)
+
+    def _line_of(self, offset):
+        for inst in self.info.instructions[self.info.index_of.get(offset, 0):]:
+            if inst.positions and inst.positions.lineno:
+                return inst.positions.lineno
+        return self.code.co_firstlineno
 
     def entry_offset(self):
         """Where this code's own work starts: after RESUME (and, in a resume function, at the

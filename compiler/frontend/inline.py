@@ -44,6 +44,9 @@ def inline_call(tx, fn, args, kwargs, callee=None):
         code = fn.code
         f_globals = fn.globals
         name = fn.qualname
+    if _is_stdlib(code.co_filename):
+        raise Unsupported(f"call to {getattr(fn, 'fn', None) and fn.fn.__module__ + '.' or ''}{name} "
+                          "(Python standard library code is not traced)")
     generator = bool(code.co_flags & inspect.CO_GENERATOR) and code.co_name == "<genexpr>"
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR) \
             and not generator:
@@ -69,6 +72,19 @@ def inline_call(tx, fn, args, kwargs, callee=None):
         e.user_stack.insert(0, child.user_frame())
         raise
     raise Unsupported("inlined function ended without return")
+
+
+_STDLIB = None
+
+
+def _is_stdlib(filename: str) -> bool:
+    global _STDLIB
+    if _STDLIB is None:
+        import os
+        import sysconfig
+        paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}
+        _STDLIB = tuple(os.path.realpath(p) + os.sep for p in paths)
+    return filename.startswith(_STDLIB) and "site-packages" not in filename
 
 
 def _globals_source(fn, callee, f_globals):
