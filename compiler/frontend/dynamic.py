@@ -4,7 +4,8 @@ dynamic=None (automatic, Dynamo's default): every dimension starts static. When 
 recompiles because a tensor's size changed, the dimensions that changed are marked dynamic
 (per source and dim) and the recompile captures them as SymPy-backed sizes, so later sizes need
 no further recompile. dynamic=True: every dim of every tensor argument is symbolic from the first
-capture. dynamic=False: never symbolic.
+capture. dynamic=False: never symbolic. With dynamic=None, config.frontend.automatic_dynamic_shapes
+=False turns the marking off and assume_static_by_default=False starts as dynamic=True does.
 
 The marks live per frame cache (one code object under one compile() call) and only grow.
 """
@@ -18,6 +19,14 @@ from compiler.frontend.guards import Guard, evaluate_source, tensor_meta
 log = logs.get_logger(__name__)
 
 
+def _option(name: str, default):
+    try:
+        from compiler import config
+        return getattr(config.frontend, name)
+    except (ImportError, AttributeError):
+        return default
+
+
 class DynamicDims:
     def __init__(self, mode: bool | None):
         if mode not in (None, True, False):
@@ -29,7 +38,7 @@ class DynamicDims:
         """The `dynamic_dims` argument of the next capture_frame call."""
         if self.mode is False:
             return {}
-        if self.mode is True:
+        if self.mode is True or not _option("assume_static_by_default", True):
             dims = {}
             for name, value in env.items():
                 if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
@@ -39,7 +48,7 @@ class DynamicDims:
 
     def update(self, entries, env: dict, globals_: dict, func_name: str) -> list[tuple[str, int]]:
         """After a miss: mark every dim whose size differs from what a cache entry expected."""
-        if self.mode is not None:
+        if self.mode is not None or not _option("automatic_dynamic_shapes", True):
             return []
         new = []
         for entry in entries:

@@ -297,11 +297,18 @@ def _compile(cache: FrameCache, args, kwargs, env, cid, reasons) -> CacheEntry:
                                   make_compiled_callable=make)
     except BaseException as e:
         fail = e
-        raise
+        if isinstance(e, CompilerError) or not isinstance(e, Exception) or not _suppress(options):
+            raise
     finally:
         cache.compiling = False
         if fail is not None:
             _metrics(cache, cid, start, t0, timer, None, None, reasons, fail)
+    if fail is not None:
+        # frontend.suppress_errors: an internal capture failure costs speed, never the program
+        log.warning("capture_failed_running_eagerly", function=cache.name, location=cache.location,
+                    error=f"{type(fail).__name__}: {fail}")
+        cache.run_eagerly = True
+        return _EagerEntry(fn)
     graphs = list(getattr(result, "graphs", []) or [])
     breaks = list(getattr(result, "graph_breaks", []) or [])
     if not graphs and not breaks and not cache.entries and cache.nested:
@@ -323,6 +330,11 @@ def _compile(cache: FrameCache, args, kwargs, env, cid, reasons) -> CacheEntry:
     for listener in options.listeners:
         listener.on_compile(cache, entry)
     return entry
+
+
+def _suppress(options) -> bool:
+    with _config_overrides(options.config_overrides):
+        return bool(_config_value("frontend", "suppress_errors", False))
 
 
 class _EagerEntry:

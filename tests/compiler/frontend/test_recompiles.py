@@ -231,3 +231,29 @@ def test_top_level_frame_with_nothing_to_compile_keeps_guards(capture):
     f(torch.randn(2))
     f(torch.randn(3))
     assert len(capture.calls) == 2
+
+
+def test_suppress_errors_runs_eagerly(monkeypatch):
+    def broken_capture(*args, **kwargs):
+        raise RuntimeError("internal capture bug")
+
+    monkeypatch.setattr(eval_frame, "capture_impl", broken_capture)
+    compiler.reset()
+    x = torch.randn(3)
+    with pytest.raises(RuntimeError, match="internal capture bug"):
+        compiler.compile(add, backend="eager")(x, x)
+    f = compiler.compile(add, backend="eager", options={"frontend.suppress_errors": True})
+    torch.testing.assert_close(f(x, x), x + x)
+    torch.testing.assert_close(f(x, x), x + x)
+
+
+def test_dynamic_config_options(capture):
+    with config.patch(**{"frontend.automatic_dynamic_shapes": False}):
+        f = compiler.compile(add, backend="eager")
+        for n in [3, 4, 5]:
+            f(torch.randn(n), torch.randn(n))
+    assert [dims for _, _, dims in capture.calls] == [{}, {}, {}]
+    with config.patch(**{"frontend.assume_static_by_default": False}):
+        g = compiler.compile(scale, backend="eager")
+        g(torch.randn(3), 2)
+    assert capture.calls[-1][2] == {"L['x']": {0}}
