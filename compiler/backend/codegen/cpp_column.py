@@ -36,12 +36,19 @@ def eligible(group: ir.KernelGroup) -> bool:
     if not group.ranges or not group.reduction_ranges:
         return False
     names = set(group.node_names())
+    reductions = [n for n in group.nodes if group.kinds[n.name] == ir.NODE_REDUCTION]
     for n in group.nodes:
-        if group.kinds[n.name] != ir.NODE_REDUCTION or n.data.reduction_type not in _OPS:
+        kind = group.kinds[n.name]
+        if kind == ir.NODE_INNER:
             return False
-        if set(n.reads()) & names:
+        if kind == ir.NODE_REDUCTION and (n.data.reduction_type not in _OPS or set(n.reads()) & names):
             return False
-    node = group.nodes[0]
+        if kind == ir.NODE_OUTER and (n.read_deps() and any(
+                nm in names and nm not in {r.name for r in reductions} for nm in n.reads())):
+            return False   # outer nodes run after all reductions: they may read only those
+    node = reductions[0] if reductions else None
+    if node is None:
+        return False
     deps = node.read_deps()
     if not deps:
         return False
@@ -68,7 +75,8 @@ def loops(codegen, k, group: ir.KernelGroup, xs, rs) -> list[str]:
     depth += 1
     body = [f"const int64_t xe = std::min<int64_t>(xb + {BLOCK}, {X});"]
     accs = {}
-    for n in group.nodes:
+    reductions = [n for n in group.nodes if group.kinds[n.name] == ir.NODE_REDUCTION]
+    for n in reductions:
         rt = n.data.reduction_type
         adt = _acc_dtype(n.data.src_dtype)
         if rt == "sum" and adt == torch.float32:
@@ -91,7 +99,7 @@ def loops(codegen, k, group: ir.KernelGroup, xs, rs) -> list[str]:
     body.append("    " * rdepth + f"for (int64_t {xl} = xb; {xl} < xe; {xl}++) {{")
     k.push()
     k.code = []
-    for n in group.nodes:
+    for n in reductions:
         acc, adt = accs[n.name]
         t = ctype(adt)
         v = n.data.inner_fn(xs, rs)
@@ -109,11 +117,16 @@ def loops(codegen, k, group: ir.KernelGroup, xs, rs) -> list[str]:
         body.append("    " * i + "}")
     body.append(f"for (int64_t {xl} = xb; {xl} < xe; {xl}++) {{")
     k.code = []
+    k.push()
     for n in group.nodes:
+        if group.kinds[n.name] == ir.NODE_OUTER:   # epilogue at each point, after the reductions
+            k.store(n.name, n.store_index(xs), n.data.inner_fn(xs))
+            continue
         acc, adt = accs[n.name]
         if n.data.reduction_type in ("max", "min") and adt.is_floating_point:
             k.code.append(f"if ({acc}_nan[{xl} - xb]) {acc}[{xl} - xb] = std::numeric_limits<{ctype(adt)}>::quiet_NaN();")
         k.store(n.name, n.store_index(xs), CppVar(f"{acc}[{xl} - xb]", adt))
+    k.pop()
     body += ["    " + c for c in k.code]
     body.append("}")
     lines += ["    " * depth + b for b in body]
