@@ -59,10 +59,30 @@ class TrainingRuntime:
                                  lazy=True, num_inputs=len(inputs))
                         if self.backward_log is not None:
                             self.backward_log()
+                        _sync_input_layouts(self.backward_graph, inputs, self.name)
                         compiled = self.bw_compiler(self.backward_graph, inputs)
                         log.debug("compiled_backward", graph=self.name, is_backward=True)
                     self._compiled_backward = compiled
         return self._compiled_backward(*inputs)
+
+
+def _sync_input_layouts(gm, inputs: list, name: str) -> None:
+    """The backward's inputs were produced by the compiled forward, whose output strides may
+    differ from what fake tracing predicted. Inner compilers read input layouts from the
+    placeholders' meta, so we make that meta describe the tensors that will actually arrive
+    (the forward is deterministic: every later call sees the same layouts)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, t in zip(placeholders, inputs):
+        val = node.meta.get("val")
+        if not isinstance(t, torch.Tensor) or not isinstance(val, torch.Tensor):
+            continue
+        if tuple(val.shape) == tuple(t.shape) and tuple(val.stride()) == tuple(t.stride()):
+            continue
+        log.debug("backward_input_layout", graph=name, input=node.name, is_backward=True,
+                  traced_stride=list(val.stride()), actual_stride=list(t.stride()))
+        fake_mode = getattr(val, "fake_mode", None)
+        if fake_mode is not None:
+            node.meta["val"] = fake_mode.from_tensor(t, static_shapes=True)
 
 
 class CompiledFunction(torch.autograd.Function):
