@@ -10,7 +10,8 @@ Capture side (frontend-capture), in the order data flows:
   source.py         Dynamo-style sources: L['x'], G['w'], L['self'].layer.weight
   builder.py        wrapping real values into variables, with their guards
   calls.py          operators, subscripts, iteration, the call dispatcher
-  builtin_calls.py  Python builtins and methods of lists/dicts/str/tensors
+  builtin_calls.py  Python builtins (len, isinstance, range, zip, super, ...), class instantiation
+  methods.py        methods of tensors, lists, dicts, tuples and constants
   torch_calls.py    torch.* / torch.nn.functional.* calls, grad-mode context managers
   attributes.py     attribute reads/writes (tensors, modules, objects, Python modules)
   inline.py         inlining user functions, methods, closures, lambdas, nn.Module.forward

@@ -321,13 +321,13 @@ def store_item(tx, obj, key, value):
 
 def call_function(tx, fn, args, kwargs):
     """Call fn (a Variable) with Variables; returns the symbolic result."""
-    from compiler.frontend import builtin_calls, inline, torch_calls
+    from compiler.frontend import builtin_calls, inline, methods, torch_calls
     if isinstance(fn, V.BuiltinVariable):
         return builtin_calls.call_builtin(tx, fn.fn, args, kwargs)
     if isinstance(fn, V.TorchFunctionVariable):
         return torch_calls.call_torch(tx, fn.fn, args, kwargs)
     if isinstance(fn, V.MethodVariable):
-        return builtin_calls.call_method(tx, fn.obj, fn.name, args, kwargs)
+        return methods.call_method(tx, fn.obj, fn.name, args, kwargs)
     if isinstance(fn, (V.UserFunctionVariable, V.NestedFunctionVariable)):
         return inline.inline_call(tx, fn, args, kwargs)
     if isinstance(fn, V.UserMethodVariable):

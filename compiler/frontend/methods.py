@@ -1,0 +1,153 @@
+"""Methods of symbolic values: tensor methods (recorded as call_method nodes), and the
+methods of lists, dicts, tuples and constants (computed or mutated at trace time)."""
+from __future__ import annotations
+
+import torch
+
+from compiler.frontend import variables as V
+from compiler.frontend.builtin_calls import consts
+from compiler.frontend.calls import record, unpack
+from compiler.frontend.errors import Unsupported
+
+_TENSOR_METHODS_BREAK = {"item", "tolist", "numpy", "data_ptr", "__bool__", "backward",
+                         "register_hook", "retain_grad", "storage", "untyped_storage",
+                         "__index__", "__int__", "__float__", "cuda_", "pin_memory"}
+
+
+def call_method(tx, obj, name, args, kwargs):
+    if isinstance(obj, V.TensorVariable):
+        return tensor_method(tx, obj, name, args, kwargs)
+    if isinstance(obj, V.ListVariable):
+        return list_method(tx, obj, name, args, kwargs)
+    if isinstance(obj, V.DictVariable):
+        return dict_method(tx, obj, name, args, kwargs)
+    if isinstance(obj, V.TupleVariable) and name in ("index", "count") and consts(args) and obj.is_constant():
+        return V.ConstantVariable(getattr(obj.as_constant(), name)(*[a.as_constant() for a in args]))
+    if isinstance(obj, V.ConstantVariable):
+        value = obj.value
+        if name == "join" and isinstance(value, str) and len(args) == 1:
+            parts = unpack(tx, args[0])
+            if consts(parts):
+                return V.ConstantVariable(value.join(p.as_constant() for p in parts))
+        if consts(args) and consts(kwargs.values()) and isinstance(value, (str, int, float, bool, torch.dtype, tuple, torch.device, range)):
+            method = getattr(value, name)
+            try:
+                return V.ConstantVariable(method(*[a.as_constant() for a in args],
+                                                 **{k: v.as_constant() for k, v in kwargs.items()}))
+            except Exception as e:
+                raise Unsupported(f"{type(value).__name__}.{name} raised {type(e).__name__}") from None
+    if isinstance(obj, V.SymNodeVariable):
+        return tx.output.call("call_method", name, (obj, *args), dict(kwargs))
+    raise Unsupported(f"method {name} of {obj!r}")
+
+
+def tensor_method(tx, t, name, args, kwargs):
+    if name in _TENSOR_METHODS_BREAK:
+        raise Unsupported(f"Tensor.{name}() (needs the tensor's data in Python)")
+    if name in ("size", "stride") and not kwargs:
+        ex = t.example
+        vals = ex.size() if name == "size" else ex.stride()
+        if args:
+            d = args[0].as_constant()
+            v = vals[d]
+            if isinstance(v, int):
+                return V.ConstantVariable(v)
+            op = torch.ops.aten.sym_size.int if name == "size" else torch.ops.aten.sym_stride.int
+            return record(tx, op, (t, V.ConstantVariable(d % ex.dim())))
+        from compiler.frontend.attributes import tensor_shape
+        return tensor_shape(tx, t) if name == "size" else _stride(tx, t)
+    if name in ("dim", "ndimension"):
+        return V.ConstantVariable(t.example.dim())
+    if name == "numel" and isinstance(t.example.numel(), int):
+        return V.ConstantVariable(t.example.numel())
+    if name in ("is_floating_point", "is_complex"):
+        return V.ConstantVariable(getattr(t.example, name)())
+    if name == "type" and not args and not kwargs:
+        raise Unsupported("Tensor.type() returns a string from the data's storage type")
+    return tx.output.call("call_method", name, (t, *args), dict(kwargs))
+
+
+def _stride(tx, t):
+    vals = t.example.stride()
+    if all(isinstance(s, int) for s in vals):
+        return V.TupleVariable([V.ConstantVariable(s) for s in vals])
+    raise Unsupported("stride() of a tensor with dynamic sizes")
+
+
+def list_method(tx, lst, name, args, kwargs):
+    se = tx.ctx.side_effects
+    if name == "append":
+        se.mutate(tx, lst)
+        lst.items.append(args[0])
+        return V.ConstantVariable(None)
+    if name == "extend":
+        se.mutate(tx, lst)
+        lst.items.extend(unpack(tx, args[0]))
+        return V.ConstantVariable(None)
+    if name == "insert":
+        se.mutate(tx, lst)
+        lst.items.insert(args[0].as_constant(), args[1])
+        return V.ConstantVariable(None)
+    if name == "pop":
+        se.mutate(tx, lst)
+        idx = args[0].as_constant() if args else -1
+        try:
+            return lst.items.pop(idx)
+        except IndexError:
+            raise Unsupported("pop from an empty list") from None
+    if name == "clear":
+        se.mutate(tx, lst)
+        lst.items.clear()
+        return V.ConstantVariable(None)
+    if name == "copy":
+        return V.ListVariable(list(lst.items))
+    if name == "reverse":
+        se.mutate(tx, lst)
+        lst.items.reverse()
+        return V.ConstantVariable(None)
+    if name in ("index", "count") and consts(args) and consts(lst.items):
+        return V.ConstantVariable(getattr([i.as_constant() for i in lst.items], name)(*[a.as_constant() for a in args]))
+    raise Unsupported(f"list.{name}")
+
+
+def dict_method(tx, d, name, args, kwargs):
+    se = tx.ctx.side_effects
+    if name == "keys":
+        return V.TupleVariable([V.ConstantVariable(k) for k in d.items])
+    if name == "values":
+        return V.TupleVariable(list(d.items.values()))
+    if name == "items":
+        return V.TupleVariable([V.TupleVariable([V.ConstantVariable(k), v]) for k, v in d.items.items()])
+    if name == "get":
+        key = args[0].as_constant()
+        default = args[1] if len(args) > 1 else V.ConstantVariable(None)
+        return d.items.get(key, default)
+    if name == "copy":
+        return V.DictVariable(dict(d.items), dict_cls=d.dict_cls)
+    if name == "update":
+        se.mutate(tx, d)
+        if args:
+            if not isinstance(args[0], V.DictVariable):
+                raise Unsupported("dict.update with a non-dict")
+            d.items.update(args[0].items)
+        d.items.update(kwargs)
+        return V.ConstantVariable(None)
+    if name == "pop":
+        se.mutate(tx, d)
+        key = args[0].as_constant()
+        if key in d.items:
+            return d.items.pop(key)
+        if len(args) > 1:
+            return args[1]
+        raise Unsupported("dict.pop of a missing key")
+    if name == "setdefault":
+        key = args[0].as_constant()
+        if key not in d.items:
+            se.mutate(tx, d)
+            d.items[key] = args[1] if len(args) > 1 else V.ConstantVariable(None)
+        return d.items[key]
+    if name == "clear":
+        se.mutate(tx, d)
+        d.items.clear()
+        return V.ConstantVariable(None)
+    raise Unsupported(f"dict.{name}")
