@@ -79,7 +79,9 @@ def trace_inference(gm, example_inputs, dynamic=None):
             mode = "symbolic" if dynamic else "fake"
             traced = make_fx(fn, decomposition_table=table, tracing_mode=mode,
                              _allow_non_fake_inputs=True)(*example_inputs)
-            inputs = [n.meta.get("val") for n in traced.graph.nodes if n.op == "placeholder"]
+            vals = [n.meta.get("val") for n in traced.graph.nodes if n.op == "placeholder"]
+            # non-tensor inputs have no "val": they were traced as the example's value
+            inputs = [v if isinstance(v, (torch.Tensor, torch.SymInt)) else ex for v, ex in zip(vals, example_inputs)]
             shape_env = _shape_env_of(inputs)
             new_guards = list(shape_env.guards) if shape_env is not None else []
     return traced, flat.spec, inputs, shape_env, new_guards
@@ -105,6 +107,8 @@ class InputCheck:
                                    v.dtype, v.device.type))
             elif isinstance(v, (torch.SymInt, int)) and not isinstance(v, bool):
                 self.specs.append(("i", _expr(v)))
+            elif v is None or isinstance(v, (float, bool, str)):
+                self.specs.append(("c", v))     # traced as a constant: only this value matches
             else:
                 self.specs.append(("o",))
         bound = set()
@@ -125,8 +129,8 @@ class InputCheck:
         for a in args:
             if isinstance(a, torch.Tensor):
                 parts.append((tuple(a.shape), a.stride(), a.dtype, a.device.type))
-            elif isinstance(a, int):
-                parts.append(a)
+            elif isinstance(a, (int, float, bool, str)) or a is None:
+                parts.append((type(a).__name__, a))
         return tuple(parts)
 
     def __call__(self, args) -> str:
@@ -151,7 +155,12 @@ class InputCheck:
                     if int(s) > 1:
                         pending.append((e, int(v), "stride"))
             elif spec[0] == "i":
+                if not isinstance(a, int) or isinstance(a, bool):
+                    return f"expected an int input, got {type(a).__name__}"
                 pending.append((spec[1], int(a), "int"))
+            elif spec[0] == "c":
+                if type(a) is not type(spec[1]) or a != spec[1]:
+                    return f"constant input {a!r} differs from the traced {spec[1]!r}"
         for e, v, _ in pending:
             if isinstance(e, sympy.Symbol) and e not in binds:
                 binds[e] = sympy.Integer(v)
@@ -177,6 +186,8 @@ def _expr(s):
 
 def _free(spec):
     syms = set()
+    if spec[0] == "c":
+        return syms
     for part in spec[1:3]:
         for e in (part if isinstance(part, list) else [part]):
             if isinstance(e, sympy.Basic):

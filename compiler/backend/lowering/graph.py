@@ -145,9 +145,14 @@ class GraphLowering:
             expr = to_sympy(v)
             self.graph_inputs.append((name, expr))
             self.env[node] = expr
-        else:
+        elif v is None or not node.users:
+            # None, or a scalar the trace baked in as a constant (the aot input check makes
+            # sure later calls pass the same value)
             self.graph_inputs.append((name, None))
             self.env[node] = v
+        else:
+            # a float/bool/... input would be baked in as the example's value: not safe
+            raise GraphFallback(f"graph input {node.name} of type {type(v).__name__} (only tensors and ints)")
 
     def _get_attr(self, node):
         value = getattr(self.gm, node.target)

@@ -159,3 +159,10 @@ def test_dtype_change_runs_eagerly():
     x = torch.arange(4, dtype=torch.float64)
     assert "dtype" in fn.check([x])
     torch.testing.assert_close(fn(x), x * 2)
+
+
+def test_scalar_inputs_traced_as_constants_are_checked():
+    f = lambda x, a: x * a  # noqa: E731
+    fn = aot_module(torch.fx.symbolic_trace(f), [torch.randn(3), 2.5], _capture()[1])
+    torch.testing.assert_close(fn(torch.ones(3), 2.5), torch.full((3,), 2.5))
+    torch.testing.assert_close(fn(torch.ones(3), 4.0), torch.full((3,), 4.0))   # not the traced 2.5
