@@ -19,7 +19,6 @@ issue's goals (ours >= 0.9x inductor's geomean speedup; ours' peak memory <= eag
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
 import os

@@ -23,7 +23,7 @@ from collections import deque
 import torch
 import torch.fx as fx
 
-from compiler.aot.joint import JointGraph
+from compiler.aot.joint import JointGraph, TrainingUnsupported
 
 aten = torch.ops.aten
 INF = 1 << 62
@@ -192,10 +192,8 @@ def free_to_save(joint: JointGraph) -> set:
 def _choose_saved(joint: JointGraph, strategy: str, recompute_pointwise: bool):
     nodes = list(joint.graph.graph.nodes)
     placeholders = [n for n in nodes if n.op == "placeholder"]
-    primals = placeholders[:joint.num_primals]
     tangents = set(placeholders[joint.num_primals:])
     outs = list(nodes[-1].args[0])
-    fw_outs = outs[:joint.num_forward_outputs]
     bw_outs = [o for o in outs[joint.num_forward_outputs:] if isinstance(o, fx.Node)]
 
     tangent_dependent = set()
@@ -232,7 +230,8 @@ def _choose_saved(joint: JointGraph, strategy: str, recompute_pointwise: bool):
             net.add_edge((n, "out"), "sink", INF)
     net.vertex("sink")
     if net.max_flow("source", "sink") >= INF:
-        raise RuntimeError("partition: no finite cut (a tuple-valued node is needed by backward)")
+        raise TrainingUnsupported("partition: no finite cut (the backward needs a value that "
+                                  "cannot be saved: a tuple or a non-tensor)")
     reach = net.source_side("source")
     saved = [n for n in candidates if (n, "in") in reach and (n, "out") not in reach]
     return saved, baseline, tangent_dependent
@@ -289,7 +288,7 @@ def partition_joint(joint: JointGraph, strategy: str = "min_cut",
             if n in env and n.op == "call_function":   # computed by the forward too: recomputed
                 recomputed.append(n.name)
         elif n in bneeded and n.op == "placeholder" and n not in benv:
-            raise RuntimeError(f"partition: backward needs {n.name} but it was not saved")
+            raise TrainingUnsupported(f"partition: backward needs {n.name} but it was not saved")
     bwd.output([benv[gn] if isinstance(gn, fx.Node) else gn for gn in grad_nodes])
 
     root = joint.graph
