@@ -63,6 +63,12 @@ class OutputGraph:
         name = source.name()
         if name in self._inputs_by_source:
             return self._inputs_by_source[name]
+        for other_source, other in zip(self.input_sources, self.example_inputs):
+            if other is tensor:
+                # the same tensor object under two sources: guard that it stays so
+                self.add_guard(f"{name} is {other_source.name()}", "SYMBOLIC",
+                               f"{name} is {other_source.name()}")
+                break
         dims = set(self.dynamic_dims.get(name, ()))
         dims = {d for d in dims if 0 <= d < tensor.dim()}
         if dims:

@@ -160,3 +160,16 @@ def test_globals_of_other_modules_are_guarded(tmp_path, monkeypatch):
     assert gs.check(x, mod.scale)
     monkeypatch.setattr(mod, "EPS", 0.25)
     assert not gs.check(x, mod.scale)
+
+
+def test_aliased_inputs_and_inplace_identity():
+    def f(x, y):
+        z = x
+        z += 1                       # in-place: z is still x
+        return z is x, x is y, y * 2
+    a = torch.zeros(3)
+    r, gs = capture(f, a, a)
+    assert ("L['y'] is L['x']", "SYMBOLIC") in kinds(r)
+    assert gs.check(a, a) and not gs.check(a, torch.zeros(3))
+    b = torch.zeros(3)
+    assert same(r.fn(b, b), f(torch.zeros(3), None)[:1] + (True, torch.full((3,), 2.0)))
