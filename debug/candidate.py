@@ -102,16 +102,18 @@ def evaluate(ns: dict, *, check_accuracy: bool | None = None, seed: int | None =
     compile_fn = resolve_compiler(ns["COMPILER"])
     _add_values(gm, args)
 
-    try:
-        compiled = compile_fn(gm, input_specs.clone_inputs(args))
-    except Exception as e:
-        return Outcome(from_exception("compile_error", e), n)
-    finally:
-        _drop_values(gm)  # the compiled code does not need them; eager reference runs below
-    try:
-        out = compiled(*input_specs.clone_inputs(args))
-    except Exception as e:
-        return Outcome(from_exception("runtime_error", e), n)
+    # The grad mode decides whether aot builds an inference or a training graph: keep it.
+    with torch.set_grad_enabled(ns.get("GRAD_ENABLED", True)):
+        try:
+            compiled = compile_fn(gm, input_specs.clone_inputs(args))
+        except Exception as e:
+            return Outcome(from_exception("compile_error", e), n)
+        finally:
+            _drop_values(gm)  # the compiled code does not need them; eager reference runs below
+        try:
+            out = compiled(*input_specs.clone_inputs(args))
+        except Exception as e:
+            return Outcome(from_exception("runtime_error", e), n)
     if not check_accuracy:
         return Outcome(None, n)
 

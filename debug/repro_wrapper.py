@@ -101,6 +101,7 @@ class _Snapshot:
         self.example_inputs = example_inputs
         self.compile_fn, self.stage = compile_fn, stage
         self.compile_id = logs.current_compile_id()
+        self.grad_enabled = torch.is_grad_enabled()
 
 
 def _copy_graph(graph: fx.Graph):
@@ -125,7 +126,7 @@ def write_repro(snap: _Snapshot, failure: Failure | None, *, is_accuracy: bool, 
             specs = [dict(spec, real_index=i) for i, spec in enumerate(specs)]
         kwargs = dict(stage=snap.stage, compiler=compiler_target(snap.compile_fn, snap.stage),
                       config=config.to_dict(), failure=failure, accuracy=is_accuracy, compile_id=cid,
-                      real_inputs=real)
+                      real_inputs=real, grad_enabled=snap.grad_enabled)
         text, rendered = repro_writer.render_script(snap.root, snap.graph, specs, **kwargs)
         path = repro_writer.write_text(os.path.join(folder, "repro.py"), text)
         if real:

@@ -48,7 +48,7 @@ def _indent_block(text: str, prefix: str = "    ") -> str:
 def render_script(root: torch.nn.Module, graph, input_values_or_specs: list, *, stage: str,
                   compiler: str, config: dict, failure: Failure | None, accuracy: bool,
                   seed: int = 0, real_inputs: str | None = None, default_action: str = "run",
-                  title: str = "repro", compile_id: str | None = None):
+                  title: str = "repro", compile_id: str | None = None, grad_enabled: bool | None = None):
     """(source of a repro script, RenderedModule). Inputs may be values or specs (dicts)."""
     rendered = graph_code.render_module(root, graph)
     specs = [v if isinstance(v, dict) and "kind" in v else input_specs.value_spec(v)
@@ -91,6 +91,8 @@ def render_script(root: torch.nn.Module, graph, input_values_or_specs: list, *, 
         f"STAGE = {stage!r}  # frontend: the user's backend on the captured graph; backend: our inner compiler after aot\n",
         f"COMPILER = {compiler!r}\n",
         f"ACCURACY = {bool(accuracy)!r}  # compare with eager in float64\n",
+        f"GRAD_ENABLED = {torch.is_grad_enabled() if grad_enabled is None else grad_enabled!r}  "
+        "# grad mode at compile time (decides inference or training in aot)\n",
         f"DEFAULT_ACTION = {default_action!r}\n",
         f"TRACETORCH_ROOT = {_TRACETORCH_ROOT!r}\n",
         "\n# Effective configuration at failure time (restored before compiling).\n",

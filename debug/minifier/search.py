@@ -123,7 +123,8 @@ class Minifier:
         text, _ = repro_writer.render_script(
             self.gm, graph, edits.placeholder_specs(graph), stage=self.ns.get("STAGE", "backend"),
             compiler=self.ns["COMPILER"], config=self.ns.get("CONFIG", {}), failure=self.target,
-            accuracy=self.accuracy, seed=self.seed, title=title, real_inputs=self.real_path)
+            accuracy=self.accuracy, seed=self.seed, title=title, real_inputs=self.real_path,
+            grad_enabled=self.ns.get("GRAD_ENABLED", True))
         return text
 
     def nodes(self, graph=None) -> int:
