@@ -162,12 +162,66 @@ def _signature_source(code: types.CodeType) -> str:
 # ---------------------------------------------------------------------------------------
 # the fast function
 # ---------------------------------------------------------------------------------------
+_CHAIN = re.compile(r"[A-Za-z_]\w*(?:\.\w+|\[[^\[\]()]*\])*$")
+
+
+def _chain_prefixes(expr: str) -> list[str]:
+    """`self[0].weight` -> [`self[0]`, `self[0].weight`]: the access-chain prefixes worth
+    naming once (a bare local name is already free)."""
+    if not _CHAIN.match(expr):
+        return []
+    out, depth, quote = [], 0, None
+    for i, c in enumerate(expr):
+        if quote:
+            quote = None if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "[":
+            if depth == 0 and i and not expr[:i].isidentifier():
+                out.append(expr[:i])
+            depth += 1
+        elif c == "]":
+            depth -= 1
+        elif c == "." and depth == 0 and not expr[:i].isidentifier():
+            out.append(expr[:i])
+    return out + ([expr] if not expr.isidentifier() else [])
+
+
 class _Codegen:
-    def __init__(self, scope: _Scope):
+    def __init__(self, scope: _Scope, guards: list[Guard] = ()):
         self.scope = scope
         self.consts: dict[str, Any] = {}
         self.lines: list[str] = []
         self.n = 0
+        # Common subexpressions: an access chain read by several guards (self[0] for its id,
+        # its .weight and its .bias) is evaluated once, into a local, where first needed.
+        counts: dict[str, int] = {}
+        for g in guards:
+            if g.kind not in ("GRAD_MODE", "DEFAULT_DTYPE", "SYMBOLIC"):
+                for p in _chain_prefixes(scope.translate(g.source)):
+                    counts[p] = counts.get(p, 0) + 1
+        self.shared = {p for p, c in counts.items() if c > 1}
+        self.named: dict[str, str] = {}
+
+    def value(self, source: str) -> str:
+        """The Python expression reading `source`, through shared locals where possible."""
+        return self._cse(self.scope.translate(source))
+
+    def _cse(self, expr: str) -> str:
+        for p in reversed(_chain_prefixes(expr)):      # longest shared prefix first
+            if p in self.shared:
+                if p not in self.named:
+                    inner = self._cse_strict(p)
+                    self.named[p] = self.tmp(inner)
+                return self.named[p] + expr[len(p):]
+        return expr
+
+    def _cse_strict(self, expr: str) -> str:
+        """Like _cse, but never names `expr` itself (used to define that very name)."""
+        for p in reversed(_chain_prefixes(expr)[:-1]):
+            if p in self.shared:
+                return self._cse(p) + expr[len(p):]
+        return expr
 
     def const(self, value) -> str:
         name = f"___c{len(self.consts)}"
@@ -192,7 +246,7 @@ class _Codegen:
         elif kind == "TENSOR_MATCH":
             self.tensor(g)
         else:
-            v = self.scope.translate(g.source)
+            v = self.value(g.source)
             if kind == "CONSTANT_MATCH":
                 c = self.const(g.expected)
                 if g.expected is None or isinstance(g.expected, bool):
@@ -215,7 +269,9 @@ class _Codegen:
 
     def tensor(self, g: Guard):
         m = tensor_meta(g.expected)
-        t = self.tmp(self.scope.translate(g.source))
+        t = self.value(g.source)
+        if not t.isidentifier():
+            t = self.tmp(t)
         if m.type is not None:
             self.check(f"type({t}) is {self.const(m.type)}", g.user_location)
         else:
@@ -271,7 +327,7 @@ class GuardSet:
         self.guards = sorted(guards, key=lambda g: _ORDER.get(g.kind, 9))
         self.fn = fn
         self.scope = _Scope(fn.__code__)
-        gen = _Codegen(self.scope)
+        gen = _Codegen(self.scope, self.guards)
         for g in self.guards:
             gen.guard(g)
         body = "\n".join("        " + line for line in gen.lines) or "        pass"

@@ -198,3 +198,26 @@ def test_render_is_dynamo_like():
 def test_unknown_kind_is_rejected_clearly():
     with pytest.raises(ValueError, match="unknown guard kind 'NOPE'"):
         _set(Guard("L['x']", "NOPE", 1))
+
+
+def test_shared_access_chains_are_read_once_and_stay_correct():
+    class Box:
+        pass
+
+    def h(m):
+        return m
+
+    inner = Box()
+    inner.w = 2
+    m = Box()
+    m.a = inner
+    gs = GuardSet([Guard("L['m'].a", "ID_MATCH", inner), Guard("L['m'].a.w", "CONSTANT_MATCH", 2),
+                   Guard("L['m'].a.w", "TYPE_MATCH", int)], h)
+    assert gs.source.count(".a\n") == 1 or gs.source.count("m.a") == 1, gs.source
+    assert gs.check(m)
+    inner.w = 3
+    assert not gs.check(m)
+    inner.w = 2
+    m.a = Box()
+    assert not gs.check(m)
+    assert gs.failures((m,), {})[0].startswith("identity mismatch for 'm.a'")
