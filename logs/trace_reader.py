@@ -409,13 +409,3 @@ def read_trace(path: str | Path) -> Trace:
     else:
         files = [p]
     return Trace(p, files)
-
-
-def first_matching(events: Sequence[TraceEvent], start: int, step: int, keys: set[str]) -> int | None:
-    """Index of the next event (from start, going by step) whose key is in keys."""
-    i = start
-    while 0 <= i < len(events):
-        if events[i].key in keys:
-            return i
-        i += step
-    return None

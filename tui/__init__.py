@@ -2,4 +2,13 @@
 
 It reads traces only (ours and PyTorch's TORCH_TRACE logs, through `logs.trace_reader`)
 and launches `debug` tools as subprocesses; it never imports the compiler.
+
+    tracetui [PATH]          a debug run folder, a trace file or folder; default ./trace_debug/latest
+    tracetui --summary PATH  plain-text overview, every graph break and recompile reason
+    tracetui --demo          compile scripts/demo.py under TRACE_COMPILE_DEBUG=1 and open it
+
+Layout of the package: `model.py` builds frames/compiles from a trace (`extract.py` reads each
+record kind, ours and PyTorch's); `app.py` is the App; `screens/` holds the overview (main),
+replay, search, help, problems and minifier screens; `widgets/` the compile tree, the
+compile-detail tabs and the replay timeline; `panes/` one file per detail tab.
 """

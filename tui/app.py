@@ -43,20 +43,20 @@ class TraceApp(App):
     def on_mount(self) -> None:
         if len(self.trace.raw_events) <= SYNC_LIMIT:
             self.model = TraceModel(self.trace, self.debug_dir)
-        self.push_screen(MainScreen())
-        if self.model is None:
-            self.load_model()
+        self.push_screen(MainScreen())  # its on_mount starts load_model() for big traces
         if self.note:
             self.notify(self.note, severity="warning", timeout=15)
 
     @work(thread=True, exclusive=True, group="load")
     def load_model(self) -> None:
         """Big traces: validate and build the model off the UI thread, reporting progress."""
-        totals = self.screen.query_one(Totals)
-        path = str(self.trace.path)
-        self.trace.scan(progress=lambda d, n: self.call_from_thread(totals.show_progress, d, n, path))
+        self.trace.scan(progress=lambda d, n: self.call_from_thread(self._progress, d, n))
         model = TraceModel(self.trace, self.debug_dir)
         self.call_from_thread(self._model_ready, model)
+
+    def _progress(self, done: int, total: int) -> None:
+        for totals in self.main_screen().query(Totals):
+            totals.show_progress(done, total, str(self.trace.path))
 
     def _model_ready(self, model: TraceModel) -> None:
         self.model = model

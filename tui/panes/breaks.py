@@ -6,6 +6,7 @@ from tui.panes.base import Pane, heading, missing
 
 
 class BreaksPane(Pane):
+    FOLLOWS_EVENT = True  # re-rendered on every replay step
     TITLE = "Graph breaks"
 
     def show(self, model, c, event=None) -> None:

@@ -8,6 +8,7 @@ from tui.panes.base import Pane, code, heading, missing
 
 
 class EventPane(Pane):
+    FOLLOWS_EVENT = True  # re-rendered on every replay step
     TITLE = "Event"
 
     def show(self, model, c, event=None) -> None:

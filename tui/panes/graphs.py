@@ -6,6 +6,7 @@ from tui.panes.base import Pane, code, heading, missing
 
 
 class GraphsPane(Pane):
+    FOLLOWS_EVENT = True  # re-rendered on every replay step
     TITLE = "FX graph"
 
     def show(self, model, c, event=None) -> None:

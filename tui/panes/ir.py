@@ -10,6 +10,7 @@ MAX_DECISIONS = 200
 
 
 class IRPane(Pane):
+    FOLLOWS_EVENT = False  # the replay moving within one compile does not change it
     TITLE = "IR"
 
     def show(self, model, c, event=None) -> None:
@@ -24,7 +25,7 @@ class IRPane(Pane):
             if k not in have:
                 items += [missing(names[k]), Text("")]
         for k, text, ev in c.ir:
-            items += [heading(("▶ " if event == ev else "") + names.get(k, k)),
+            items += [heading(names.get(k, k)),
                       code(text, "text"), Text("")]
         if c.fusion:
             t = Table(expand=True)
@@ -37,7 +38,7 @@ class IRPane(Pane):
                 fused = d.get("fused")
                 t.add_row(", ".join(map(str, d.get("nodes") or [d.get("first"), d.get("second")])),
                           Text("yes" if fused else "no", style="green" if fused else "red"),
-                          str(d.get("reason", "")), style="reverse" if event == i else "")
+                          str(d.get("reason", "")))
             more = len(c.fusion) - MAX_DECISIONS
             items += [heading(f"Fusion decisions ({len(c.fusion)})"), t]
             if more > 0:

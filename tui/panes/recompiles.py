@@ -33,6 +33,7 @@ def short_location(loc: str) -> str:
 
 
 class RecompilesPane(Pane):
+    FOLLOWS_EVENT = True  # re-rendered on every replay step
     TITLE = "Recompiles"
 
     def show(self, model, c, event=None) -> None:

@@ -45,6 +45,7 @@ class MainScreen(Screen):
             self.set_model(app.model)
         else:
             self.query_one(Totals).show_progress(0, len(app.trace.raw_events), str(app.trace.path))
+            self.call_after_refresh(app.load_model)  # after the first paint, not competing with it
         self.query_one(CompileTree).focus()
 
     def set_model(self, model) -> None:
@@ -61,9 +62,9 @@ class MainScreen(Screen):
         c = data if isinstance(data, Compile) else (
             data.compiles[0] if isinstance(data, Frame) and data.compiles else None)
         if c is not None and self.app.model is not None:
-            detail = self.query_one(CompileDetail)
+            detail, model = self.query_one(CompileDetail), self.app.model
             if c is not detail.current:
-                detail.show(self.app.model, c)
+                detail.show_later(model, c)  # held j/k: render where the cursor stops
 
     def show_compile(self, c) -> None:
         self.query_one(CompileTree).select_compile(c)

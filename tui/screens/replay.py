@@ -64,14 +64,15 @@ class ReplayScreen(Screen):
         if not n:
             self.query_one("#replay-status", Static).update("This trace has no events.")
             return
-        self.query_one(CompileDetail).follow(model, message.index)
+        detail, index = self.query_one(CompileDetail), message.index
+        detail.follow(model, index, later=message.step)  # held keys: render where they stop
         ev = model.trace.events[message.index]
         status = Text()
         status.append("▶ playing " if self._timer else "", "bold green")
         status.append(f"event {message.index + 1}/{n}  ", "bold")
         status.append(f"{ev.key}  compile {ev.compile_id if ev.compile_id is not None else '-'}  "
                       f"{model.trace.where(ev)}")
-        self.query_one("#replay-status", Static).update(status)
+        self.query_one("#replay-status", Static).update(status, layout=False)  # fixed height
 
     def action_step(self, delta: int) -> None:
         self.query_one(EventList).action_move(delta)

@@ -4,9 +4,12 @@ Kernels, Metrics, Event) for one compile; in the replay it follows the timeline 
 from __future__ import annotations
 
 from textual.containers import Vertical
+from textual.css.query import NoMatches
+from textual.lazy import Lazy
 from textual.widgets import TabbedContent, TabPane
 
 from tui import extract as X
+from tui.debounce import Debouncer
 from tui.panes.breaks import BreaksPane
 from tui.panes.event import EventPane
 from tui.panes.graphs import GraphsPane
@@ -45,12 +48,14 @@ class CompileDetail(Vertical):
         self.model = None
         self.current = None
         self.event: int | None = None
+        self._pending = Debouncer(self)
 
     def compose(self):
         with TabbedContent(id="detail-tabs"):
-            for tab_id, cls in TABS:
+            for n, (tab_id, cls) in enumerate(TABS):
                 with TabPane(cls.TITLE, id=tab_id):
-                    yield cls(id=f"pane-{tab_id}")
+                    # hidden tabs mount after the first paint (a third of the widgets)
+                    yield cls(id=f"pane-{tab_id}") if n == 0 else Lazy(cls(id=f"pane-{tab_id}"))
 
     @property
     def active(self) -> str:
@@ -63,8 +68,13 @@ class CompileDetail(Vertical):
     def pane(self, tab_id: str):
         return self.query_one(f"#pane-{tab_id}")
 
+    def show_later(self, model, c) -> None:
+        """`show` once the cursor rests (a burst of calls renders only the last)."""
+        self._pending.schedule(lambda: self.show(model, c))
+
     def show(self, model, c, event: int | None = None) -> None:
         """Fill every tab for compile `c` (the active one first, the others lazily on switch)."""
+        self._pending.cancel()
         self.model, self.current, self.event = model, c, event
         self._stale = {tab_id for tab_id, _ in TABS}
         self._refresh_tab(self.active or "summary")
@@ -72,20 +82,30 @@ class CompileDetail(Vertical):
     def _refresh_tab(self, tab_id: str) -> None:
         if self.model is None or tab_id not in getattr(self, "_stale", ()):
             return
+        try:
+            pane = self.pane(tab_id)
+        except NoMatches:  # a lazy pane not mounted yet: try again after the next refresh
+            self.call_after_refresh(self._refresh_tab, tab_id)
+            return
         self._stale.discard(tab_id)
-        self.pane(tab_id).show(self.model, self.current, self.event)
+        pane.show(self.model, self.current, self.event)
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self._pending.flush()
         if event.pane.id:
             self._refresh_tab(event.pane.id)
 
     def switch(self, tab_id: str) -> None:
+        self._pending.flush()
         self.active = tab_id
         self._refresh_tab(tab_id)
         # Focus left inside a hidden pane would re-activate that pane (TabbedContent follows
         # focus), so it moves into the new pane.
         focused = self.app.focused
-        pane = self.pane(tab_id)
+        try:
+            pane = self.pane(tab_id)
+        except NoMatches:
+            return
         if focused is not None and self in focused.ancestors and pane not in focused.ancestors_with_self:
             target = next((w for w in pane.query("*") if w.focusable), None)
             if target is not None:
@@ -93,26 +113,38 @@ class CompileDetail(Vertical):
             else:
                 self.query_one(TabbedContent).query_one("Tabs").focus()
 
-    def follow(self, model, index: int) -> None:
+    def follow(self, model, index: int, later: bool = False) -> None:
         """Replay: show the compile of event `index`, on the tab that explains the event."""
+        if later:
+            self._pending.schedule(lambda: self.follow(model, index))
+            return
+        self._pending.cancel()
         ev = model.trace.events[index]
         c = model.compile_of_event(index)
-        changed = c is not self.current
-        self.model, self.event = model, index
-        if changed:
-            self.current = c
-        self._stale = {tab_id for tab_id, _ in TABS}
         tab = TAB_FOR_KEY.get(ev.key, "event")
         if c is None and tab != "event":
             tab = "event"
+        same = c is self.current and tab == self.active and self.model is model
+        self.model, self.current, self.event = model, c, index
+        if same and not getattr(dict(TABS)[tab], "FOLLOWS_EVENT", False):
+            # stepping through events of one kind in one compile (e.g. thousands of fusion
+            # decisions): the pane already shows them; only mark the other tabs out of date
+            self._stale = {tab_id for tab_id, _ in TABS} - {tab}
+            return
+        self._stale = {tab_id for tab_id, _ in TABS}
         self.switch(tab)
 
     # -- source <-> kernels ------------------------------------------------------------------
     def on_source_pane_open_kernels(self, message: SourcePane.OpenKernels) -> None:
         self.switch("kernels")
-        if not self.pane("kernels").select_line(message.filename, message.line):
+        try:
+            found = self.pane("kernels").select_line(message.filename, message.line)
+        except NoMatches:  # not mounted yet (lazy): the tab opens, selection is skipped
+            return
+        if not found:
             self.app.notify(f"No kernel was generated from line {message.line}.")
 
     def on_kernels_pane_open_source(self, message: KernelsPane.OpenSource) -> None:
         self.switch("source")
-        self.pane("source").goto_line(message.line)
+        for pane in self.query(SourcePane):
+            pane.goto_line(message.line)

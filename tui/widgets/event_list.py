@@ -68,11 +68,13 @@ class EventList(ScrollView, can_focus=True):
     EventList { background: $surface; overflow-x: hidden; }
     """
 
-    cursor: reactive[int] = reactive(0, always_update=True)
+    # repaint=False: watch_cursor repaints just the two lines that change
+    cursor: reactive[int] = reactive(0, always_update=True, repaint=False)
 
     class Moved(Message):
-        def __init__(self, index: int) -> None:
+        def __init__(self, index: int, step: bool) -> None:
             self.index = index
+            self.step = step  # one line up/down (held keys, play): listeners may debounce
             super().__init__()
 
     def __init__(self, trace, model, **kw):
@@ -80,6 +82,8 @@ class EventList(ScrollView, can_focus=True):
         self.trace, self.model = trace, model
         self._n = len(trace.events)
         self.virtual_size = Size(120, self._n)
+        self._lines: dict[int, Text] = {}  # event index -> its line (cursor style added later)
+        self._strips: dict[tuple, Strip] = {}  # (index, width, style) -> rendered line
 
     def set_data(self, trace, model) -> None:
         self.trace, self.model, self._n = trace, model, len(trace.events)
@@ -92,6 +96,27 @@ class EventList(ScrollView, can_focus=True):
         width = self.size.width
         if i >= self._n:
             return Strip.blank(width, self.rich_style)
+        style = self.rich_style
+        if i == self.cursor:
+            style = style + Style(reverse=True) if self.has_focus else style + Style(bgcolor="grey30")
+        key = (i, width, style)
+        strip = self._strips.get(key)
+        if strip is None:
+            if len(self._strips) > 2000:  # bounded: what is on screen plus some scrolling
+                self._strips.clear()
+            line = self._lines.get(i)
+            if line is None:
+                if len(self._lines) > 5000:
+                    self._lines.clear()
+                line = self._lines[i] = self._make_line(i)
+            line = line.copy()
+            line.truncate(width, overflow="ellipsis", pad=True)
+            segments = [Segment(s.text, (style + s.style) if s.style else style)
+                        for s in line.render(self.app.console)]
+            strip = self._strips[key] = Strip(segments, width).crop(0, width)
+        return strip
+
+    def _make_line(self, i: int) -> Text:
         ev = self.trace.events[i]
         cid = str(ev.compile_id) if ev.compile_id is not None else "-"
         clock = ev.time.split(" ")[-1][:12] if ev.time else ""
@@ -101,19 +126,17 @@ class EventList(ScrollView, can_focus=True):
         line.append(f"{cid:<7} ", "bold")
         line.append(f"{ev.key:<28} ", KIND_STYLE.get(ev.key, ""))
         line.append(event_summary(ev))
-        line.truncate(width, overflow="ellipsis", pad=True)
-        style = self.rich_style
-        if i == self.cursor:
-            style = style + Style(reverse=True) if self.has_focus else style + Style(bgcolor="grey30")
-        segments = [Segment(s.text, (style + s.style) if s.style else style)
-                    for s in line.render(self.app.console)]
-        return Strip(segments, width).crop(0, width)
+        return line
 
     # -- cursor ----------------------------------------------------------------------------
     def watch_cursor(self, old: int, new: int) -> None:
+        top = round(self.scroll_offset.y)
         self._scroll_cursor_into_view()
-        self.refresh()
-        self.post_message(self.Moved(new))
+        if round(self.scroll_offset.y) == top:  # no scroll: repaint just the two lines
+            for i in (old, new):
+                if top <= i < top + self.size.height:
+                    self.refresh_line(i - top)
+        self.post_message(self.Moved(new, abs(new - old) == 1))
 
     def _scroll_cursor_into_view(self) -> None:
         top, h = round(self.scroll_offset.y), max(self.size.height, 1)
