@@ -70,9 +70,12 @@ class TensorMeta:
         shape = tuple(None if i in dyn else int(s) for i, s in enumerate(t.shape))
         stride = tuple(int(s) for s in t.stride())
         if dyn:
-            # A stride is a product of the sizes of later dims; unknown when one of them is dynamic.
-            stride = tuple(None if any(j in dyn for j in range(i + 1, t.dim())) else s
-                           for i, s in enumerate(stride))
+            # A dense stride is the product of the sizes of the dims laid out inside it (later
+            # dims when contiguous, earlier ones when e.g. column-major): unknown when one of
+            # those is dynamic. Order dims by stride to find them, whatever the layout.
+            order = sorted(range(t.dim()), key=lambda d: (stride[d], -d))
+            inside = {d: set(order[:k]) for k, d in enumerate(order)}
+            stride = tuple(None if inside[i] & dyn else s for i, s in enumerate(stride))
         return cls(t.dtype, t.device, shape, stride, bool(t.requires_grad), type(t))
 
 

@@ -221,3 +221,10 @@ def test_shared_access_chains_are_read_once_and_stay_correct():
     m.a = Box()
     assert not gs.check(m)
     assert gs.failures((m,), {})[0].startswith("identity mismatch for 'm.a'")
+
+
+def test_tensor_meta_dynamic_strides_follow_the_layout():
+    col_major = torch.randn(2, 5).t()            # shape (5, 2), stride (1, 5)
+    m = TensorMeta.of(col_major, dynamic_dims=[0])
+    assert m.shape == (None, 2) and m.stride == (1, None)
+    assert TensorMeta.of(torch.randn(5, 2), dynamic_dims=[0]).stride == (2, 1)
