@@ -205,6 +205,9 @@ class TritonKernelBuilder:
         dt = self.group.layouts[name].dtype
         tl_type(dt)
         expr = f"tl.load({name} + ({idx})" + (f", {mask}, other=0)" if mask else ")")
+        if not mask_dims:
+            # a scalar load: give it the kernel's tile rank so every later op broadcasts alike
+            expr = f"tl.broadcast_to({expr}, {self.shape(mask_dims)})"
         if dt in (torch.float16, torch.bfloat16):
             expr += ".to(tl.float32)"
         return self.emit(expr, compute_dtype(dt), mask_dims)
@@ -298,7 +301,22 @@ class TritonCodegen(KernelCodegen):
 
     def _pointwise(self, k):
         for node in k.group.nodes:
-            self._outer(k, node, frozenset({X}))
+            if k.group.kinds[node.name] == ir.NODE_REDUCTION:
+                self._single_element_reduction(k, node)
+            else:
+                self._outer(k, node, frozenset({X}))
+
+    def _single_element_reduction(self, k, node):
+        """A reduction over no dimensions (e.g. sum of a 0-d tensor): the element itself."""
+        rt = node.data.reduction_type
+        v = node.data.inner_fn(k.xs, [])
+        if rt in ("argmax", "argmin"):
+            v = k.emit(f"tl.zeros({k.shape(frozenset({X}))}, tl.int64)", torch.int64, frozenset({X}))
+        elif rt in ("any", "all"):
+            v = k.emit(f"({v} != 0)", torch.bool, v.dims)
+        k.locals[0][node.name] = v
+        if node.name in k.group.outputs:
+            k.store(node.name, node.store_index(k.xs), v, frozenset({X}))
 
     def _persistent(self, k):
         k.in_rloop = True            # rindex covers the whole row: inner values stay valid

@@ -120,13 +120,15 @@ class TritonOpsHandler(ir.OpsHandler):
 
     def constant(self, value, dtype):
         cdt = compute_dtype(dtype)
-        return self._emit(f"tl.full([1], {triton_constant(value, cdt)}, {tl_type(cdt)})", cdt, frozenset())
+        # rank matches the kernel's tiles ([1] or [1, 1]): Triton broadcasts equal ranks only
+        return self._emit(f"tl.full({self.kernel.shape(frozenset())}, {triton_constant(value, cdt)}, "
+                          f"{tl_type(cdt)})", cdt, frozenset())
 
     def index_expr(self, expr, dtype):
         idx, dims = self.kernel.index(expr)
         cdt = compute_dtype(dtype)
         if not dims:
-            idx = f"(tl.full([1], 0, tl.int64) + {idx})"
+            idx = f"(tl.full({self.kernel.shape(frozenset())}, 0, tl.int64) + {idx})"
         return self._emit(f"({idx}).to({tl_type(cdt)})", cdt, dims)
 
     def to_dtype(self, x, dtype):
@@ -209,7 +211,9 @@ class TritonOpsHandler(ir.OpsHandler):
         if not fl and name in _BINARY_INT:
             return self._emit(_BINARY_INT[name].format(a=a, b=b), a.dtype, d)
         if not fl and name == "truediv":
-            raise CodegenUnsupported("integer truediv (lowering should convert to float first)")
+            # integers: C semantics (truncation), as the C++ code generator's `/` (Triton's `//`
+            # on integers truncates too)
+            return self._emit(f"({a} // {b})", a.dtype, d)
         raise CodegenUnsupported(f"ops.{name} on {a.dtype}")
 
     def _relu(self, x):

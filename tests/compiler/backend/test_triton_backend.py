@@ -191,3 +191,14 @@ def test_symbolic_reduction_size_picks_persistent_or_looped():
             x = torch.randn(5, n)
             assert rt.check([x]) == "", n
             assert_same(rt(x), f(x))
+
+
+# ------------------------------------------------------------------ shapes found by the OpInfo sweep
+
+def test_zero_dim_reduction_and_scalar_loads():
+    """sum of a 0-d tensor is a reduction over no dimensions; binary_cross_entropy on 0-d inputs
+    mixes scalar loads with tile-shaped constants; multi_margin_loss mixes [1] and [1, 1] tiles."""
+    check(lambda x: x.sum(), [torch.randn(())])
+    check(lambda x, t: F.binary_cross_entropy(x, t), [torch.rand(()), torch.rand(())])
+    check(lambda x, t: F.multi_margin_loss(x, t), [torch.randn(1, 5), torch.tensor([2])])
+    check(lambda x: F.adaptive_avg_pool2d(x, (3, 2)), [torch.randn(1, 2, 7, 5)])
