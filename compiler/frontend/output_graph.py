@@ -97,7 +97,7 @@ class OutputGraph:
         self.input_sources.append(source)
         self.example_inputs.append(tensor)
         self.input_fakes.append(fake)
-        self.add_guard(source, "TENSOR_MATCH", tensor_expected(tensor, dims))
+        self.add_guard(source, "TENSOR_MATCH", tensor_expected(tensor, dims, fake))
         return var
 
     # ---- recording operations ------------------------------------------------------------
@@ -185,12 +185,17 @@ def _has_unbacked(example) -> bool:
         return False
 
 
-def tensor_expected(t: torch.Tensor, dynamic_dims) -> dict:
-    """TENSOR_MATCH's expected value: dims in dynamic_dims (and strides built on them) are None."""
+def tensor_expected(t: torch.Tensor, dynamic_dims, fake=None) -> dict:
+    """TENSOR_MATCH's expected value: dims in dynamic_dims are None, and so is every stride
+    that the fake tensor holds as a symbol (whatever the layout: the ShapeEnv knows which
+    strides are built from the dynamic sizes)."""
     dyn = set(dynamic_dims)
     shape = tuple(None if i in dyn else int(s) for i, s in enumerate(t.shape))
-    stride = tuple(None if any(j in dyn for j in range(i + 1, t.dim())) else int(s)
-                   for i, s in enumerate(t.stride()))
+    if fake is not None and dyn:
+        stride = tuple(s if isinstance(s, int) else None for s in fake.stride())
+    else:
+        stride = tuple(None if any(j in dyn for j in range(i + 1, t.dim())) else int(s)
+                       for i, s in enumerate(t.stride()))
     return {"type": type(t), "dtype": t.dtype, "device": t.device, "shape": shape,
             "stride": stride, "requires_grad": bool(t.requires_grad)}
 
