@@ -330,7 +330,8 @@ def main(argv=None):
             "seconds": round(time.time() - t0, 1),
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, f"opinfo_{args.backend}_{args.dtype}")
+    suffix = f"_{args.cpu_codegen}" if args.cpu_codegen else ""
+    stem = os.path.join(args.out, f"opinfo_{args.backend}{suffix}_{args.dtype}")
     with open(stem + ".json", "w") as f:
         json.dump({"meta": meta, "summary": summary, "ops": records}, f, indent=1)
     with open(stem + ".md", "w") as f:
