@@ -71,6 +71,7 @@ class GraphLowering:
         self.constants: dict[str, torch.Tensor] = {}   # get_attr tensors, by buffer name
         self.device = None
         self._n = 0
+        self._writebacks: list = []
 
     # naming and registration ----------------------------------------------------------------
     def new_name(self) -> str:
@@ -189,9 +190,10 @@ class GraphLowering:
             raise GraphFallback(f"{target} has a data-dependent output size")
         ctx = Ctx(self, node)
         if target is aten.copy_.default:
-            # the aot stage's write-back of a mutated input: call it last, keep it
-            out = make_extern(ctx, args, kwargs, cls=ir.FallbackKernel, reason="input mutation write-back")
-            self.side_effects.append(out.name)
+            # the aot stage's write-back of a mutated input: it must run after everything that
+            # reads the input's old value, including outputs realized at the very end, so it
+            # is emitted after the outputs (see _output)
+            self._writebacks.append((ctx, args, kwargs))
             return args[0]
         if _is_complex(val) or any(isinstance(a, ir.IRNode) and a.get_dtype().is_complex for a in args):
             return self._fallback(ctx, node, args, kwargs, "complex dtype")
@@ -252,6 +254,9 @@ class GraphLowering:
                 v = self.realize(v, a if isinstance(a, torch.fx.Node) else None)
             values.append(v)
         self.outputs = values
+        for ctx, args, kwargs in self._writebacks:
+            out = make_extern(ctx, args, kwargs, cls=ir.FallbackKernel, reason="input mutation write-back")
+            self.side_effects.append(out.name)
 
 
 def constant_name(node) -> str:
