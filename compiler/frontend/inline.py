@@ -26,6 +26,10 @@ def call_module(tx, mv, args, kwargs):
         raise Unsupported(f"nn.Module {type(m).__name__} with hooks")
     if type(m).__call__ is not torch.nn.Module.__call__:
         raise Unsupported(f"nn.Module {type(m).__name__} overrides __call__")
+    # hooks registered later must not be skipped by the compiled code
+    src = mv.source.name()
+    tx.output.add_guard(f"not ({src}._forward_hooks or {src}._forward_pre_hooks)", "SYMBOLIC",
+                        f"not ({src}._forward_hooks or {src}._forward_pre_hooks)")
     forward = inspect.getattr_static(type(m), "forward", None)
     if "forward" in m.__dict__ or not isinstance(forward, types.FunctionType):
         raise Unsupported(f"nn.Module {type(m).__name__} with a non-Python forward")

@@ -174,3 +174,19 @@ def test_aliased_inputs_and_inplace_identity():
     b, c = torch.zeros(3), torch.zeros(3)
     assert same(r.fn(b, b), f(c, c))
     assert same(b, c)
+
+
+def test_hooks_added_later_fail_the_guards():
+    m = Block()
+    x = torch.randn(2, 3)
+
+    def f(x):
+        return m(x)
+    r, gs = capture(f, x)
+    assert gs.check(x)
+    handle = m.lin.register_forward_hook(lambda mod, inp, out: out * 0)
+    try:
+        assert not gs.check(x)
+    finally:
+        handle.remove()
+    assert gs.check(x)
