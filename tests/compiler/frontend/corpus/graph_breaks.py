@@ -223,7 +223,7 @@ PROGRAMS = [
       note='neither compiles anything (0 graphs): Dynamo skips the frame and reports 0 breaks, we report the break inside the loop (seen on two capture attempts)'),
     P(two_breaks),
     P(three_breaks_mixed,
-      xfail='capture: OrderedDict.copy() breaks twice (cannot resume after LOAD_METHOD) and the .item() value is guarded as a constant (4 breaks vs 2, 5 recompiles vs 4)'),
+      xfail='capture: the value from .item() crosses the break and the resume function guards it with CONSTANT_MATCH, so a new value recompiles once more (5 recompiles vs 4; graphs and breaks equal Dynamo)'),
     P(break_then_return_container),
     P(break_with_live_locals, STD2),
     P(break_in_module,
