@@ -30,7 +30,10 @@ def run_demo(base: Path, echo=print) -> DemoResult:
     if not DEMO.is_file():
         return DemoResult(None, 127, f"demo program not found at {DEMO} (tracetui --demo needs "
                                      "a checkout installed with `pip install -e .`)")
-    env = {**os.environ, "TRACE_COMPILE_DEBUG": "1", "TRACE_COMPILE_DEBUG_DIR": str(base),
+    # the compiled-code cache off (unless asked): a cache hit writes no IR or kernel records,
+    # and the demo is there to show them
+    env = {"TRACE_BACKEND_CACHE_ENABLED": "0", **os.environ, "TRACE_COMPILE_DEBUG": "1",
+           "TRACE_COMPILE_DEBUG_DIR": str(base),
            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH"))
                                          if p)}
     before = set(base.glob("run_*")) if base.is_dir() else set()

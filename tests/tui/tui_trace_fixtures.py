@@ -84,9 +84,21 @@ def cached_torch_trace(work: Path) -> Path:
 
 
 def make_our_debug_run(base: Path) -> Path:
-    """compiler.compile under TRACE_COMPILE_DEBUG=1; returns the debug run folder."""
-    prog = write_program("ours", "__import__('compiler').compile(f)")
-    run(prog, {"TRACE_COMPILE_DEBUG": "1", "TRACE_COMPILE_DEBUG_DIR": str(base)}, base.parent)
+    """compiler.compile under TRACE_COMPILE_DEBUG=1 (compiled-code cache off, so that every
+    stage runs and writes its records); returns the debug run folder. Parallel test workers of
+    one run share it (made once, under a lock)."""
+    import fcntl
+
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run_id:
+        base = FIXTURE_ROOT / f"ours_{run_id}" / "trace_debug"
+    base.parent.mkdir(parents=True, exist_ok=True)
+    with open(base.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not any(base.glob("run_*")):
+            prog = write_program("ours", "__import__('compiler').compile(f)")
+            run(prog, {"TRACE_COMPILE_DEBUG": "1", "TRACE_COMPILE_DEBUG_DIR": str(base),
+                       "TRACE_BACKEND_CACHE_ENABLED": "0"}, base.parent)
     runs = sorted(base.glob("run_*"))
     assert runs, f"no debug run folder under {base}"
     return runs[-1]
