@@ -243,3 +243,32 @@ def test_hooks_load_the_debug_plugin_and_check_stages():
     finally:
         hooks._reset_for_tests()
         hooks.load_plugins()
+
+
+def test_real_input_values_are_saved_only_when_asked(tmp_path):
+    from debug import candidate
+
+    run_dir._reset_for_tests()
+    gm = _chain_gm()
+    x, w = torch.randn(8, 8), torch.randn(8, 8)
+    with config.patch(**{"repro.after": "backend", "repro.save_real_inputs": True,
+                         "testing.inject_relu_bug": "runtime_error", "debug.debug_dir": str(tmp_path)}):
+        compiled = repro_wrapper.wrap(buggy_compile, "backend")(gm, [torch.randn(8, 8), torch.randn(8, 8)])
+        with pytest.raises(RuntimeError):
+            compiled(x, w)
+        repro = os.path.join(run_dir.get_run_dir(), "repro", "repro.py")
+    assert os.path.isfile(os.path.join(os.path.dirname(repro), "repro_inputs.pt"))
+    ns = {"__name__": "t"}
+    exec(open(repro).read(), ns)
+    assert ns["REAL_INPUTS"] == "repro_inputs.pt" and ns["INPUTS"][0]["real_index"] == 0
+    real, _ = candidate.load_real(ns, repro)
+    assert torch.equal(real[0], x) and torch.equal(real[1], w)   # the values of the failing call
+    try:
+        outcome = candidate.evaluate(ns, script_path=repro)   # restores the recorded config...
+    finally:
+        config.reset_assignments()                            # ...which must not leak into other tests
+    assert outcome.failure.kind == "runtime_error"
+    # without the option, only metadata is written
+    run_dir._reset_for_tests()
+    repro2 = _write_repro(tmp_path / "plain", buggy_compile, bug="runtime_error")
+    assert not os.path.exists(os.path.join(os.path.dirname(repro2), "repro_inputs.pt"))
