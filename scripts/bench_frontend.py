@@ -74,8 +74,9 @@ class Block(torch.nn.Module):
         return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
 
 
-def capture_seconds(which: str, repeats: int) -> tuple[float, int]:
-    """Median seconds of the first call (compile + run) minus an eager run; graphs captured."""
+def capture_seconds(repeats: int) -> dict:
+    """Median seconds of the first call (compile + run) minus a warm eager run, for ours and
+    Dynamo, alternating the two on every repeat so machine load hits both alike."""
     block = Block().eval()
     x = torch.randn(2, 16, 64)
     for _ in range(3):
@@ -86,26 +87,28 @@ def capture_seconds(which: str, repeats: int) -> tuple[float, int]:
         block(x)
         runs.append(time.perf_counter() - t0)
     eager = statistics.median(runs)               # subtracted: the first call also runs it
-    times, graphs = [], 0
+    times = {"ours": [], "dynamo": []}
+    graphs = {}
     for _ in range(repeats):
-        count = [0]
+        for which in ("ours", "dynamo"):
+            count = [0]
 
-        def backend(gm, example_inputs):
-            count[0] += 1
-            return gm.forward
+            def backend(gm, example_inputs):
+                count[0] += 1
+                return gm.forward
 
-        if which == "dynamo":
-            torch._dynamo.reset()
-            f = torch.compile(block, backend=backend)
-        else:
-            compiler.reset()
-            f = compiler.compile(block, backend=backend)
-        t0 = time.perf_counter()
-        out = f(x)
-        times.append(time.perf_counter() - t0 - eager)
-        torch.testing.assert_close(out, block(x))
-        graphs = count[0]
-    return statistics.median(times), graphs
+            if which == "dynamo":
+                torch._dynamo.reset()
+                f = torch.compile(block, backend=backend)
+            else:
+                compiler.reset()
+                f = compiler.compile(block, backend=backend)
+            t0 = time.perf_counter()
+            out = f(x)
+            times[which].append(time.perf_counter() - t0 - eager)
+            torch.testing.assert_close(out, block(x))
+            graphs[which] = count[0]
+    return {k: (statistics.median(v), graphs[k]) for k, v in times.items()}
 
 
 def corpus_breaks() -> dict:
@@ -162,8 +165,8 @@ def main():
     rows = [("per-call time, tiny `x + y` (median µs)", f"{ours:.2f}", f"{dyn:.2f}", f"eager {eager:.2f}"),
             ("per-call overhead over eager (µs)", f"{ours - eager:.2f}", f"{dyn - eager:.2f}",
              "goal: ours <= Dynamo")]
-    ours_c, ours_g = capture_seconds("ours", a.repeats)
-    dyn_c, dyn_g = capture_seconds("dynamo", a.repeats)
+    cap = capture_seconds(a.repeats)
+    (ours_c, ours_g), (dyn_c, dyn_g) = cap["ours"], cap["dynamo"]
     rows.append(("capture time, transformer block forward (ms)", f"{ours_c * 1e3:.1f}",
                  f"{dyn_c * 1e3:.1f}", f"ratio {ours_c / dyn_c:.2f} (goal <= 0.5); graphs {ours_g} vs {dyn_g}"))
     extra = None
