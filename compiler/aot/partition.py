@@ -55,10 +55,17 @@ class Partition:
 
 
 def node_bytes(node: fx.Node) -> int | None:
-    """Size of a node's tensor output, or None when it is not a single tensor."""
+    """Memory that saving a node's tensor output keeps alive, or None when it is not a single
+    tensor. A view keeps its whole base's storage alive, so a view costs its storage's size:
+    the cut then prefers saving a base once (e.g. the fused q/k/v projection) and recomputing
+    its views (split, slices) in the backward over saving several views of it."""
     val = node.meta.get("val")
     if isinstance(val, torch.Tensor):
-        return val.numel() * val.element_size()
+        own = val.numel() * val.element_size()
+        try:
+            return max(own, val.untyped_storage().nbytes())
+        except Exception:           # no storage to ask (e.g. some tensor subclasses)
+            return own
     return None
 
 
@@ -74,9 +81,17 @@ def is_recomputable(node: fx.Node, recompute_pointwise: bool = True) -> bool:
         return False
     if torch.Tag.nondeterministic_seeded in op.tags:
         return False                       # a recomputed random op would draw a new mask
-    if op in _CHEAP:
+    if op in _CHEAP or _is_view(op):
         return True
     return recompute_pointwise and torch.Tag.pointwise in op.tags
+
+
+def _is_view(op) -> bool:
+    """Ops whose outputs alias their input without writing (split, unbind, slice, expand, ...):
+    recomputing one costs nothing."""
+    returns = op._schema.returns
+    return bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write
+                                 for r in returns)
 
 
 # -- max-flow / min-cut (Dinic) --------------------------------------------------------------------

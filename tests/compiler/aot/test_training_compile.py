@@ -123,36 +123,3 @@ def test_cpp_backend_cnn_grads():
     for (n, p), (_, rp) in zip(model.named_parameters(), ref.named_parameters()):
         torch.testing.assert_close(p.grad, rp.grad, rtol=1e-4, atol=1e-5,
                                    msg=lambda m: f"{n}: {m}")
-
-
-class SplitProduct(nn.Module):
-    """Saves split() outputs (views at storage offsets 0 and 8) for backward, as attention's
-    q/k/v split does."""
-
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(8, 16)
-
-    def forward(self, x):
-        q, k = self.fc(x).split(8, dim=-1)
-        return (q * k.sigmoid()).sum(-1)
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "backend-core bug: a graph input whose meta val has a nonzero storage offset (split() "
-    "outputs saved for backward; also inference inputs) is read at offset twice (the C++ index "
-    "adds the offset, the runtime passes data_ptr()). Remove this mark when the codegen is fixed."))
-def test_cpp_backend_saved_split_outputs_grads():
-    from compiler.backend import inner_compile
-    from compiler.aot.training import aot_module_training
-    torch.manual_seed(0)
-    model = SplitProduct()
-    ref = copy.deepcopy(model)
-    x = torch.randn(4, 8, requires_grad=True)
-    rx = x.detach().clone().requires_grad_()
-    f = aot_module_training(capture(model), [x], inner_compile)
-    f(x).pow(2).sum().backward()
-    ref(rx).pow(2).sum().backward()
-    torch.testing.assert_close(x.grad, rx.grad, rtol=1e-4, atol=1e-5)
-    for p, rp in zip(model.parameters(), ref.parameters()):
-        torch.testing.assert_close(p.grad, rp.grad, rtol=1e-4, atol=1e-5)

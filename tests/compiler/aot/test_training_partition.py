@@ -217,3 +217,30 @@ def test_structured_trace_records_for_training(tmp_path):
     backward = next(e for e in events if e.key == "aot_backward_graph")
     assert str(backward.compile_id) == "3/1" and backward.metadata.get("is_backward") is True
     assert "def forward" in backward.payload
+
+
+def test_views_cost_their_base_so_split_outputs_are_not_saved():
+    """Saving a split() output keeps the whole projection alive: the cut saves the projection
+    once and recomputes the views (no saved tensor at a storage offset)."""
+    class SplitProduct(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 24)
+
+        def forward(self, x):
+            q, k, v = self.fc(x).split(8, dim=-1)
+            return (q * k.sigmoid() * v).sum(-1)
+
+    torch.manual_seed(0)
+    model = SplitProduct()
+    ref = copy.deepcopy(model)
+    x = torch.randn(4, 8, requires_grad=True)
+    f = aot_module_training(capture(model), [x], run_as_is)
+    saved = [n.meta["val"] for n in f.runtime.backward_graph.graph.nodes
+             if n.op == "placeholder" and not n.name.startswith("tangents")]
+    assert all(v.storage_offset() == 0 for v in saved)
+    f(x).pow(2).sum().backward()
+    rx = x.detach().clone().requires_grad_()
+    ref(rx).pow(2).sum().backward()
+    for p, rp in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, rp.grad, rtol=1e-5, atol=1e-6)
