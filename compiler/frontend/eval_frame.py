@@ -161,7 +161,8 @@ def _reason_lines(reasons, verbose: bool) -> list[str]:
             rs = ["(no guard explains the miss: the fast check failed)"]
         if verbose:
             lines.append(f"guard {cid} failures:")
-            lines += [f"    - {r}" for r in rs]
+            lines += [f"    - {r}" + (f"  # guard from {r.location}" if getattr(r, "location", None) else "")
+                      for r in rs]
         else:
             lines.append(f"- {cid}: {rs[0]}")
     return lines
@@ -175,11 +176,14 @@ def _log_recompile(cache: FrameCache, reasons, verbose: bool) -> None:
         [header, "triggered by the following guard failure(s):", *_reason_lines(reasons, True)]))
     logs.artifact("recompile", lambda: {
         "function": cache.name, "location": cache.location, "cache_size": len(cache.entries),
-        "reasons": [{"compile_id": str(cid), "failures": rs} for cid, rs in reasons]})
+        "reasons": [{"compile_id": str(cid), "failures": [str(r) for r in rs],
+                     "guard_locations": [getattr(r, "location", None) for r in rs]}
+                    for cid, rs in reasons]})
     for cid, rs in reasons:
         for r in rs:
             logs.artifact("guard_failure", lambda cid=cid, r=r: {
-                "function": cache.name, "cache_entry": str(cid), "reason": r})
+                "function": cache.name, "cache_entry": str(cid), "reason": str(r),
+                "guard_location": getattr(r, "location", None)})
     for listener in cache.options.listeners:
         listener.on_recompile(cache, reasons)
 

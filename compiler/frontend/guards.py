@@ -362,7 +362,7 @@ class GuardSet:
         for g in self.guards:
             reason = explain_failure(g, env, self.fn.__globals__)
             if reason:
-                out.append(reason)
+                out.append(Reason(reason, g.user_location))
                 if first_only:
                     break
         return out
@@ -370,6 +370,15 @@ class GuardSet:
     # ---- rendering for the `guards` artifact ---------------------------------------------
     def render(self) -> str:
         return render_guards(self.guards)
+
+
+class Reason(str):
+    """A guard-failure reason; `.location` is the user's file:line that installed the guard."""
+
+    def __new__(cls, text: str, location: str | None = None):
+        self = super().__new__(cls, text)
+        self.location = location
+        return self
 
 
 class _Unreachable:

@@ -74,6 +74,7 @@ def test_recompiles_verbose_lists_every_failing_guard_of_every_entry(capture, ev
     assert "guard 0/1 failures:" in text and "guard 0/0 failures:" in text
     assert text.count("size mismatch") == 4      # x and y, in both entries
     assert text.index("guard 0/1") < text.index("guard 0/0")   # newest first
+    assert f"  # guard from {__file__}:{add.__code__.co_firstlineno}" in text   # where it was installed
 
 
 def test_each_guard_kind_triggers_only_its_recompile(capture):
