@@ -14,6 +14,7 @@ else runs the original graph eagerly, logged. With grads needed, the training he
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import sympy
@@ -77,14 +78,28 @@ def trace_inference(gm, example_inputs, dynamic=None):
             inputs = fakes
         else:
             mode = "symbolic" if dynamic else "fake"
-            traced = make_fx(fn, decomposition_table=table, tracing_mode=mode,
-                             _allow_non_fake_inputs=True)(*example_inputs)
+            # outside Dynamo's ambient TracingContext: make_fx would adopt its fake mode and mint
+            # symbols in Dynamo's ShapeEnv that Dynamo cannot guard on
+            with _no_ambient_tracing_context():
+                traced = make_fx(fn, decomposition_table=table, tracing_mode=mode,
+                                 _allow_non_fake_inputs=True)(*example_inputs)
             vals = [n.meta.get("val") for n in traced.graph.nodes if n.op == "placeholder"]
             # non-tensor inputs have no "val": they were traced as the example's value
             inputs = [v if isinstance(v, (torch.Tensor, torch.SymInt)) else ex for v, ex in zip(vals, example_inputs)]
             shape_env = _shape_env_of(inputs)
             new_guards = list(shape_env.guards) if shape_env is not None else []
     return traced, flat.spec, inputs, shape_env, new_guards
+
+
+@contextlib.contextmanager
+def _no_ambient_tracing_context():
+    try:
+        from torch._guards import tracing
+    except ImportError:
+        yield
+        return
+    with tracing(None):
+        yield
 
 
 def _shape_env_of(vals):
@@ -99,12 +114,13 @@ def _shape_env_of(vals):
 class InputCheck:
     """Do the runtime inputs match what was traced? (sizes/strides as sympy exprs + guards)"""
 
-    def __init__(self, traced_inputs, guards, shape_env):
+    def __init__(self, traced_inputs, guards, shape_env, check_offsets=False):
+        self.check_offsets = check_offsets   # as_strided in the graph bakes in storage offsets
         self.specs = []
         for v in traced_inputs:
             if isinstance(v, torch.Tensor):
                 self.specs.append(("t", [_expr(s) for s in v.shape], [_expr(s) for s in v.stride()],
-                                   v.dtype, v.device.type))
+                                   v.dtype, v.device.type, _expr(v.storage_offset())))
             elif isinstance(v, (torch.SymInt, int)) and not isinstance(v, bool):
                 self.specs.append(("i", _expr(v)))
             elif v is None or isinstance(v, (float, bool, str)):
@@ -128,7 +144,8 @@ class InputCheck:
         parts = []
         for a in args:
             if isinstance(a, torch.Tensor):
-                parts.append((tuple(a.shape), a.stride(), a.dtype, a.device.type))
+                parts.append((tuple(a.shape), a.stride(), a.dtype, a.device.type,
+                              a.storage_offset() if self.check_offsets else 0))
             elif isinstance(a, (int, float, bool, str)) or a is None:
                 parts.append((type(a).__name__, a))
         return tuple(parts)
@@ -154,6 +171,8 @@ class InputCheck:
                 for e, v, s in zip(spec[2], a.stride(), a.shape):
                     if int(s) > 1:
                         pending.append((e, int(v), "stride"))
+                if self.check_offsets:
+                    pending.append((spec[5], int(a.storage_offset()), "storage offset"))
             elif spec[0] == "i":
                 if not isinstance(a, int) or isinstance(a, bool):
                     return f"expected an int input, got {type(a).__name__}"
@@ -230,7 +249,8 @@ def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynam
     log.info("aot_traced", nodes=len(traced.graph.nodes), mutated_inputs=count_mutations(traced),
              guards=len(guards), seconds=round(time.perf_counter() - t0, 3))
     compiled = inner_compile(traced, traced_inputs)
-    check = InputCheck(traced_inputs, guards, shape_env)
+    offsets = any(n.target is torch.ops.aten.as_strided.default for n in traced.graph.nodes)
+    check = InputCheck(traced_inputs, guards, shape_env, check_offsets=offsets)
     return InferenceRuntime(gm, compiled, spec, check)
 
 

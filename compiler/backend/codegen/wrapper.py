@@ -40,7 +40,9 @@ def _tuple(xs) -> str:
 def fmt_arg(a) -> str:
     if isinstance(a, ir.ReinterpretView):
         L = a.layout
-        return f"as_strided({a.data.name}, {_tuple(L.size)}, {_tuple(L.stride)}, {pexpr(L.offset)})"
+        # IR offsets are relative to the base tensor's data_ptr(); as_strided wants absolute ones
+        off = f"{a.data.name}.storage_offset()" + (f" + {pexpr(L.offset)}" if L.offset != 0 else "")
+        return f"as_strided({a.data.name}, {_tuple(L.size)}, {_tuple(L.stride)}, {off})"
     if isinstance(a, ir.Buffer):
         return a.name
     if isinstance(a, (list, tuple)):
@@ -79,8 +81,6 @@ def symbol_bindings(graph) -> dict:
             for d, s in enumerate(v.layout.stride):
                 if isinstance(s, sympy.Symbol):
                     out.setdefault(s, f"{name}.stride({d})")
-            if isinstance(v.layout.offset, sympy.Symbol):
-                out.setdefault(v.layout.offset, f"{name}.storage_offset()")
     return out
 
 

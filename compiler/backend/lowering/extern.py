@@ -24,8 +24,10 @@ EXTERN_OPS = [
 
 
 def layout_from_meta(v) -> ir.Layout:
-    return ir.Layout([to_sympy(s) for s in v.shape], [to_sympy(s) for s in v.stride()], v.dtype, v.device,
-                     to_sympy(v.storage_offset()))
+    """Layout of a tensor the wrapper holds (input, constant, ATen result). Offsets in the IR are
+    relative to the tensor's data_ptr() (what kernels receive), so the storage offset is 0 here;
+    views of it (ReinterpretView) carry offsets relative to it."""
+    return ir.Layout([to_sympy(s) for s in v.shape], [to_sympy(s) for s in v.stride()], v.dtype, v.device, 0)
 
 
 def op_name(target) -> str:

@@ -138,6 +138,7 @@ class GraphLowering:
         name = f"arg{idx}_1"
         if isinstance(v, torch.Tensor):
             buf = ir.InputBuffer(name, layout_from_meta(v), origins=[node.name])
+            buf.storage_offset = to_sympy(v.storage_offset())   # as traced (as_strided is absolute)
             self.graph_inputs.append((name, buf))
             self.name_to_buffer[name] = buf
             self.env[node] = buf

@@ -48,6 +48,15 @@ def make_reduction(ctx, x, dims, reduction_type, *, out_dtype, src_dtype=None, k
             v = ops.to_dtype(v, src_dtype)
         return v
 
+    if not rranges:
+        # nothing to reduce (a 0-d input): the value itself, or position 0 for arg-reductions
+        def point(idx):
+            if reduction_type in ("argmax", "argmin"):
+                return ops.constant(0, torch.int64)
+            v = inner_fn(idx, [])
+            return ops.to_dtype(v, out_dtype) if out_dtype != src_dtype else v
+        return ir.Pointwise(ranges, point, out_dtype, x.get_device(), origins=ctx.origins | inlined_origins(x),
+                            cost=x.op_count() + 1)
     red = ir.Reduction(ranges, rranges, inner_fn, reduction_type, out_dtype, src_dtype, x.get_device(),
                        origins=ctx.origins | inlined_origins(x), cost=x.op_count() + 1)
     buf = ctx.graph.realize(red, ctx.node)

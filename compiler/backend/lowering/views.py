@@ -249,7 +249,10 @@ def as_strided(ctx, x, size, stride, storage_offset=None):
     if not isinstance(base, ir.InputBuffer):
         # as_strided addresses the *storage*; only a graph input's storage is known to match eager
         raise NotLowerable("as_strided of a computed tensor")
-    off = to_sympy(storage_offset) if storage_offset is not None else layout.offset
+    # as_strided's storage_offset is absolute in the storage; IR offsets are relative to the
+    # input's data_ptr(), which sits at the input's own (traced) storage offset
+    base_off = getattr(base, "storage_offset", sympy.Integer(0))
+    off = to_sympy(storage_offset) - base_off if storage_offset is not None else layout.offset
     return ir.ReinterpretView(base, ir.Layout([to_sympy(s) for s in size], [to_sympy(s) for s in stride],
                                               layout.dtype, layout.device, off), origins=ctx.origins)
 

@@ -86,6 +86,8 @@ def prospective(group: Group, node):
             return None, (f"reduction over {d.ranges} x {d.reduction_ranges} vs group "
                           f"{group.ranges} x {group.rranges}")
         # a pure pointwise group adopts the reduction's split
+        if any(k == ir.NODE_REDUCTION for k in group.kinds.values()):
+            return None, "group already holds a reduction over other ranges"
         o, r = list(d.ranges), list(d.reduction_ranges)
         if _same_list(group.ranges, o + r):
             kinds = {k: ir.NODE_INNER for k in group.kinds}

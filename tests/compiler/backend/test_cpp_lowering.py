@@ -206,3 +206,14 @@ def avg_pools(x):
 def test_avg_pool2d(dtype):
     rt = check(avg_pools, [torch.randn(2, 3, 7, 6).to(dtype)])
     assert fallback_count(rt) == 0
+
+
+def test_inputs_with_storage_offsets():
+    base = torch.randn(4, 16)
+    q, k = base.split(8, dim=-1)          # k starts 8 elements into the storage
+    check(lambda q, k: (q * k.sigmoid()).sum(-1), [q, k])
+    check(lambda q, k: (q @ k.t(), k.t().contiguous(), torch.as_strided(k, (2, 2), (1, 16), 3) + 1), [q, k])
+
+
+def test_zero_dim_reductions():
+    check(lambda x: (torch.logsumexp(x, 0), x.sum(), x.argmax(), x.amax()), [torch.randn(())])
