@@ -69,6 +69,13 @@ def _wrap(tx, value, source, guard: bool = True):
         items = [wrap(tx, v, GetItemSource(source, i) if source else None, guard)
                  for i, v in enumerate(value)]
         return V.SizeVariable(items, source)
+    if type(value) is list and source is not None and guard:
+        g("TYPE_MATCH", list)
+
+        def materialize(value=value, source=source):
+            out.add_guard(source, "LENGTH_CHECK", len(value))
+            return [wrap(tx, v, GetItemSource(source, i)) for i, v in enumerate(value)]
+        return V.LazyListVariable(materialize, source, tx.ctx.side_effects.materialized)
     if type(value) in (tuple, list):
         g("TYPE_MATCH", type(value))
         g("LENGTH_CHECK", len(value))

@@ -225,7 +225,9 @@ class RootTracer(Tracer):
                 return True
             if isinstance(v, V.CellVariable):
                 return True
-            if isinstance(v, (V.BaseListVariable, V.IteratorVariable)):
+            if isinstance(v, V.BaseListVariable):
+                todo += V.list_items_for_scan(v)
+            elif isinstance(v, V.IteratorVariable):
                 todo += v.items
             elif isinstance(v, V.DictVariable):
                 todo += list(v.items.values())

@@ -269,6 +269,15 @@ class PyCodegen:
                     self.emit("POP_TOP")
                     self.lines.append(f"{var.source.render()}.clear(); "
                                       f"{var.source.render()}.update({text})")
+            elif op[0] == "append":
+                _, var, value = op
+                self.emit("PUSH_NULL")
+                self.emit("LOAD_CONST", list.append)
+                var.source.reconstruct(self)
+                text = self.reconstruct(value)
+                self.call(2)
+                self.emit("POP_TOP")
+                self.lines.append(f"{var.source.render()}.append({text})")
             elif op[0] == "attr":
                 _, obj, name, value = op
                 text = self.reconstruct(value)
@@ -307,7 +316,9 @@ def collect_graph_values(values, out, seen=None):
         if isinstance(v, (V.TensorVariable, V.SymNodeVariable)):
             if v.node.op != "placeholder":
                 out.append(v)
-        elif isinstance(v, (V.BaseListVariable, V.IteratorVariable)):
+        elif isinstance(v, V.BaseListVariable):
+            collect_graph_values(V.list_items_for_scan(v), out, seen)
+        elif isinstance(v, V.IteratorVariable):
             collect_graph_values(v.items, out, seen)
         elif isinstance(v, V.DictVariable):
             collect_graph_values(list(v.items.values()), out, seen)

@@ -89,6 +89,8 @@ def _side_values(tx):
     for op in tx.ctx.side_effects.ops:
         if op[0] == "container":
             vals.append(op[1])
+        elif op[0] == "append":
+            vals.append(op[2])
         else:
             vals.append(op[3])
     return vals

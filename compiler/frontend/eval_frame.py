@@ -23,8 +23,7 @@ from typing import Callable
 import torch
 
 import logs
-from compiler.errors import (BackendCompilerFailed, CompilerError, GraphBreakError,
-                             RecompileLimitError)
+from compiler.errors import BackendCompilerFailed, CompilerError, RecompileLimitError
 from compiler.frontend.cache import CacheEntry, FrameCache, next_compile_id
 from compiler.frontend.guards import Guard, GuardSet, frame_locals, render_guards
 

@@ -13,7 +13,7 @@ import time
 import torch
 
 import logs
-from compiler.frontend.eval_frame import CompileOptions, compiled_function
+from compiler.frontend.eval_frame import CompileOptions
 
 log = logs.get_logger(__name__)
 

@@ -76,6 +76,10 @@ def _stride(tx, t):
 
 def list_method(tx, lst, name, args, kwargs):
     se = tx.ctx.side_effects
+    if isinstance(lst, V.LazyListVariable) and not lst.is_materialized() and name in ("append", "extend"):
+        for v in ([args[0]] if name == "append" else unpack(tx, args[0])):
+            se.append_lazy(lst, v)
+        return V.ConstantVariable(None)
     if name == "append":
         se.mutate(tx, lst)
         lst.items.append(args[0])

@@ -37,9 +37,26 @@ class SideEffects:
     def mutate(self, tx, var):
         if not isinstance(var, (V.ListVariable, V.DictVariable)):
             raise Unsupported(f"mutation of {var!r}")
+        if isinstance(var, V.LazyListVariable):
+            var.items      # read it (guards) before any change
         if var.source is not None and id(var) not in self._mutated:
             self._mutated[id(var)] = var
             self.ops.append(("container", var))
+
+    def append_lazy(self, var, value):
+        """list.append on a lazy list nobody has read: replayed as an append."""
+        var.appended.append(value)
+        self.ops.append(("append", var, value))
+
+    def materialized(self, var):
+        """A lazy list was read after appends: replay its final contents instead."""
+        idx = [i for i, op in enumerate(self.ops) if op[0] == "append" and op[1] is var]
+        if not idx:
+            return
+        self.ops = [op for i, op in enumerate(self.ops) if i not in set(idx)]
+        if id(var) not in self._mutated:
+            self._mutated[id(var)] = var
+            self.ops.insert(idx[0], ("container", var))
 
     def is_mutated(self, var) -> bool:
         return id(var) in self._mutated
@@ -73,6 +90,8 @@ class SideEffects:
                 var = op[1]
                 lines.append(f"mutated {var.python_type().__name__} {var.source.name()} "
                              f"-> {len(var.items)} items")
+            elif op[0] == "append":
+                lines.append(f"{op[1].source.name()}.append({op[2]!r})")
             elif op[0] == "attr":
                 _, obj, name, value = op
                 where = obj.source.name() if obj.source is not None else repr(obj)

@@ -154,6 +154,43 @@ class ListVariable(BaseListVariable):
         return f"List{self.items!r}"
 
 
+class LazyListVariable(ListVariable):
+    """A list read from the frame whose items are wrapped (and guarded: length, contents)
+    only when the trace reads them. Appends made before that are replayed as appends, so a
+    list the code only appends to (a log, a cache) costs no guards and no recompiles."""
+
+    def __init__(self, materialize, source, on_materialize):
+        self._materialize = materialize          # () -> list[Variable], installs the guards
+        self._on_materialize = on_materialize    # (var) -> None: side effects switch to a rebuild
+        self._items = None
+        self.appended = []
+        self.source = source
+
+    @property
+    def items(self):
+        if self._items is None:
+            self._items = self._materialize() + self.appended
+            self._on_materialize(self)
+        return self._items
+
+    @items.setter
+    def items(self, value):
+        self._items = list(value)
+
+    def is_materialized(self):
+        return self._items is not None
+
+    def __repr__(self):
+        return f"LazyList({self.source.name()})"
+
+
+def list_items_for_scan(v):
+    """Items of a list-like value for bookkeeping scans that must not read a lazy list."""
+    if isinstance(v, LazyListVariable) and not v.is_materialized():
+        return list(v.appended)
+    return list(v.items)
+
+
 class DictVariable(Variable):
     """A dict with constant keys (insertion order kept). Mutable like ListVariable."""
 

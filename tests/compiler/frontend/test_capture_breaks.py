@@ -329,3 +329,47 @@ def test_mutation_seen_through_every_path():
     r = Recorder().capture(aliased_mutation, (x, o2, m2), {})
     assert same(r.fn(x, o2, m2), expected)
     assert len(o2.items) == len(o1.items) == 2 and m2.lin.count == 5
+
+
+JOURNAL = []
+
+
+def append_only(x):
+    y = x * 2
+    JOURNAL.append(y)
+    JOURNAL.extend([1, 2])
+    return y + 1
+
+
+def append_then_read(x, lst):
+    lst.append(x)
+    n = len(lst)                  # reading it: guarded on its length, replayed in full
+    lst.append(x * n)
+    return lst[-1] + n
+
+
+def test_append_only_list_is_not_guarded():
+    JOURNAL.clear()
+    x = torch.randn(3)
+    r = Recorder().capture(append_only, (x,), {})
+    assert not [g for g in r.guards if g.source.startswith("G['JOURNAL']") and g.kind != "TYPE_MATCH"]
+    out = r.fn(x)
+    assert same(out, x * 2 + 1) and len(JOURNAL) == 3 and same(JOURNAL[0], x * 2)
+    import compiler
+    compiler.reset()
+    JOURNAL.clear()
+    opt = compiler.compile(append_only, backend="eager")
+    for _ in range(4):
+        assert same(opt(x), x * 2 + 1)
+    assert len(JOURNAL) == 12
+    report = compiler.explain(append_only)(x)
+    assert report.graph_count == 1 and report.graph_break_count == 0
+
+
+def test_append_then_read_list():
+    x = torch.randn(3)
+    a, b = [torch.ones(3)], [torch.ones(3)]
+    expected = append_then_read(x, a)
+    r = Recorder().capture(append_then_read, (x, b), {})
+    assert ("L['lst']", "LENGTH_CHECK") in {(g.source, g.kind) for g in r.guards}
+    assert same(r.fn(x, b), expected) and same(a, b)
