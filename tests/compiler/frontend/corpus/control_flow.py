@@ -1,7 +1,7 @@
 """Loops of all kinds and ifs on constants, shapes and Python values."""
 import torch
 
-from tests.compiler.frontend.corpus import KW, D, L, P, STD, STD2, T, shapes
+from tests.compiler.frontend.corpus import KW, D, L, P, STD, T, shapes
 
 
 def for_range(x):

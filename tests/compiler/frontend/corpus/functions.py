@@ -3,7 +3,7 @@ import functools
 
 import torch
 
-from tests.compiler.frontend.corpus import KW, P, STD, STD2, T, shapes
+from tests.compiler.frontend.corpus import KW, P, STD, STD2, T
 
 
 def helper(x, k=2):

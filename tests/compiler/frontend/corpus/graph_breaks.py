@@ -6,7 +6,7 @@ import logging
 import numpy as np
 import torch
 
-from tests.compiler.frontend.corpus import KW, L, P, STD, STD2, T, shapes
+from tests.compiler.frontend.corpus import L, P, STD, STD2, T
 
 _log = logging.getLogger("tracetorch.corpus")
 _LOG = []

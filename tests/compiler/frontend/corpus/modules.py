@@ -3,7 +3,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from tests.compiler.frontend.corpus import In, P, STD, T, shapes
+from tests.compiler.frontend.corpus import In, P, T, shapes
 
 torch.manual_seed(0)
 

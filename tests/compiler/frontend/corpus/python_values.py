@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from tests.compiler.frontend.corpus import P, STD, T, shapes
+from tests.compiler.frontend.corpus import P, T
 
 SCALE = 3.0
 OFFSETS = (1.0, 2.0)
