@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import sympy
 import torch
 
 from compiler.backend import ir
@@ -236,7 +235,3 @@ class TritonOpsHandler(ir.OpsHandler):
         zero = "0.0" if x.dtype.is_floating_point else "0"
         return self._emit(f"th.maximum({x}, {zero})" if x.dtype.is_floating_point
                           else f"tl.maximum({x}, {zero})", x.dtype, d)
-
-
-def is_index_symbol(s) -> bool:
-    return isinstance(s, sympy.Symbol)

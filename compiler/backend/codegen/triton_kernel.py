@@ -1,0 +1,256 @@
+"""The state of one Triton kernel being generated, and sympy index rendering.
+
+TritonKernelBuilder holds the lines, temporaries (with scoped common-subexpression elimination),
+the masks of enclosing ops.masked bodies, the values of buffers computed earlier in the kernel
+(kept in registers), and renders index expressions: outer ranges are flattened to `xindex`,
+reduction ranges to `rindex`, and runs of dimensions whose strides line up are merged, so a
+contiguous access is `base + xindex` (coalesced) rather than a div/mod per dimension. Values
+carry the tile axes they vary along ("x", "r"), which decide their masks and broadcasts.
+"""
+from __future__ import annotations
+
+import sympy
+import torch
+
+from compiler.backend import ir
+from compiler.backend.codegen.common import CodegenUnsupported, PythonIndexPrinter
+from compiler.backend.codegen.triton_ops import (TVar, TritonOpsHandler, compute_dtype,
+                                                 triton_constant, tl_type)
+
+_print = PythonIndexPrinter()
+X, R = "x", "r"
+
+
+def _opt(name, default):
+    from compiler import config
+    return getattr(config.triton, name, default)
+
+
+def _is_int(e) -> bool:
+    return isinstance(sympy.sympify(e), sympy.Integer)
+
+
+class TritonKernelBuilder:
+    """State of one kernel being generated: lines, temporaries, CSE scopes, masks, locals."""
+
+    def __init__(self, group: ir.KernelGroup, interpret: bool, force_persistent: bool = False):
+        self.group = group
+        self.interpret = interpret
+        self.status = False       # the kernel takes a tt_status pointer (testing.inject_relu_bug)
+        self.online: dict[str, str] = {}   # looped: sum node -> max node computed online with it
+        self.int64 = False        # index arithmetic in int64 (set by TritonCodegen._build)
+        self.xs = [ir.index_var("x", i) for i in range(len(group.ranges))]
+        self.rs = [ir.index_var("r", i) for i in range(len(group.reduction_ranges))]
+        self.xranges = [sympy.sympify(r) for r in group.ranges]
+        self.rranges = [sympy.sympify(r) for r in group.reduction_ranges]
+        self.reduction = bool(self.rranges)
+        rnumel = ir.product(self.rranges)
+        self.persistent = self.reduction and (force_persistent or (
+            _is_int(rnumel) and int(rnumel) <= _opt("persistent_reduction_max", 4096)))
+        self.prologue: list[str] = []       # index variables derived from xindex (kernel top)
+        self.lines: list[str] = []          # the current block
+        self.n_tmp = 0
+        self.cse: list[dict] = [{}]
+        self.locals: list[dict] = [{}]      # buffer name -> TVar, scoped like cse
+        self.masks: list[TVar] = []         # masks of enclosing ops.masked bodies
+        self.in_rloop = False
+        self.indirect: dict[str, frozenset] = {}
+        self.defined_runs: set = set()
+        self.produced = {n.name: n for n in group.nodes}
+        self.handler = TritonOpsHandler(self)
+
+    # emission ---------------------------------------------------------------------------------
+    def line(self, text: str):
+        self.lines.append(text)
+
+    def emit(self, expr: str, dtype, dims) -> TVar:
+        for scope in reversed(self.cse):
+            if expr in scope:
+                return scope[expr]
+        v = TVar(f"tmp{self.n_tmp}", dtype, frozenset(dims))
+        self.n_tmp += 1
+        self.lines.append(f"{v.name} = {expr}")
+        self.cse[-1][expr] = v
+        return v
+
+    def push(self):
+        self.cse.append({})
+        self.locals.append({})
+
+    def pop(self):
+        self.cse.pop()
+        self.locals.pop()
+
+    def local(self, name):
+        for scope in reversed(self.locals):
+            if name in scope:
+                return scope[name]
+        return None
+
+    # shapes and masks -------------------------------------------------------------------------
+    def shape(self, dims) -> str:
+        if not self.reduction:
+            return "[XBLOCK]"
+        return f"[{'XBLOCK' if X in dims else '1'}, {'RBLOCK' if R in dims else '1'}]"
+
+    def mask_for(self, dims) -> str | None:
+        parts = (["xmask"] if X in dims else []) + (["rmask"] if R in dims else [])
+        parts += [m.name for m in self.masks]
+        return " & ".join(parts) if parts else None
+
+    def broadcast(self, v: TVar, dims) -> str:
+        """`v` as an expression of at least the tile shape of `dims`."""
+        if dims <= v.dims:
+            return v.name
+        return f"tl.broadcast_to({v.name}, {self.shape(dims | v.dims)})"
+
+    # index rendering ------------------------------------------------------------------------
+    def render_plain(self, expr) -> str:
+        return _print(sympy.sympify(expr))
+
+    def indirect_symbol(self, v: TVar) -> sympy.Symbol:
+        self.indirect[v.name] = v.dims
+        return sympy.Symbol(v.name, integer=True)
+
+    def index(self, expr) -> tuple[str, frozenset]:
+        """Render a flat index over x*/r* (and size/indirect symbols); return (text, dims)."""
+        expr = sympy.expand(sympy.sympify(expr))
+        zero = {v: 0 for v, n in zip(self.xs + self.rs, self.xranges + self.rranges) if n == 1}
+        if zero:
+            expr = sympy.expand(expr.subs(zero))
+        dims = set()
+        expr = self._merge_runs(expr, self.xs, self.xranges, "xindex", X, dims)
+        expr = self._merge_runs(expr, self.rs, self.rranges, "rindex", R, dims)
+        for s in expr.free_symbols:
+            dims |= self.indirect.get(s.name, frozenset())
+        return _print(expr), frozenset(dims)
+
+    def _merge_runs(self, expr, vs, ranges, flat, dim, dims):
+        used = [v for v in vs if expr.has(v)]
+        if not used:
+            return expr
+        dims.add(dim)
+        strides = ir.contiguous_strides(ranges)
+        coeffs, rest = _affine(expr, vs)
+        if coeffs is None:            # views folded into div/mod: one variable per dimension
+            return expr.subs({v: self._run_var(flat, k, k, ranges, strides) for k, v in enumerate(vs)
+                              if expr.has(v)})
+        out, k, n = rest, 0, len(vs)
+        while k < n:
+            if coeffs.get(k, 0) == 0:
+                k += 1
+                continue
+            j = k
+            while j + 1 < n and coeffs.get(j + 1, 0) != 0 and \
+                    sympy.expand(coeffs[j] - coeffs[j + 1] * ranges[j + 1]) == 0:
+                j += 1
+            out = out + coeffs[j] * self._run_var(flat, k, j, ranges, strides)
+            k = j + 1
+        return out
+
+    def _run_var(self, flat, a, b, ranges, strides) -> sympy.Symbol:
+        """A symbol for dims a..b of `flat` merged: (flat // stride_b) % prod(ranges[a..b])."""
+        if all(ranges[i] == 1 for i in range(len(ranges)) if i < a or i > b):
+            return sympy.Symbol(flat, integer=True, nonnegative=True)   # the run is the whole space
+        name = f"{flat[0]}{a}" if a == b else f"{flat[0]}{a}_{b}"
+        sym = sympy.Symbol(name, integer=True, nonnegative=True)
+        key = (name, self.in_rloop and flat == "rindex")
+        if flat == "rindex" and self.in_rloop:
+            self.emit_index_def(name, flat, a, b, ranges, strides, self.lines)
+        elif key not in self.defined_runs:
+            self.defined_runs.add(key)
+            self.emit_index_def(name, flat, a, b, ranges, strides, self.prologue)
+        return sym
+
+    def emit_index_def(self, name, flat, a, b, ranges, strides, target):
+        text = flat
+        if strides[b] != 1:
+            text = f"({text} // {_print(strides[b])})"
+        if a != 0:
+            text = f"({text} % {_print(ir.product(ranges[a:b + 1]))})"
+        stmt = f"{name} = {text}"
+        if target is self.lines:
+            if stmt in self.cse[-1]:
+                return
+            self.cse[-1][stmt] = None
+        target.append(stmt)
+
+    # loads, stores, masked ------------------------------------------------------------------
+    def load(self, name, index):
+        v = self.local(name)
+        if v is not None:
+            return v
+        node = self.produced.get(name)
+        if node is not None:
+            return self._recompute(node)
+        if name not in self.group.layouts:
+            raise CodegenUnsupported(f"load of unknown buffer {name}")
+        idx, dims = self.index(index)
+        mask_dims = dims | self._stack_dims()
+        if mask_dims - dims:
+            idx = f"{idx} + tl.zeros({self.shape(mask_dims)}, tl.int32)"
+        mask = self.mask_for(mask_dims)
+        dt = self.group.layouts[name].dtype
+        tl_type(dt)
+        expr = f"tl.load({name} + ({idx})" + (f", {mask}, other=0)" if mask else ")")
+        if not mask_dims:
+            # a scalar load: give it the kernel's tile rank so every later op broadcasts alike
+            expr = f"tl.broadcast_to({expr}, {self.shape(mask_dims)})"
+        if dt in (torch.float16, torch.bfloat16):
+            expr += ".to(tl.float32)"
+        return self.emit(expr, compute_dtype(dt), mask_dims)
+
+    def _stack_dims(self):
+        out = frozenset()
+        for m in self.masks:
+            out |= m.dims
+        return out
+
+    def _recompute(self, node):
+        kind = self.group.kinds[node.name]
+        if kind != ir.NODE_INNER or not self.in_rloop:
+            raise CodegenUnsupported(f"{node.name} ({kind}) read before it is computed")
+        v = node.data.inner_fn(self.xs + self.rs)
+        self.locals[-1][node.name] = v
+        return v
+
+    def store(self, name, index, value: TVar, ctx_dims):
+        idx, dims = self.index(index)
+        ptr_dims = dims | value.dims | ctx_dims
+        if ptr_dims - dims:
+            idx = f"{idx} + tl.zeros({self.shape(ptr_dims)}, tl.int32)"
+        mask = self.mask_for(ptr_dims)
+        dt = self.group.layouts[name].dtype
+        val = f"{value}.to({tl_type(dt)})"
+        self.line(f"tl.store({name} + ({idx}), {val}" + (f", {mask})" if mask else ")"))
+
+    def masked(self, mask: TVar, body, other):
+        self.masks.append(mask)
+        self.push()
+        try:
+            result = body()
+        finally:
+            self.pop()
+            self.masks.pop()
+        other_s = triton_constant(other, result.dtype)
+        return self.emit(f"tl.where({mask}, {result}, {other_s})", result.dtype, result.dims | mask.dims)
+
+
+def _affine(expr, vs):
+    """Split expr into {k: coefficient of vs[k]} + rest when it is affine in vs, else (None, expr)."""
+    coeffs, rest = {}, sympy.Integer(0)
+    vset = set(vs)
+    for term in sympy.Add.make_args(expr):
+        hit = [v for v in vs if term.has(v)]
+        if not hit:
+            rest = rest + term
+            continue
+        if len(hit) > 1:
+            return None, expr
+        v = hit[0]
+        c = sympy.expand(term / v)
+        if c.free_symbols & vset:       # v inside a div/mod or a power: not affine
+            return None, expr
+        k = vs.index(v)
+        coeffs[k] = coeffs.get(k, 0) + c
+    return coeffs, rest
