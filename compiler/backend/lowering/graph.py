@@ -190,6 +190,10 @@ class GraphLowering:
         if _has_unbacked(val):
             raise GraphFallback(f"{target} has a data-dependent output size")
         ctx = Ctx(self, node)
+        if target._schema.is_mutable and not (target is aten.copy_.default and isinstance(args[0], ir.InputBuffer)):
+            # functionalization removes mutation, but a decomposition can bring an in-place op
+            # back (e.g. copy_ into a view of a clone); lowering it as a value would be wrong
+            raise GraphFallback(f"in-place op {target} in the traced graph")
         if target is aten.copy_.default:
             # the aot stage's write-back of a mutated input: it must run after everything that
             # reads the input's old value, including outputs realized at the very end, so it

@@ -36,7 +36,7 @@ def full_like(ctx, x, value, **kwargs):
 
 @register_lowering(aten.zeros_like.default, aten.empty_like.default, aten.new_zeros.default,
                    aten.new_empty.default, aten.empty.memory_format, aten.zeros.default,
-                   aten.empty_strided.default, aten.new_empty_strided.default)
+                   aten.empty_strided.default, aten.new_empty_strided.default, aten.empty_permuted.default)
 def zeros(ctx, *args, **kwargs):
     if ctx.dtype.is_complex:
         raise NotLowerable("complex")
@@ -172,6 +172,8 @@ def embedding(ctx, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sp
 @register_lowering(aten.index_select.default)
 def index_select(ctx, x, dim, index):
     n = len(x.get_size())
+    if n == 0:
+        raise NotLowerable("index_select of a 0-d tensor")
     dim = dim + n if dim < 0 else dim
     xl, il = x.make_loader(), index.make_loader()
     size_d = x.get_size()[dim]

@@ -187,3 +187,22 @@ def _identity(ctx, x, memory_format=None):
 @register_lowering(aten.copy.default)
 def _copy(ctx, dst, src, non_blocking=False):
     return make_pointwise(ctx, [src], lambda v: v)
+
+
+@register_lowering(aten.fmax.default, aten.fmin.default)
+def _fmax(ctx, a, b):
+    # NaN-ignoring max/min: a NaN operand yields the other one
+    pick = ops.maximum if ctx.node.target is aten.fmax.default else ops.minimum
+
+    def fn(x, y):
+        return ops.where(ops.isnan(x), y, ops.where(ops.isnan(y), x, pick(x, y)))
+    return make_pointwise(ctx, [a, b], fn)
+
+
+@register_lowering(aten.round.decimals)
+def _round_decimals(ctx, x, decimals=0):
+    if not ctx.dtype.is_floating_point:
+        raise NotLowerable("integer round")
+    scale = 10.0 ** decimals
+    return make_pointwise(ctx, [x], lambda v: ops.truediv(ops.round(ops.mul(v, ops.constant(scale, ctx.dtype))),
+                                                          ops.constant(scale, ctx.dtype)))
