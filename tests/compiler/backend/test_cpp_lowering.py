@@ -217,3 +217,11 @@ def test_inputs_with_storage_offsets():
 
 def test_zero_dim_reductions():
     check(lambda x: (torch.logsumexp(x, 0), x.sum(), x.argmax(), x.amax()), [torch.randn(())])
+
+
+def test_scatter_views_and_nan_aware_ops():
+    x, s = torch.randn(5, 5), torch.randn(5)
+    y = torch.tensor([1.0, float("nan"), -2.0, 0.5, float("nan")])
+    check(lambda x, s, y: (torch.diagonal_scatter(x, s), torch.slice_scatter(x, s.view(1, 5).expand(2, 5), 0, 1, 3),
+                           torch.fmax(y, s), torch.fmin(y, s), torch.round(x, decimals=2), x.repeat(2, 1),
+                           torch.nan_to_num(y, nan=0.5)), [x, s, y])
