@@ -230,3 +230,64 @@ def index(ctx, x, indices):
         return xl(src)
 
     return ir.Pointwise(out, fn, ctx.dtype, ctx.device, origins=ctx.origins)
+
+
+def _norm_bound(v, size, default):
+    if v is None:
+        return default
+    if isinstance(v, int):
+        if v < 0:
+            v = size + v
+        if isinstance(size, sympy.Integer) or getattr(size, "is_number", False):
+            v = max(0, min(int(v), int(size)))
+    return to_sympy(v)
+
+
+@register_lowering(aten.slice_scatter.default)
+def slice_scatter(ctx, x, src, dim=0, start=None, end=None, step=1):
+    size = x.get_size()
+    n = len(size)
+    dim = dim + n if dim < 0 else dim
+    start = _norm_bound(start, size[dim], sympy.Integer(0))
+    end = _norm_bound(end, size[dim], size[dim])
+    xl, sl = x.make_loader(), src.make_loader()
+    dtype = ctx.dtype
+
+    def fn(idx):
+        j = idx[dim]
+        jv = _index_value(j)
+        hit = ops.logical_and(_in_range(j, start, end),
+                              ops.eq(ops.remainder(ops.sub(jv, _index_value(start)), ops.constant(int(step), torch.int64)),
+                                     ops.constant(0, torch.int64)))
+        sub = list(idx)
+        sub[dim] = ir.FloorDiv(j - start, step)
+
+        def body():
+            v = sl(sub)
+            return ops.to_dtype(v, dtype) if src.get_dtype() != dtype else v
+        return ops.where(hit, ops.masked(hit, body, 0), xl(idx))
+
+    return ir.Pointwise(size, fn, dtype, ctx.device, origins=ctx.origins)
+
+
+@register_lowering(aten.select_scatter.default)
+def select_scatter(ctx, x, src, dim, index):
+    size = x.get_size()
+    n = len(size)
+    dim = dim + n if dim < 0 else dim
+    if isinstance(index, int) and index < 0:
+        index = size[dim] + index
+    index = to_sympy(index)
+    xl, sl = x.make_loader(), src.make_loader()
+    dtype = ctx.dtype
+
+    def fn(idx):
+        hit = ops.eq(_index_value(idx[dim]), _index_value(index))
+        sub = list(idx[:dim]) + list(idx[dim + 1:])
+
+        def body():
+            v = sl(sub)
+            return ops.to_dtype(v, dtype) if src.get_dtype() != dtype else v
+        return ops.where(hit, ops.masked(hit, body, 0), xl(idx))
+
+    return ir.Pointwise(size, fn, dtype, ctx.device, origins=ctx.origins)

@@ -225,3 +225,11 @@ def test_scatter_views_and_nan_aware_ops():
     check(lambda x, s, y: (torch.diagonal_scatter(x, s), torch.slice_scatter(x, s.view(1, 5).expand(2, 5), 0, 1, 3),
                            torch.fmax(y, s), torch.fmin(y, s), torch.round(x, decimals=2), x.repeat(2, 1),
                            torch.nan_to_num(y, nan=0.5)), [x, s, y])
+
+
+def test_slice_and_select_scatter_are_lowered():
+    x = torch.randn(6, 5)
+    rt = check(lambda x: (torch.slice_scatter(x, torch.ones(2, 5), 0, 1, 5, 2),
+                          torch.slice_scatter(x, torch.zeros(6, 2), 1, -2),
+                          torch.select_scatter(x, torch.ones(5), 0, -1)), [x])
+    assert fallback_count(rt) == 0
