@@ -105,7 +105,9 @@ def run_ours(kind: str, blocks: int, relu_at: int, workdir: str, jobs: int | Non
         f.write(OURS_TRIGGER.format(blocks=blocks, relu_at=relu_at))
     env = _env(TRACE_REPRO_AFTER="backend", TRACE_REPRO_LEVEL="4" if kind == "accuracy" else "2",
                TRACE_TESTING_INJECT_RELU_BUG=kind, TRACE_COMPILE_DEBUG_DIR=os.path.join(d, "dbg"))
-    subprocess.run([sys.executable, "trigger.py"], cwd=d, env=env, capture_output=True, text=True, timeout=900)
+    t = subprocess.run([sys.executable, "trigger.py"], cwd=d, env=env, capture_output=True, text=True, timeout=900)
+    with open(os.path.join(d, "trigger.log"), "w") as f:
+        f.write(t.stdout + t.stderr)
     repro = glob.glob(os.path.join(d, "dbg", "run_*", "repro", "repro.py"))
     if not repro:
         return {"side": "ours", "kind": kind, "status": "no repro written"}
@@ -134,7 +136,9 @@ def run_pytorch(kind: str, blocks: int, relu_at: int, workdir: str, timeout: flo
     level = {"accuracy": "4", "runtime_error": "3"}.get(kind, "2")
     env = _env(TORCHDYNAMO_REPRO_AFTER="aot", TORCHDYNAMO_REPRO_LEVEL=level,
                TORCH_COMPILE_DEBUG_DIR=os.path.join(d, "dbg"), TORCHINDUCTOR_FORCE_DISABLE_CACHES="1")
-    subprocess.run([sys.executable, "trigger.py"], cwd=d, env=env, capture_output=True, text=True, timeout=1800)
+    t = subprocess.run([sys.executable, "trigger.py"], cwd=d, env=env, capture_output=True, text=True, timeout=1800)
+    with open(os.path.join(d, "trigger.log"), "w") as f:
+        f.write(t.stdout + t.stderr)
     launchers = glob.glob(os.path.join(d, "dbg", "**", "minifier_launcher.py"), recursive=True)
     if not launchers:
         return {"side": "pytorch", "kind": kind, "status": "no minifier_launcher.py written"}
@@ -201,6 +205,10 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--kinds", default=",".join(KINDS), help="comma list of " + ", ".join(KINDS))
     p.add_argument("--blocks", type=int, default=72, help="model blocks (7 nodes each; 72 -> 506 nodes)")
+    p.add_argument("--relu-at", type=int, default=None,
+                   help="block holding the relu (default 2/3 of the way). The model contracts: with "
+                        "72 blocks an x+1 at block 48 (PyTorch's accuracy bug) changes the output by "
+                        "only 4e-4, under its tolerance; block 70 changes it by ~1")
     p.add_argument("--pytorch-timeout", type=float, default=480.0, help="cap on PyTorch's minify, seconds")
     p.add_argument("--jobs", type=int, default=None, help="our minifier's parallel candidates")
     side = p.add_mutually_exclusive_group()
@@ -216,7 +224,9 @@ def main(argv=None) -> int:
     if args.blocks < 2:
         p.error("--blocks must be at least 2")
     workdir = args.workdir or tempfile.mkdtemp(prefix="bench_minifier_")
-    relu_at = (2 * args.blocks) // 3
+    relu_at = (2 * args.blocks) // 3 if args.relu_at is None else args.relu_at
+    if not 0 <= relu_at < args.blocks:
+        p.error(f"--relu-at must be in [0, {args.blocks})")
     rows = []
     print(f"model: {args.blocks} blocks, relu in block {relu_at}; workdir {workdir}; "
           f"load average at start {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
