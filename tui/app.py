@@ -16,10 +16,10 @@ from tui.screens.minify import MinifyScreen
 from tui.screens.problems import ProblemsScreen
 from tui.screens.replay import ReplayScreen
 from tui.screens.search import SearchScreen
-from tui.widgets.compile_detail import TABS, CompileDetail
+from tui.widgets.compile_detail import TABS
 from tui.widgets.totals import Totals
 
-SYNC_LIMIT = 5000  # traces with fewer records are read before the first paint
+SYNC_LIMIT = 2000  # traces with fewer records are read before the first paint
 
 
 class TraceApp(App):
@@ -171,6 +171,3 @@ class TraceApp(App):
             self.notify(f"No {kind} in this trace after this point.")
         else:
             self.action_replay(target)
-
-    def detail(self) -> CompileDetail:
-        return self.screen.query_one(CompileDetail)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
+from textual.lazy import Lazy
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Tree
 
@@ -36,7 +38,8 @@ class MainScreen(Screen):
             with Vertical(id="left"):
                 yield Totals(id="totals")
                 yield CompileTree(id="tree")
-            yield CompileDetail(id="detail")
+            # the tabs mount just after the first paint: the overview shows sooner
+            yield Lazy(CompileDetail(id="detail"))
         yield Footer()
 
     def on_mount(self) -> None:
@@ -53,7 +56,7 @@ class MainScreen(Screen):
         tree = self.query_one(CompileTree)
         tree.populate(model)
         first = next(iter(model.ordered_compiles()), None)
-        self.query_one(CompileDetail).show(model, first)
+        self.with_detail(lambda d: d.show(model, first))
         if first is not None:
             self.call_after_refresh(tree.select_compile, first)
 
@@ -61,20 +64,30 @@ class MainScreen(Screen):
         data = event.node.data
         c = data if isinstance(data, Compile) else (
             data.compiles[0] if isinstance(data, Frame) and data.compiles else None)
-        if c is not None and self.app.model is not None:
-            detail, model = self.query_one(CompileDetail), self.app.model
-            if c is not detail.current:
-                detail.show_later(model, c)  # held j/k: render where the cursor stops
+        model = self.app.model
+        if c is not None and model is not None:
+            # held j/k: render where the cursor stops
+            self.with_detail(lambda d: d.show_later(model, c) if c is not d.current else None)
+
+    def with_detail(self, fn) -> None:
+        """Call fn(detail) now, or once the (lazily mounted) detail tabs exist."""
+        try:
+            detail = self.query_one(CompileDetail)
+        except NoMatches:
+            self.call_after_refresh(self.with_detail, fn)
+            return
+        fn(detail)
 
     def show_compile(self, c) -> None:
         self.query_one(CompileTree).select_compile(c)
-        self.query_one(CompileDetail).show(self.app.model, c)
+        self.with_detail(lambda d: d.show(self.app.model, c))
 
     def action_tab(self, tab_id: str) -> None:
-        self.query_one(CompileDetail).switch(tab_id)
+        self.with_detail(lambda d: d.switch(tab_id))
 
     def action_cycle_tab(self, step: int) -> None:
-        detail = self.query_one(CompileDetail)
-        ids = [t for t, _ in TABS]
-        cur = ids.index(detail.active) if detail.active in ids else 0
-        detail.switch(ids[(cur + step) % len(ids)])
+        def cycle(detail):
+            ids = [t for t, _ in TABS]
+            cur = ids.index(detail.active) if detail.active in ids else 0
+            detail.switch(ids[(cur + step) % len(ids)])
+        self.with_detail(cycle)
