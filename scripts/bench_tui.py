@@ -82,19 +82,6 @@ async def until_painted(pilot, keys: list[str]) -> list[float]:
     return out
 
 
-async def held(pilot, key: str, n: int) -> tuple[float, float]:
-    """A held-down key: n presses back to back (each processed, as key repeat delivers them),
-    then the time until everything (the debounced detail pane included) has settled."""
-    t = time.perf_counter()
-    for _ in range(n):
-        await pilot.press(key)
-    per_step = (time.perf_counter() - t) / n
-    t = time.perf_counter()
-    await pilot.pause(0.1)  # the detail pane renders 80 ms after the last step
-    await pilot.pause()
-    return per_step, time.perf_counter() - t - 0.1
-
-
 def fmt(xs: list[float]) -> str:
     xs = sorted(xs)
     return (f"median {statistics.median(xs) * 1000:6.1f} ms   p90 "
@@ -158,9 +145,6 @@ async def bench(path: Path) -> None:
         print(f"  replay j, key -> cursor line drawn: {fmt(await until_painted(pilot, ['j'] * 20))}")
         print(f"  replay G/g, key -> cursor line drawn: "
               f"{fmt(await until_painted(pilot, ['G', 'g'] * 4))}")
-        step, settle = await held(pilot, "j", 40)
-        print(f"  replay held j:      {step * 1000:6.1f} ms per step; detail settles "
-              f"{settle * 1000:.0f} ms after the last")
         print(f"  replay j (one by one, each until idle): "
               f"{fmt(await per_key(pilot, ['j'] * 10 + ['k'] * 5))}")
         print(f"  replay pagedown:    {fmt(await per_key(pilot, ['pagedown'] * 20))}")
