@@ -44,15 +44,18 @@ def make_extern(ctx, args, kwargs, *, cls=ir.ExternKernel, reason=None):
     matching the node's output (a buffer, or a tuple of buffers / sympy ints / None)."""
     graph = ctx.graph
 
-    def realize(a):
+    def realize(a, fx_arg=None):
         if isinstance(a, ir.IRNode):
-            return graph.realize_input(a)
+            # stored with the strides eager's tensor has (when dense), as ATen ops may care
+            return graph.realize(a, fx_arg if isinstance(fx_arg, torch.fx.Node) else None)
         if isinstance(a, (list, tuple)):
-            return type(a)(realize(x) for x in a)
+            subs = fx_arg if isinstance(fx_arg, (list, tuple)) and len(fx_arg) == len(a) else [None] * len(a)
+            return type(a)(realize(x, f) for x, f in zip(a, subs))
         return a
 
-    args = [realize(a) for a in args]
-    kwargs = {k: realize(v) for k, v in kwargs.items()}
+    fx_args = list(ctx.node.args) + [None] * max(0, len(args) - len(ctx.node.args))
+    args = [realize(a, f) for a, f in zip(args, fx_args)]
+    kwargs = {k: realize(v, ctx.node.kwargs.get(k)) for k, v in kwargs.items()}
     val = ctx.val
     kernel = op_name(ctx.node.target)
     extra = {"reason": reason} if cls is ir.FallbackKernel else {}

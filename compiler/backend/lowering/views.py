@@ -247,8 +247,24 @@ def view(ctx, x, shape):
 def as_strided(ctx, x, size, stride, storage_offset=None):
     base, layout = layout_of(x)
     if not isinstance(base, ir.InputBuffer):
-        # as_strided addresses the *storage*; only a graph input's storage is known to match eager
-        raise NotLowerable("as_strided of a computed tensor")
+        # as_strided addresses the *storage*: for a computed tensor we can stand in a contiguous
+        # buffer only when eager's tensor is exactly its storage (contiguous, offset 0, no slack)
+        meta = ctx.input_meta(0)
+        try:
+            exact = (meta.is_contiguous() and meta.storage_offset() == 0
+                     and meta.untyped_storage().nbytes() == meta.numel() * meta.element_size())
+        except Exception:
+            exact = False
+        if not exact:
+            # not even the ATen op is safe on our copy (its storage differs from eager's)
+            from compiler.backend.lowering.graph import GraphFallback
+            raise GraphFallback("as_strided of a computed tensor that is not its whole storage")
+        if not (isinstance(x, ir.ComputedBuffer) and x.layout.is_contiguous()):
+            x = ctx.graph.realize(ir.Pointwise(x.get_size(), x.make_loader(), x.get_dtype(), x.get_device(),
+                                               origins=ctx.origins))
+        off = to_sympy(storage_offset) if storage_offset is not None else sympy.Integer(0)
+        return ir.ReinterpretView(x, ir.Layout([to_sympy(s) for s in size], [to_sympy(s) for s in stride],
+                                               x.get_dtype(), x.get_device(), off), origins=ctx.origins)
     # as_strided's storage_offset is absolute in the storage; IR offsets are relative to the
     # input's data_ptr(), which sits at the input's own (traced) storage offset
     base_off = getattr(base, "storage_offset", sympy.Integer(0))
