@@ -33,6 +33,9 @@ TAB_FOR_KEY = {
     **{k: "kernels" for k in X.KERNEL_KEYS + X.OUTPUT_KEYS},
     **{k: "ir" for k in X.IR_KEYS}, **{k: "source" for k in X.SOURCE_KEYS},
     "compilation_metrics": "metrics", **{k: "summary" for k in X.FAIL_KEYS},
+    # the console-text twins of our json records
+    "graph_breaks": "breaks", "recompiles": "recompiles", "recompiles_verbose": "recompiles",
+    "fusion": "ir", "graph_sizes": "graphs",
 }
 
 
