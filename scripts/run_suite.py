@@ -61,10 +61,11 @@ def main(argv=None):
         row = run_one(name, args, debug_root / name)
         rows.append(row)
         print(format_progress(row), flush=True)
-    summary = summarize(rows)
-    out.with_suffix(".json").write_text(json.dumps({"args": vars(args), "summary": summary, "models": rows},
-                                                   indent=2))
-    out.with_suffix(".md").write_text(scoreboard(rows, summary, args))
+        # Written after every model, so a run cut short still leaves its scoreboard so far.
+        summary = summarize(rows)
+        out.with_suffix(".json").write_text(json.dumps({"args": vars(args), "summary": summary, "models": rows},
+                                                       indent=2))
+        out.with_suffix(".md").write_text(scoreboard(rows, summary, args))
     print(scoreboard(rows, summary, args))
     return 0 if summary["wrong"] == 0 and summary["crashed"] == 0 else 1
 

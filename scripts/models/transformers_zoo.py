@@ -196,10 +196,10 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
-def rotary_tables(seq, head_dim, device, base=10000.0):
+def rotary_tables(seq, head_dim, device, dtype, base=10000.0):
     inv = 1.0 / (base ** (torch.arange(0, head_dim, 2, device=device).float() / head_dim))
     freqs = torch.outer(torch.arange(seq, device=device).float(), inv)
-    return freqs.cos(), freqs.sin()
+    return freqs.cos().to(dtype), freqs.sin().to(dtype)
 
 
 def apply_rotary(x, cos, sin):
@@ -225,7 +225,7 @@ class LlamaBlock(nn.Module):
 
     def forward(self, x):
         b, t, _ = x.shape
-        cos, sin = rotary_tables(t, self.head_dim, x.device)
+        cos, sin = rotary_tables(t, self.head_dim, x.device, x.dtype)
         h = self.attn_norm(x)
         q = self.wq(h).view(b, t, self.heads, self.head_dim)
         k = self.wk(h).view(b, t, self.kv_heads, self.head_dim)
