@@ -13,6 +13,7 @@ import types
 
 import torch
 
+from compiler.frontend import generators
 from compiler.frontend import variables as V
 from compiler.frontend.errors import Unsupported
 from compiler.frontend.source import AttrSource, DefaultSource, GetItemSource
@@ -52,8 +53,15 @@ def inline_call(tx, fn, args, kwargs, callee=None):
         raise Unsupported(f"call to {getattr(fn, 'fn', None) and fn.fn.__module__ + '.' or ''}{name} "
                           "(Python standard library code is not traced)")
     generator = bool(code.co_flags & inspect.CO_GENERATOR) and code.co_name == "<genexpr>"
+    # a generator function whose result is consumed at once runs to completion (generators.py)
+    gen_fn = bool(code.co_flags & inspect.CO_GENERATOR) and not generator \
+        and generators.consumed_immediately(tx)
+    if gen_fn and isinstance(callee, V.UserMethodVariable) \
+            and isinstance(callee.obj, V.NNModuleVariable) \
+            and generators.module_tree_method(getattr(fn, "fn", None)):
+        return generators.call_module_tree(tx, callee.obj, fn.fn.__name__, args[1:], kwargs)
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR) \
-            and not generator:
+            and not (generator or gen_fn):
         raise Unsupported(f"call to generator/coroutine function {name}")
     symbolic_locals = bind_args(tx, fn, code, args, kwargs)
     cells = {}    # cellvars are made by the callee's own MAKE_CELL instructions
@@ -67,6 +75,8 @@ def inline_call(tx, fn, args, kwargs, callee=None):
         # a generator expression is run to completion: its items become a known iterator
         child.generated = []
     try:
+        if gen_fn:
+            return generators.run_generator(tx, child, name)
         child.run()
     except ReturnValue as r:
         if generator:

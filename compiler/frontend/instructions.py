@@ -375,7 +375,37 @@ class Tracer(DataOps):
         if getattr(self, "generated", None) is None:
             raise Unsupported("yield outside a generator expression")
         self.generated.append(self.pop())
+        if len(self.generated) > getattr(self, "max_generated", len(self.generated)):
+            raise Unsupported("generator yields too many values to run ahead of its consumer")
         self.push(V.ConstantVariable(None))     # the value sent in
+
+    # `yield from it` (generators run to completion): GET_YIELD_FROM_ITER, then a SEND loop
+    # that yields each item of `it`; the None sent back in is all a run-to-completion sends
+    def GET_YIELD_FROM_ITER(self, inst):
+        if getattr(self, "generated", None) is None:
+            raise Unsupported("yield from outside an inlined generator")
+        self.push(get_iter(self, self.pop()))
+
+    def SEND(self, inst):
+        sent = self.pop()
+        it = self.stack[-1]
+        if not isinstance(it, V.IteratorVariable) or not (sent.is_constant() and sent.as_constant() is None):
+            raise Unsupported(f"send to {it!r}")
+        if it.index < len(it.items):
+            self.push(it.items[it.index])
+            it.index += 1
+            return
+        # exhausted: the `yield from` expression's value (a known iterator returns None);
+        # 3.11 pops the iterator here, 3.12 leaves it to END_SEND
+        if not PY312:
+            self.pop()
+        self.push(V.ConstantVariable(None))
+        self.jump(inst.argval)
+
+    def END_SEND(self, inst):
+        value = self.pop()
+        self.pop()
+        self.push(value)
 
     # ---- returns --------------------------------------------------------------------------
     def RETURN_VALUE(self, inst):

@@ -109,7 +109,8 @@ def brk_generator(x, y):
     def gen():
         yield x
         yield y
-    return [t * 2 for t in gen()]
+    g = gen()       # stored, not consumed at once: still a break (a consumed one is inlined)
+    return [t * 2 for t in g]
 
 
 def brk_id(x, y):
