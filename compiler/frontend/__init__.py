@@ -15,6 +15,8 @@ Capture side (frontend-capture), in the order data flows:
   torch_calls.py    torch.* / torch.nn.functional.* calls, grad-mode context managers
   attributes.py     attribute reads/writes (tensors, modules, objects, Python modules)
   inline.py         inlining user functions, methods, closures, lambdas, nn.Module.forward
+  generators.py     generator functions consumed at once (run to completion), nn.Module
+                    tree walkers (modules(), named_parameters(), ...)
   output_graph.py   the FX graph being built, fake-tensor propagation, ShapeEnv, guards
   side_effects.py   mutations of pre-existing objects, replayed after the graph
   codegen.py        bytecode that rebuilds values at runtime (+ readable source rendering)

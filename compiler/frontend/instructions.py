@@ -78,6 +78,18 @@ class Tracer(DataOps):
         return (filename, line, self.info.source_line(line).strip(),
                 format_instruction(self.current) if self.current else "", self.fn_name, col, end)
 
+    def stack_trace(self) -> str:
+        """The user stack at this instruction in torch.fx's `stack_trace` format (outermost
+        frame first): '  File "path", line N, in fn\n    source line\n' per frame."""
+        frames = []
+        tx = self
+        while tx is not None:
+            filename, line = tx.location()
+            frames.append(f'  File "{filename}", line {line}, in {tx.fn_name}\n'
+                          f"    {tx.info.source_line(line).strip()}\n")
+            tx = tx.parent
+        return "".join(reversed(frames))
+
     # ---- main loop ------------------------------------------------------------------------
     def run(self):
         while True:
@@ -88,6 +100,7 @@ class Tracer(DataOps):
     def step(self, inst):
         self.current = inst
         self.output.location = self.location_str()
+        self.output.tracer = self           # nodes recorded now get this user stack (stack_trace)
         line = inst.positions.lineno if inst.positions else None
         if line is not None and line != self.last_line:
             self.last_line = line

@@ -49,6 +49,7 @@ class OutputGraph:
         self.guards: dict[tuple, Guard] = {}
         self.grad_enabled = torch.is_grad_enabled()
         self.location = None             # "file:line" of the instruction being traced
+        self.tracer = None               # the Tracer stepping it (for node stack traces)
         self.op_count = 0
 
     # ---- guards --------------------------------------------------------------------------
@@ -123,13 +124,21 @@ class OutputGraph:
             raise Unsupported(f"{_target_name(target)} has a data-dependent output shape")
         node = self.graph.create_node(kind, target, node_args, node_kwargs)
         node.meta["example_value"] = example
+        self._stamp(node)
         self.op_count += 1
         return self.wrap_result(node, example)
+
+    def _stamp(self, node):
+        """Where in the user's code the node comes from (torch.fx's node.meta['stack_trace']:
+        the backend names these lines in its kernels' provenance comments)."""
+        if self.tracer is not None:
+            node.meta["stack_trace"] = self.tracer.stack_trace()
 
     def record_grad_mode(self, enabled: bool):
         """Put a grad-mode switch into the graph (Dynamo does the same) and follow it."""
         node = self.graph.call_function(torch._C._set_grad_enabled, (enabled,))
         node.meta["example_value"] = None
+        self._stamp(node)
         self.grad_enabled = enabled
 
     def wrap_result(self, node, example) -> V.Variable:
@@ -144,6 +153,8 @@ class OutputGraph:
             for i, ex in enumerate(example):
                 sub = self.graph.call_function(operator.getitem, (node, i))
                 sub.meta["example_value"] = ex
+                if "stack_trace" in node.meta:
+                    sub.meta["stack_trace"] = node.meta["stack_trace"]
                 items.append(self.wrap_result(sub, ex))
             if isinstance(example, torch.Size):
                 return V.SizeVariable(items)
