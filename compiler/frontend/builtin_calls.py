@@ -7,6 +7,7 @@ import inspect
 import math
 import operator
 import types
+import weakref
 
 import torch
 
@@ -263,6 +264,8 @@ def call_type(tx, cls, args, kwargs):
         if len(fields) != len(cls._fields):
             raise Unsupported(f"namedtuple {cls.__name__} with defaults")
         return V.NamedTupleVariable(fields, cls)
+    if cls is weakref.ref and len(args) == 1 and not kwargs and _weakref_target_ok(args[0]):
+        return V.WeakRefVariable(args[0])
     if cls is functools.partial and args:
         return V.PartialVariable(args[0], args[1:], kwargs)
     if _plain_class(cls):
@@ -275,6 +278,16 @@ def call_type(tx, cls, args, kwargs):
             raise Unsupported(f"creating {cls.__qualname__} with arguments but no Python __init__")
         return obj
     raise Unsupported(f"creating an instance of {cls.__qualname__} (opaque object)")
+
+
+def _weakref_target_ok(v):
+    # only objects that exist before the graph runs (a source reaches them), so the referent
+    # is the same object at runtime and stays alive as long as what holds it
+    if isinstance(v, (V.NNModuleVariable, V.UserObjectVariable)):
+        return v.source is not None
+    if isinstance(v, V.TensorVariable):
+        return v.source is not None and v.node.op == "placeholder"
+    return False
 
 
 def _plain_class(cls):

@@ -366,8 +366,13 @@ def call_function(tx, fn, args, kwargs):
         from compiler.frontend.source import CallSource
         target = fn.value()
         if target is None:
-            raise Unsupported("call of a dead weak reference")
+            # dead now, dead for good: unless the weakref at the source is replaced (guarded)
+            tx.output.add_guard(f"{fn.source.name()}() is None", "SYMBOLIC",
+                                f"{fn.source.name()}() is None")
+            return V.ConstantVariable(None)
         return wrap(tx, target, CallSource(fn.source))
+    if isinstance(fn, V.WeakRefVariable) and not args and not kwargs:
+        return fn.target
     if isinstance(fn, V.NewObjectVariable):
         from compiler.frontend.attributes import get_attr
         return call_function(tx, get_attr(tx, fn, "__call__"), args, kwargs)

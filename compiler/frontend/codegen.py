@@ -187,6 +187,13 @@ class PyCodegen:
                 self.lines.append(f"{name}.{attr} = {text}")
             self.emit("LOAD_FAST", name)
             return name
+        if isinstance(var, V.WeakRefVariable):
+            import weakref
+            self.emit("PUSH_NULL")
+            self.emit("LOAD_CONST", weakref.ref)
+            text = self.reconstruct(var.target, side_effects)
+            self.call(1)
+            return f"weakref.ref({text})"
         if isinstance(var, V.PartialVariable):
             self.emit("PUSH_NULL")
             self.emit("LOAD_CONST", functools.partial)
@@ -330,6 +337,8 @@ def collect_graph_values(values, out, seen=None):
             collect_graph_values([v.obj], out, seen)
         elif isinstance(v, V.NewObjectVariable):
             collect_graph_values(list(v.attrs.values()), out, seen)
+        elif isinstance(v, V.WeakRefVariable):
+            collect_graph_values([v.target], out, seen)
         elif isinstance(v, V.PartialVariable):
             collect_graph_values([v.fn] + v.args + list(v.kwargs.values()), out, seen)
         elif isinstance(v, V.CellVariable) and v.contents is not None:

@@ -426,6 +426,18 @@ class PartialVariable(Variable):
         return functools.partial
 
 
+class WeakRefVariable(Variable):
+    """weakref.ref(x) created while tracing, of an object that has a source (a module, a
+    graph-input tensor, a user object): calling it gives x back; rebuilt as weakref.ref(x)."""
+
+    def __init__(self, target):
+        self.target = target
+
+    def python_type(self):
+        import weakref
+        return weakref.ReferenceType
+
+
 class GradModeVariable(Variable):
     """torch.no_grad() / enable_grad() / set_grad_enabled(b): a context manager (and, for
     set_grad_enabled, an immediate switch) that records the grad mode change in the graph."""
