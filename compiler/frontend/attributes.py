@@ -232,6 +232,7 @@ def _class_attr(tx, obj_var, value, name, src):
 def store_attr(tx, obj, name, value):
     if isinstance(obj, V.NewObjectVariable):
         obj.attrs[name] = value        # a new object: no side effect to replay
+        tx.ctx.side_effects.touched.append(obj)
         return
     if isinstance(obj, V.TensorVariable):
         raise Unsupported(f"setting Tensor.{name}")

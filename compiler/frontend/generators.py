@@ -5,9 +5,10 @@ the call (as Dynamo's generator inlining did) and hand the caller an iterator ov
 yielded values. That is only the same program when the interleaving cannot be observed, so:
   - the call's result must go straight into a consumer (a for loop, `yield from`, or one of
     list/tuple/any/all/sum/next/... as their only argument): nothing runs in between;
-  - the generator body must not cause side effects on pre-existing objects (the consumer's
-    body could see them too early), and it may yield at most MAX_ITEMS values (an endless
-    generator stopped early by its consumer would never finish here).
+  - the generator body must not cause side effects on pre-existing objects, mutate a
+    container or object that its caller or its yielded values reach, or write a tensor in
+    place (the consumer would see the final state at every item), and it may yield at most
+    MAX_ITEMS values (an endless generator stopped early by its consumer never ends here).
 Anything else keeps the existing graph break.
 
 nn.Module's tree walkers (modules, named_modules, children, parameters, ...) are not traced
@@ -25,7 +26,7 @@ from compiler.frontend.source import AttrSource, GetItemSource
 
 log = logs.get_logger(__name__)
 
-MAX_ITEMS = 4096
+MAX_ITEMS = 1024
 
 # builtins that consume an iterable argument completely (or, for next, take its first item
 # and drop the iterator) without running user code between items
@@ -54,19 +55,68 @@ def consumed_immediately(tx) -> bool:
 def run_generator(tx, child, name):
     """Run an inlined generator function's child tracer to completion."""
     from compiler.frontend.instructions import ReturnValue
-    effects = tx.ctx.side_effects if hasattr(tx.ctx, "side_effects") else None
-    before = len(effects.ops) if effects is not None else 0
+    effects = tx.ctx.side_effects
+    ops_before, touched_before = len(effects.ops), len(effects.touched)
+    nodes_before = set(tx.output.graph.nodes)
     child.generated = []
     child.max_generated = MAX_ITEMS
     try:
         child.run()
     except ReturnValue:
         pass
-    if effects is not None and len(effects.ops) != before:
-        raise Unsupported(f"generator function {name} has side effects (it cannot be run "
-                          "ahead of its consumer)")
+    ahead = f"generator function {name} {{}} (it cannot be run ahead of its consumer)"
+    if len(effects.ops) != ops_before:
+        raise Unsupported(ahead.format("has side effects"))
+    # containers / objects it mutated: fine when only the generator itself can see them
+    touched = effects.touched[touched_before:]
+    if touched:
+        visible = _reachable(tx, child.generated)
+        if any(getattr(v, "source", None) is not None or id(v) in visible for v in touched):
+            raise Unsupported(ahead.format("mutates an object its consumer can see"))
+    for node in tx.output.graph.nodes:
+        if node not in nodes_before and _mutating(node):
+            raise Unsupported(ahead.format(f"mutates a tensor in place ({node.target})"))
     log.debug("generator_inlined", function=name, items=len(child.generated))
     return V.IteratorVariable(child.generated)
+
+
+def _reachable(tx, extra) -> set:
+    """ids of the Variables the caller frames (locals, stacks, cells) and `extra` reach."""
+    seen = set()
+    todo = list(extra)
+    while tx is not None:
+        todo += list(tx.locals.values()) + list(tx.stack) + list(tx.cells.values())
+        tx = tx.parent
+    while todo:
+        v = todo.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if isinstance(v, (V.BaseListVariable, V.IteratorVariable)):
+            todo += list(v.items)
+        elif isinstance(v, V.DictVariable):
+            todo += list(v.items.values())
+        elif isinstance(v, V.NewObjectVariable):
+            todo += list(v.attrs.values())
+        elif isinstance(v, V.CellVariable) and v.contents is not None:
+            todo.append(v.contents)
+        elif isinstance(v, (V.NestedFunctionVariable,)) and v.closure:
+            todo += list(getattr(v.closure, "items", v.closure))
+    return seen
+
+
+_INPLACE_OPERATORS = {"setitem", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod",
+                      "ipow", "imatmul", "iand", "ior", "ixor", "ilshift", "irshift"}
+
+
+def _mutating(node) -> bool:
+    """A recorded op that writes a tensor: x.add_(...), x[i] = v, x += y, out=..."""
+    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+    if "out" in node.kwargs:
+        return True
+    if getattr(node.target, "__module__", None) == "_operator" and name in _INPLACE_OPERATORS:
+        return True
+    return name.endswith("_") and not name.startswith("_")
 
 
 _TREE_METHODS = {

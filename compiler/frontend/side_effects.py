@@ -29,6 +29,8 @@ class SideEffects:
         self._attrs = {}               # (id(obj var), name) -> value
         self._globals = {}             # (id(globals dict), name) -> value
         self._mutated = {}             # id(var) -> var (pre-existing lists/dicts)
+        self.touched = []              # every container / new object mutated, sourced or not
+                                       # (generators.py: may a generator run ahead?)
 
     def __bool__(self):
         return bool(self.ops)
@@ -37,6 +39,7 @@ class SideEffects:
     def mutate(self, tx, var):
         if not isinstance(var, (V.ListVariable, V.DictVariable)):
             raise Unsupported(f"mutation of {var!r}")
+        self.touched.append(var)
         if isinstance(var, V.LazyListVariable):
             var.items      # read it (guards) before any change
         if var.source is not None and id(var) not in self._mutated:

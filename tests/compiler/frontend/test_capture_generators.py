@@ -43,6 +43,44 @@ def side_effect_gen(x):
     return out
 
 
+def growing():
+    acc = []
+    for i in range(3):
+        acc.append(i)
+        yield acc           # lazily, the consumer sees [0], [0, 1], [0, 1, 2]
+
+
+def sees_growing_list(x):
+    out = x
+    for acc in growing():
+        out = out * len(acc)
+    return out
+
+
+def local_list_gen(x):
+    parts = [x * i for i in range(3)]       # a list only the generator sees: fine
+    parts.append(x)
+    for p in parts:
+        yield p
+
+
+def uses_local_list(x):
+    return sum(local_list_gen(x))
+
+
+def bump(x):
+    for _ in range(2):
+        x.add_(1)
+        yield x.sum()
+
+
+def in_place_gen(x):
+    out = []
+    for s in bump(x):
+        out.append(s + x.sum())     # reads x between items
+    return out
+
+
 def stored_then_consumed(x):
     g = scaled(x, 2)        # not consumed at once: stays a graph break
     return sum(g)
@@ -83,6 +121,19 @@ def test_generator_with_side_effects_breaks():
     got = rec.capture(side_effect_gen, (x,), {}).fn(x)
     assert torch.allclose(expected, got)
     assert any("generator" in b.reason for b in rec.breaks)
+
+
+def test_generator_visible_mutations_break():
+    rec = check(sees_growing_list, torch.randn(3))
+    assert any("ahead of its consumer" in b.reason for b in rec.breaks)
+    x = torch.randn(3)
+    expected = in_place_gen(x.clone())      # it writes its input: run each on its own copy
+    rec = Recorder()
+    got = rec.capture(in_place_gen, (x.clone(),), {}).fn(x.clone())
+    assert all(torch.allclose(a, b) for a, b in zip(expected, got))
+    assert any("ahead of its consumer" in b.reason for b in rec.breaks)
+    rec = check(uses_local_list, torch.randn(3))
+    assert rec.breaks == [] and len(rec.graphs) == 1
 
 
 def test_generator_not_consumed_at_once_breaks():
