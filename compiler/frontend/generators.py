@@ -17,6 +17,8 @@ real module and wrapped with sources, and the tree's names are guarded.
 """
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 import logs
@@ -141,7 +143,6 @@ def call_module_tree(tx, mv, method, args, kwargs):
     from compiler.frontend.builder import wrap
     if mv.source is None or not all(a.is_constant() for a in list(args) + list(kwargs.values())):
         raise Unsupported(f"nn.Module.{method} with non-constant arguments")
-    import inspect
     try:
         bound = inspect.signature(getattr(torch.nn.Module, method)).bind(
             None, *[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
@@ -166,7 +167,11 @@ def call_module_tree(tx, mv, method, args, kwargs):
                         "CONSTANT_MATCH", [n for n, _ in paths])
     items = []
     for item, (path, value) in zip(real, paths):
-        var = wrap(tx, value, _path_source(m, mv.source, path))
+        source, reached = _path_source(m, mv.source, path)
+        if reached is not value or (item[1] if keeps_name else item) is not value:
+            # an override of the walk yields something else
+            raise Unsupported(f"nn.Module.{method}: {path!r} does not lead to its item")
+        var = wrap(tx, value, source)
         items.append(V.TupleVariable([V.ConstantVariable(item[0]), var]) if keeps_name else var)
     log.debug("module_tree_walk", method=method, module=mv.source.name(), items=len(items))
     return V.IteratorVariable(items)
@@ -182,4 +187,4 @@ def _path_source(root, source, path):
         else:
             raise Unsupported(f"module path {path!r} is not an attribute path")
         obj = getattr(obj, part)
-    return source
+    return source, obj
