@@ -64,8 +64,10 @@ def run_generator(tx, child, name):
     child.max_generated = MAX_ITEMS
     try:
         child.run()
-    except ReturnValue:
-        pass
+    except ReturnValue as r:
+        # `x = yield from gen()` would need the value; our iterators end with None
+        if not (r.value.is_constant() and r.value.as_constant() is None):
+            raise Unsupported(f"generator function {name} returns a value") from None
     ahead = f"generator function {name} {{}} (it cannot be run ahead of its consumer)"
     if len(effects.ops) != ops_before:
         raise Unsupported(ahead.format("has side effects"))

@@ -81,6 +81,20 @@ def in_place_gen(x):
     return out
 
 
+def returns_value(x):
+    yield x
+    return 5
+
+
+def delegates(x):
+    n = yield from returns_value(x)
+    yield x * n
+
+
+def uses_return_value(x):
+    return sum(delegates(x))
+
+
 def stored_then_consumed(x):
     g = scaled(x, 2)        # not consumed at once: stays a graph break
     return sum(g)
@@ -134,6 +148,11 @@ def test_generator_visible_mutations_break():
     assert any("ahead of its consumer" in b.reason for b in rec.breaks)
     rec = check(uses_local_list, torch.randn(3))
     assert rec.breaks == [] and len(rec.graphs) == 1
+
+
+def test_generator_return_value_keeps_break():
+    rec = check(uses_return_value, torch.randn(3))
+    assert any("returns a value" in b.reason for b in rec.breaks)
 
 
 def test_generator_not_consumed_at_once_breaks():
