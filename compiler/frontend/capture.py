@@ -97,7 +97,9 @@ def capture_frame(fn, args, kwargs, *, compile_id, backend, fullgraph, dynamic_d
 class RootTracer(Tracer):
     def __init__(self, ctx, fn, args, kwargs, plan):
         code = fn.__code__
-        bound = inspect.signature(fn).bind(*args, **kwargs)
+        # follow_wrapped=False: a functools.wraps decorator copies the wrapped signature onto
+        # its wrapper, but the frame we evaluate is the wrapper's own code (*args, **kwargs).
+        bound = inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
         bound.apply_defaults()
         self.fn = fn
         self.arg_values = dict(bound.arguments)
