@@ -77,6 +77,11 @@ def lookup(key: str):
     """The cached output code for key, or None."""
     if not config.backend.cache_enabled:
         return None
+    if config.debug.compile_debug:
+        # The debug folder exists to show how this graph was compiled (IR, schedule, kernels);
+        # a cache hit would skip those stages and leave their files out, so compile afresh.
+        log.info("cache_bypassed", key=key, reason="TRACE_COMPILE_DEBUG=1 wants every stage's artifacts")
+        return None
     p = path_for(key)
     if os.path.exists(p):
         with open(p) as f:
