@@ -40,8 +40,19 @@ def test_synthetic_views(snap_compare, synthetic_trace, name, keys):
 
 def test_command_palette(snap_compare, synthetic_trace):
     async def open_palette(pilot):
+        from textual.command import CommandList, CommandPalette
         await pilot.press("ctrl+p", *"Show")
         await pilot.pause(0.5)
+        # The palette searches its providers asynchronously: on a loaded CI machine 0.5 s may
+        # not be enough, so also wait (up to 10 s) until the result list reads the same 3 times.
+        seen = []
+        for _ in range(50):
+            screen = pilot.app.screen
+            if isinstance(screen, CommandPalette):
+                seen.append(screen.query_one(CommandList).option_count)
+                if len(seen) >= 3 and seen[-1] and seen[-1] == seen[-2] == seen[-3]:
+                    break
+            await pilot.pause(0.2)
 
     assert snap_compare(app_for(synthetic_trace), terminal_size=SIZE, run_before=open_palette)
 
