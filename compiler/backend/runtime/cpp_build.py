@@ -112,18 +112,24 @@ def build(source: str) -> str:
     if os.path.exists(so_path):
         log.debug("cpp_cache_hit", key=key)
         return so_path
-    src_path = os.path.join(folder, f"{key}.cpp")
-    with open(src_path, "w") as f:
+    # Each build writes its own temporary source: processes compiling the same kernel at once
+    # (parallel minifier candidates, xdist workers) must never truncate a .cpp that another g++
+    # is reading, or an empty .so would be renamed into the cache and every later load would
+    # fail with "undefined symbol".
+    fd, tmp_src = tempfile.mkstemp(suffix=".cpp", dir=folder)
+    with os.fdopen(fd, "w") as f:
         f.write(source)
     fd, tmp_out = tempfile.mkstemp(suffix=".so", dir=folder)
     os.close(fd)
-    cmd = compile_command(src_path, tmp_out)
+    cmd = compile_command(tmp_src, tmp_out)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         os.unlink(tmp_out)
+        os.unlink(tmp_src)
         log.error("cpp_compile_failed", key=key, command=" ".join(cmd), stderr=proc.stderr[-4000:])
         raise CppCompileError(f"C++ compilation failed ({' '.join(cmd)}):\n{proc.stderr[-4000:]}")
+    os.replace(tmp_src, os.path.join(folder, f"{key}.cpp"))  # kept beside the .so for readers
     os.replace(tmp_out, so_path)
     log.info("cpp_compiled", key=key, seconds=round(time.perf_counter() - t0, 3), path=so_path)
     return so_path
