@@ -187,11 +187,15 @@ def _object_attr(tx, ov, value, name):
     return _class_attr(tx, ov, value, name, AttrSource(ov.source, name))
 
 
-def _type_member(tx, obj_var, cls, name):
+def _static_member(cls, name):
     try:
-        static = inspect.getattr_static(cls, name)
+        return inspect.getattr_static(cls, name)
     except AttributeError:
         raise Unsupported(f"{cls.__name__} has no attribute {name}") from None
+
+
+def _function_member(tx, obj_var, cls, static):
+    """A plain function, property, staticmethod or classmethod found on cls, or None."""
     if isinstance(static, types.FunctionType):
         return V.UserMethodVariable(static, obj_var)
     if isinstance(static, property) and isinstance(static.fget, types.FunctionType):
@@ -201,6 +205,14 @@ def _type_member(tx, obj_var, cls, name):
         return V.UserFunctionVariable(static.__func__)
     if isinstance(static, classmethod) and isinstance(static.__func__, types.FunctionType):
         return V.UserMethodVariable(static.__func__, V.ConstantVariable(cls))
+    return None
+
+
+def _type_member(tx, obj_var, cls, name):
+    static = _static_member(cls, name)
+    member = _function_member(tx, obj_var, cls, static)
+    if member is not None:
+        return member
     if type(static) in (int, float, str, bool, type(None), tuple):
         return V.ConstantVariable(static)
     raise Unsupported(f"class attribute {name} of {cls.__name__}")
@@ -208,19 +220,10 @@ def _type_member(tx, obj_var, cls, name):
 
 def _class_attr(tx, obj_var, value, name, src):
     cls = type(value)
-    try:
-        static = inspect.getattr_static(cls, name)
-    except AttributeError:
-        raise Unsupported(f"{cls.__name__} has no attribute {name}") from None
-    if isinstance(static, types.FunctionType):
-        return V.UserMethodVariable(static, obj_var)
-    if isinstance(static, property) and isinstance(static.fget, types.FunctionType):
-        from compiler.frontend.inline import inline_call
-        return inline_call(tx, V.UserFunctionVariable(static.fget), [obj_var], {})
-    if isinstance(static, staticmethod) and isinstance(static.__func__, types.FunctionType):
-        return V.UserFunctionVariable(static.__func__)
-    if isinstance(static, classmethod) and isinstance(static.__func__, types.FunctionType):
-        return V.UserMethodVariable(static.__func__, V.ConstantVariable(cls))
+    static = _static_member(cls, name)
+    member = _function_member(tx, obj_var, cls, static)
+    if member is not None:
+        return member
     if hasattr(static, "__get__") and not isinstance(static, (int, float, str, bool, type(None), tuple)):
         if isinstance(value, torch.nn.Module) and callable(static) and is_torch_object(static):
             raise Unsupported(f"nn.Module builtin method {name}")
