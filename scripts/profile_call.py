@@ -1,0 +1,109 @@
+"""Where does one compiled call's time go? A cProfile of steady-state calls of a suite model.
+
+    python scripts/profile_call.py gpt2 --device cuda --dtype bfloat16
+    python scripts/profile_call.py gpt2 --device cpu --calls 50
+
+Compiles the model with compiler.compile (default backend), warms it up, then profiles `--calls`
+calls and prints the top functions by total (self) time and by cumulative time, plus the median
+wall time per call next to eager's. This is how the per-call Python overhead (guards, the aot
+wrapper, the output code, kernel launches) is found; it is a diagnostic, not a benchmark.
+"""
+import argparse
+import cProfile
+import io
+import pstats
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def wall_ms(fn, device, n=30):
+    import torch
+    times = []
+    for _ in range(n):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
+def kernel_profile(compiled, model, inputs, args) -> str:
+    """torch.profiler tables of device time per kernel, for ours and for eager."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
+    sort = "self_cuda_time_total" if args.device == "cuda" else "self_cpu_time_total"
+    text = ""
+    for label, fn in (("ours", compiled), ("eager", model)):
+        with profile(activities=acts) as prof:
+            for _ in range(10):
+                fn(*inputs)
+            if args.device == "cuda":
+                torch.cuda.synchronize()
+        text += f"\n=== {label}: 10 calls ===\n" + prof.key_averages().table(sort_by=sort, row_limit=args.top)
+    return text
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("model")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--calls", type=int, default=100)
+    p.add_argument("--top", type=int, default=35)
+    p.add_argument("--kernels", action="store_true",
+                   help="also print torch.profiler's per-kernel device time table (ours and eager)")
+    args = p.parse_args(argv)
+
+    import torch
+    import compiler
+    from models import SUITE
+    if args.model not in SUITE:
+        sys.exit(f"profile_call: unknown model {args.model!r}; valid: {', '.join(SUITE)}")
+    spec = SUITE[args.model]
+    dtype = getattr(torch, args.dtype)
+    torch.manual_seed(0)
+    model = spec.build().to(args.device).to(dtype).eval()
+    scale = "cpu" if args.device == "cpu" else "gpu"
+    inputs = tuple(x.to(dtype) if x.is_floating_point() else x for x in spec.inputs(args.device, dtype, scale))
+    compiled = compiler.compile(model)
+    with torch.no_grad():
+        t = time.perf_counter()
+        compiled(*inputs)
+        cold = time.perf_counter() - t
+        for _ in range(5):
+            compiled(*inputs)
+        eager_ms = wall_ms(lambda: model(*inputs), args.device)
+        ours_ms = wall_ms(lambda: compiled(*inputs), args.device)
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(args.calls):
+            compiled(*inputs)
+        prof.disable()
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+        kernel_tables = kernel_profile(compiled, model, inputs, args) if args.kernels else ""
+    out = io.StringIO()
+    stats = pstats.Stats(prof, stream=out)
+    stats.sort_stats("tottime").print_stats(args.top)
+    stats.sort_stats("cumulative").print_stats(args.top)
+    text = out.getvalue()
+    import logs
+    logs.get_logger("scripts.profile_call").info(
+        "profile_call", model=args.model, cold_s=round(cold, 3), eager_ms=round(eager_ms, 4),
+        ours_ms=round(ours_ms, 4), calls=args.calls)
+    sys.stdout.write(f"{args.model} {args.device} {args.dtype}: cold {cold:.2f}s, eager {eager_ms:.3f} ms, "
+                     f"ours {ours_ms:.3f} ms per call\n{text}{kernel_tables}")
+
+
+if __name__ == "__main__":
+    main()
