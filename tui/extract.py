@@ -207,6 +207,11 @@ def guard_lines(ev) -> list[tuple[str, str]]:
 
 
 # -- kernels ----------------------------------------------------------------------------------
+# A provenance source string: "file.py:12" (synthetic traces) or "file.py:12: code" (ours,
+# compiler/backend/lowering/graph.py user_location); the first ":digits" ending at ":" or the end.
+_SOURCE_LOC = re.compile(r"(.+?):(\d+)(?::|$)")
+
+
 def kernel(ev, trace) -> Kernel:
     if ev.key == "kernel":
         d = as_dict(ev.payload_json()) or ev.metadata
@@ -221,10 +226,10 @@ def kernel(ev, trace) -> Kernel:
                 fn = item.get("filename")
                 fn = trace.strings.get(fn, str(fn)) if isinstance(fn, int) else _text(fn)
                 lines.append((fn, item["line"]))
-            elif isinstance(item, str) and ":" in item:
-                fn, _, ln = item.rpartition(":")
-                if ln.isdigit():
-                    lines.append((fn, int(ln)))
+            elif isinstance(item, str):
+                m = _SOURCE_LOC.match(item)
+                if m:
+                    lines.append((m.group(1), int(m.group(2))))
         lines = list(dict.fromkeys(lines))  # several fx nodes often share one user line
         backend = _text(d.get("language") or d.get("backend"))
         src = _text(d.get("source") or d.get("code"))

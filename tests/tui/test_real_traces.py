@@ -75,3 +75,42 @@ async def test_our_compiler_debug_run_in_app(our_debug_run):
         await pilot.pause()
         assert detail is not app.screen.query_one(CompileDetail)
         assert app.screen.query_one(CompileDetail).active == "recompiles"
+
+
+async def test_our_compiler_kernels_and_source_lines_link_both_ways(our_debug_run):
+    """Kernel records of our backend carry provenance ("prog.py:5: y = torch.sin(x) + 1"):
+    a source line lists its kernels, enter opens them; enter on a kernel goes back."""
+    from textual.widgets import Static
+
+    from test_app import plain, select
+
+    o = open_path(str(our_debug_run))
+    app = TraceApp(o.trace, o.debug_dir, "run")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await select(pilot, app, "0/0")
+        c00 = app.model.compiles[(0, 0)]
+        (kern,) = [k for k in c00.kernels if not k.module]
+        assert kern.user_lines == [("prog.py", 5)] and "sin" in kern.fx_nodes
+        await pilot.press("2")
+        await pilot.pause()
+        detail = app.screen.query_one(CompileDetail)
+        lines = app.screen.query_one("#src-lines", OptionList)
+        prompts = [str(lines.get_option_at_index(i).prompt) for i in range(lines.option_count)]
+        row = prompts.index(next(p for p in prompts if "torch.sin(x) + 1" in p))
+        words = prompts[row].split()  # "▌  5 GK y = ...": captured, line 5, guard and kernel marks
+        assert words[:2] == ["▌", "5"] and "K" in words[2]
+        lines.focus()
+        lines.highlighted = row
+        await pilot.pause()
+        assert f"kernel: {kern.name}" in plain(app.screen.query_one("#src-info", Static))
+        await pilot.press("enter")  # source line -> its kernels
+        await pilot.pause()
+        assert detail.active == "kernels"
+        klist = app.screen.query_one("#kernel-list", OptionList)
+        assert kern.name in str(klist.get_option_at_index(klist.highlighted).prompt)
+        assert "prog.py:5" in plain(app.screen.query_one("#kernel-code", Static))
+        klist.focus()
+        await pilot.press("enter")  # kernel -> its source line
+        await pilot.pause()
+        assert detail.active == "source" and lines.highlighted == row
