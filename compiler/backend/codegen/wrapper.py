@@ -37,6 +37,12 @@ def _tuple(xs) -> str:
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
+#: extern kernels the output code calls by a cheaper name than the graph's op: the custom op that
+#: keeps attention whole costs ~100 us per call in torch.library's dispatch; at run time the same
+#: function is called directly (its arguments are positional in the same order).
+RUNTIME_NAMES = {"torch.ops.tracetorch.sdpa.default": "scaled_dot_product_attention"}
+
+
 def fmt_arg(a) -> str:
     if isinstance(a, ir.ReinterpretView):
         L = a.layout
@@ -116,6 +122,7 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
     lines_top = ['"""tracetorch output code' + (f": {header}" if header else "") + '"""',
                  "import torch",
                  "from torch import empty_strided, as_strided",
+                 "from torch.nn.functional import scaled_dot_product_attention",
                  "from compiler.backend.runtime.cpp_build import load_cpp_module",
                  "from compiler.backend.runtime.wrapper_support import ensure_layout",
                  "import compiler.aot.decompose  # registers torch.ops.tracetorch.sdpa (attention kept whole)",
@@ -178,7 +185,8 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
         else:
             args = [fmt_arg(a) for a in s.args] + [f"{k}={fmt_arg(v)}" for k, v in s.kwargs.items()]
             note = f"  # fallback: {s.reason}" if isinstance(s, ir.FallbackKernel) else "  # extern kernel"
-            body.append(f"{s.name} = {s.kernel}({', '.join(args)}){note}")
+            kernel = RUNTIME_NAMES.get(s.kernel, s.kernel)
+            body.append(f"{s.name} = {kernel}({', '.join(args)}){note}")
             if s.layout is not None:   # kernels index this buffer with the strides decided here
                 L = s.layout
                 body.append(f"{s.name} = ensure_layout({s.name}, {_tuple(L.size)}, {_tuple(L.stride)})")

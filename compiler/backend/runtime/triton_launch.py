@@ -191,6 +191,7 @@ class TritonLauncher:
         self.interpret = interpret
         self.persistent_kernel = None
         self._configs: dict[tuple, LaunchConfig] = {}
+        self._plans: dict[tuple, LaunchPlan] = {}
 
     def _grid(self, meta, *ints):
         xnumel = ints[-2] if self.reduction else ints[-1]
@@ -219,26 +220,129 @@ class TritonLauncher:
         return self.kernel, self.kind, self.rblock
 
     def __call__(self, *call_args):
-        ptrs = list(call_args[:self.n_ptrs])
-        sizes = [int(s) for s in call_args[self.n_ptrs:]]
-        xnumel, rnumel = (int(n) for n in self.numel(*sizes))
+        # Hot path: one dict lookup by the size arguments gives the launch plan (grid, config,
+        # integer arguments); a second by pointer alignment gives Triton's compiled kernel, which is
+        # launched directly. Triton's own JITFunction.run re-binds and re-specialises every argument
+        # on every launch (tens of microseconds); the plan makes a steady-state launch a few.
+        n = self.n_ptrs
+        sizes = call_args[n:]
+        plan = self._plans.get(sizes)
+        if plan is None:
+            plan = self._plan(sizes, call_args[:n])
+            if plan is None:
+                return              # nothing to compute: outputs are empty
+        if plan.fast is not None and n:
+            ptrs = call_args[:n]
+            device = ptrs[0].device.index
+            align = device
+            for p in ptrs:
+                align = (align << 1) | ((p.data_ptr() & 15) == 0)
+            compiled = plan.fast.get(align)
+            if compiled is not None:
+                ck, run, function, packed = compiled
+                stream = current_stream(device)
+                enter, leave = launch_hooks()
+                # what JITFunction.run passes: metadata for the hooks only when a hook wants it
+                meta = None if enter is None else ck.launch_metadata(plan.grid, stream, *ptrs, *plan.tail)
+                run(plan.gx, plan.gy, plan.gz, stream, function, packed, meta, enter, leave, *ptrs, *plan.tail)
+                return
+            ck = plan.kernel.launch(list(ptrs), plan.ints, plan.cfg)
+            plan.remember(align, ck)
+            return
+        self._launch_slow(plan, list(call_args[:n]))
+
+    def _plan(self, sizes, ptrs) -> "LaunchPlan | None":
+        """Everything about a launch that depends only on the size arguments (cached per sizes)."""
+        int_sizes = [int(s) for s in sizes]
+        xnumel, rnumel = (int(v) for v in self.numel(*int_sizes))
         if xnumel == 0:
-            return              # nothing to compute: outputs are empty
-        ints = sizes + [xnumel] + ([rnumel] if self.reduction else [])
-        if self.status:
-            import torch
-            status = torch.zeros(1, dtype=torch.int32, device=ptrs[0].device)
-            ptrs = ptrs + [status]
+            return None
+        ints = int_sizes + [xnumel] + ([rnumel] if self.reduction else [])
         from compiler.backend.autotune import choose_config, size_bucket
         kernel, kind, rblock = self._pick(rnumel) if self.reduction else (self.kernel, self.kind, None)
         key = (kind,) + size_bucket([xnumel, rnumel])
         cfg = self._configs.get(key)
         if cfg is None:
-            cfg = choose_config(kernel, self._candidates(kind, xnumel, rnumel), ptrs, ints,
+            args = list(ptrs)
+            if self.status:
+                import torch
+                args.append(torch.zeros(1, dtype=torch.int32, device=ptrs[0].device))
+            cfg = choose_config(kernel, self._candidates(kind, xnumel, rnumel), args, ints,
                                 clone_args=self.clone_args)
             if kind == "persistent":
                 cfg = LaunchConfig({**cfg.meta, "RBLOCK": rblock}, cfg.num_warps, cfg.num_stages)
             self._configs[key] = cfg
-        kernel.launch(ptrs, ints, cfg)
+        plan = LaunchPlan(kernel, cfg, ints, self._grid(cfg.meta, *ints),
+                          direct=not (self.interpret or self.status))
+        if len(self._plans) < 64:      # dynamic sizes: keep the cache bounded
+            self._plans[tuple(sizes)] = plan
+        return plan
+
+    def _launch_slow(self, plan, ptrs):
+        if self.status:
+            import torch
+            status = torch.zeros(1, dtype=torch.int32, device=ptrs[0].device)
+            ptrs = ptrs + [status]
+        plan.kernel.launch(ptrs, plan.ints, plan.cfg)
         if self.status and int(status.item()) != 0:
             raise RuntimeError(f"{self.name}: kernel reported a failure (injected relu runtime error)")
+
+
+class LaunchPlan:
+    """A launch at fixed sizes: grid, config and integer arguments, plus Triton's compiled kernels
+    keyed by the device and by which pointers are 16-byte aligned (Triton specialises on that, and
+    on the integers, which the plan fixes). `fast` is None where a direct launch is not possible (interpreter)."""
+
+    __slots__ = ("kernel", "cfg", "ints", "grid", "gx", "gy", "gz", "tail", "fast")
+
+    def __init__(self, kernel: TritonKernel, cfg: LaunchConfig, ints: list, grid: tuple, direct: bool):
+        self.kernel, self.cfg, self.ints = kernel, cfg, ints
+        self.grid = tuple(grid)
+        self.gx, self.gy, self.gz = (self.grid + (1, 1))[:3]
+        self.fast = None
+        self.tail = None
+        if direct:
+            names = list(getattr(kernel.fn, "arg_names", []) or [])
+            n_pos = len(names) - len(cfg.meta)
+            # Triton's launcher takes every parameter in signature order, constexprs included
+            # (it skips them itself): the integers, then the block sizes, must come in that order.
+            if n_pos >= len(ints) and all(k in cfg.meta for k in names[n_pos:]):
+                self.tail = tuple(ints) + tuple(cfg.meta[k] for k in names[n_pos:])
+                self.fast = {}
+
+    def remember(self, align: int, compiled) -> None:
+        """Keep Triton's compiled kernel from a slow launch for direct launches later."""
+        run = getattr(compiled, "run", None)
+        function = getattr(compiled, "function", None)
+        packed = getattr(compiled, "packed_metadata", None)
+        if run is None or function is None or packed is None:
+            self.fast = None       # an unknown Triton: stay on the slow path
+            return
+        self.fast[align] = (compiled, run, function, packed)
+
+
+def launch_hooks() -> tuple:
+    """Triton's launch enter/exit hooks (profilers set them); passed on exactly as Triton does."""
+    knobs = _knobs()
+    if knobs is None:
+        return None, None
+    return knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+
+
+_KNOBS: list = []
+
+
+def _knobs():
+    if not _KNOBS:
+        try:
+            from triton import knobs
+        except ImportError:
+            knobs = None
+        _KNOBS.append(knobs)
+    return _KNOBS[0]
+
+
+def current_stream(device_index):
+    """The raw CUDA stream Triton would launch on (its driver asks torch the same way)."""
+    import torch
+    return torch._C._cuda_getCurrentRawStream(device_index)

@@ -123,3 +123,22 @@ def test_launcher_sweeps_looped_reductions_only_by_default(kdir):
     out = torch.full((10,), float("nan"), device=DEVICE)
     launcher(x, x, out)                         # numel from the lambda, grid from XBLOCK
     torch.testing.assert_close(out, x + x)
+
+
+def test_launcher_plans_per_size_and_alignment_match_eager(kdir):
+    """Steady-state launches reuse a per-size plan and (on CUDA) Triton's compiled kernel directly.
+    Misaligned views and new sizes must select other specialisations, never a wrong one."""
+    # like generated kernels: the size symbol s0, then xnumel computed from it
+    src = ADD_SRC.replace("out_ptr0, xnumel,", "out_ptr0, s0, xnumel,")
+    launcher = tl_launch.TritonLauncher("add_kernel", src, kind="pointwise", n_ptrs=3,
+                                        numel=lambda s0: (s0, 1), interpret=INTERPRET)
+    base = torch.randn(4099, device=DEVICE)
+    for n, offset in [(1000, 0), (1000, 0), (1000, 1), (1000, 1), (1000, 0), (4096, 0), (7, 3), (1000, 0)]:
+        x = base[offset:offset + n]
+        y = base[offset + 1:offset + 1 + n]
+        out = torch.full((n,), float("nan"), device=DEVICE)
+        launcher(x, y, out, n)
+        torch.testing.assert_close(out, x + y)
+    assert set(launcher._plans) == {(1000,), (4096,), (7,)}
+    if not INTERPRET:   # direct launches were recorded for both alignments of the 1000-element plan
+        assert len(launcher._plans[(1000,)].fast) == 2
