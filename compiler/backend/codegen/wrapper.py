@@ -42,6 +42,19 @@ def _tuple(xs) -> str:
 #: function is called directly (its arguments are positional in the same order).
 RUNTIME_NAMES = {"torch.ops.tracetorch.sdpa.default": "scaled_dot_product_attention"}
 
+#: extern kernels whose result is always a new row-major (contiguous) tensor: when the compile-time
+#: layout is row-major too, the output code needs no ensure_layout check after them (a few us each)
+ALWAYS_CONTIGUOUS = {"aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.baddbmm.default"}
+
+
+def _row_major(layout) -> bool:
+    expected = 1
+    for size, stride in reversed(list(zip(layout.size, layout.stride))):
+        if size != 1 and stride != expected:
+            return False
+        expected = expected * size
+    return True
+
 
 def fmt_arg(a) -> str:
     if isinstance(a, ir.ReinterpretView):
@@ -187,8 +200,8 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
             note = f"  # fallback: {s.reason}" if isinstance(s, ir.FallbackKernel) else "  # extern kernel"
             kernel = RUNTIME_NAMES.get(s.kernel, s.kernel)
             body.append(f"{s.name} = {kernel}({', '.join(args)}){note}")
-            if s.layout is not None:   # kernels index this buffer with the strides decided here
-                L = s.layout
+            if s.layout is not None and not (s.kernel in ALWAYS_CONTIGUOUS and _row_major(s.layout)):
+                L = s.layout   # kernels index this buffer with the strides decided here
                 body.append(f"{s.name} = ensure_layout({s.name}, {_tuple(L.size)}, {_tuple(L.stride)})")
         for d in sched.plan.frees.get(i, []):
             if not _reused_later(sched.plan, d, i):

@@ -8,7 +8,7 @@ import torch
 def ensure_layout(t: torch.Tensor, size, stride) -> torch.Tensor:
     """Return `t` with exactly this size/stride (a copy only if an ATen op chose other strides):
     generated kernels index buffers with the strides decided at compile time."""
-    if t.numel() <= 1 or all(a == b for a, b, n in zip(t.stride(), stride, size) if n > 1):
+    if t.stride() == stride or t.numel() <= 1 or all(a == b for a, b, n in zip(t.stride(), stride, size) if n > 1):
         return t
     out = torch.empty_strided(tuple(size), tuple(stride), dtype=t.dtype, device=t.device)
     out.copy_(t)
