@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +37,10 @@ def parse_args(argv=None):
     p.add_argument("--repeat", type=int, default=20, help="timed repetitions per model and column")
     p.add_argument("--timeout", type=int, default=600, help="seconds per model before it counts as a hang")
     p.add_argument("--out", default=None, help="output path without extension")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="models compiled at once (each in its own process); timings never overlap: "
+                        "a lock lets one model at a time run its eager/ours/inductor timings")
+    p.add_argument("--lock-file", default=None, help=argparse.SUPPRESS)
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--result-file", default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -56,16 +61,24 @@ def main(argv=None):
     out = Path(args.out or ROOT / "scripts" / "results" / f"suite_{args.device}_{args.dtype}")
     out.parent.mkdir(parents=True, exist_ok=True)
     debug_root = out.parent / (out.name + "_debug")
-    rows = []
-    for name in names:
-        row = run_one(name, args, debug_root / name)
-        rows.append(row)
-        print(format_progress(row), flush=True)
-        # Written after every model, so a run cut short still leaves its scoreboard so far.
-        summary = summarize(rows)
-        out.with_suffix(".json").write_text(json.dumps({"args": vars(args), "summary": summary, "models": rows},
-                                                       indent=2))
-        out.with_suffix(".md").write_text(scoreboard(rows, summary, args))
+    if args.jobs < 1:
+        sys.exit(f"run_suite: --jobs must be at least 1, got {args.jobs}")
+    args.lock_file = str(out.parent / (out.name + ".timing.lock")) if args.jobs > 1 else None
+    rows, done = [], {}
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {pool.submit(run_one, name, args, debug_root / name): name for name in names}
+        for future in as_completed(futures):
+            row = future.result()
+            done[futures[future]] = row
+            print(format_progress(row), flush=True)
+            # Written after every model, so a run cut short still leaves its scoreboard so far.
+            rows = [done[n] for n in names if n in done]
+            summary = summarize(rows)
+            out.with_suffix(".json").write_text(json.dumps({"args": vars(args), "summary": summary,
+                                                            "models": rows}, indent=2))
+            out.with_suffix(".md").write_text(scoreboard(rows, summary, args))
+    if args.lock_file:
+        Path(args.lock_file).unlink(missing_ok=True)
     print(scoreboard(rows, summary, args))
     return 0 if summary["wrong"] == 0 and summary["crashed"] == 0 else 1
 
@@ -80,6 +93,7 @@ def run_one(name, args, debug_dir):
            "--device", args.device, "--dtype", args.dtype, "--backend", args.backend, "--repeat", str(args.repeat)]
     cmd += ["--train"] if args.train else []
     cmd += ["--no-inductor"] if args.no_inductor else []
+    cmd += ["--lock-file", args.lock_file] if args.lock_file else []
     start = time.perf_counter()
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)

@@ -5,6 +5,7 @@ float64 eager reference and accept the compiled result when its error is at most
 eager's own error in the same dtype (plus a floor), so that a reordered sum is not called wrong.
 """
 
+import contextlib
 import copy
 import json
 import statistics
@@ -92,6 +93,21 @@ def median_ms(fn, device, repeat):
     return round(statistics.median(times) * 1e3, 4)
 
 
+@contextlib.contextmanager
+def timing_lock(path):
+    """An exclusive lock on `path` (none when path is None): one model is timed at a time."""
+    if not path:
+        yield
+        return
+    import fcntl
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def run_worker(args):
     row = {"model": args.worker, "status": "crashed"}
     try:
@@ -148,16 +164,27 @@ def measure(args):
         "kernels": counter.get("kernel"),
         "compile_s": round(compile_s, 3),
     }
-    with torch.no_grad():
+    inductor = None
+    if not args.no_inductor:
+        try:
+            inductor = torch.compile(model)
+            start = time.perf_counter()
+            with torch.no_grad():
+                inductor(*inputs)
+                if device == "cuda":
+                    torch.cuda.synchronize()
+            row["inductor_compile_s"] = round(time.perf_counter() - start, 3)
+        except Exception as e:
+            inductor = None
+            row["inductor_error"] = f"{type(e).__name__}: {e}"[:300]
+    # The three timings run back to back, holding the suite's timing lock: with --jobs, other
+    # models compile meanwhile, but no two models are timed at once.
+    with timing_lock(args.lock_file), torch.no_grad():
         row["eager_ms"] = median_ms(lambda: model(*inputs), device, args.repeat)
         row["ours_ms"] = median_ms(lambda: compiled(*inputs), device, args.repeat)
         row["speedup_vs_eager"] = round(row["eager_ms"] / row["ours_ms"], 3)
-        if not args.no_inductor:
+        if inductor is not None:
             try:
-                inductor = torch.compile(model)
-                start = time.perf_counter()
-                inductor(*inputs)
-                row["inductor_compile_s"] = round(time.perf_counter() - start, 3)
                 row["inductor_ms"] = median_ms(lambda: inductor(*inputs), device, args.repeat)
                 row["inductor_speedup_vs_eager"] = round(row["eager_ms"] / row["inductor_ms"], 3)
                 row["ours_vs_inductor"] = round(row["inductor_ms"] / row["ours_ms"], 3)
