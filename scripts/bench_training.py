@@ -19,6 +19,7 @@ issue's goals (ours >= 0.9x inductor's geomean speedup; ours' peak memory <= eag
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -167,7 +168,8 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def run_variant(variant, factory, batch, make_opt, device, steps, warmup, dtype):
+def setup_variant(variant, factory, batch, make_opt, device, dtype):
+    """(model, optimizer, forward, compiled step, data): one variant on a fresh model copy."""
     torch.manual_seed(0)
     model = factory().to(device=device, dtype=dtype)
     opt = make_opt(model.parameters())
@@ -179,6 +181,11 @@ def run_variant(variant, factory, batch, make_opt, device, steps, warmup, dtype)
         return x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
 
     data = [(tuple(cast(a) for a in x) if isinstance(x, tuple) else (cast(x),), y) for x, y in data]
+    return model, opt, fwd, step, data
+
+
+def run_variant(variant, factory, batch, make_opt, device, steps, warmup, dtype):
+    model, opt, fwd, step, data = setup_variant(variant, factory, batch, make_opt, device, dtype)
 
     def train_step(i):
         x, y = data[i % len(data)]
@@ -209,6 +216,164 @@ def run_variant(variant, factory, batch, make_opt, device, steps, warmup, dtype)
             "peak_mb": None if peak is None else peak / 2**20, "losses": losses}
 
 
+# ---------------------------------------------------------------- memory report (any device)
+def live_storage_bytes(exclude=()) -> int:
+    """Bytes of the distinct storages of every tensor the garbage collector can reach (what
+    Python holds: parameters, optimizer state, data, caches). Storages listed in `exclude`
+    (data_ptrs) are left out."""
+    import gc
+    import warnings
+    seen, total = set(exclude), 0
+    with warnings.catch_warnings():       # isinstance() on some lazy module attributes warns
+        warnings.simplefilter("ignore")
+        objects = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]
+    for obj in objects:
+        if not obj.is_meta and obj.layout == torch.strided:
+            try:
+                st = obj.untyped_storage()
+            except Exception:        # fake/functional wrappers have no real storage
+                continue
+            if st.device.type == "meta" or st.data_ptr() in seen:
+                continue
+            seen.add(st.data_ptr())
+            total += st.nbytes()
+    return total
+
+
+class SavedBytes:
+    """saved_tensors_hooks that record what autograd saves for backward (eager's nodes and our
+    autograd.Function's ctx alike): distinct storages, parameters and buffers left out (they
+    are alive anyway). The hooks return the tensor itself, so memory behaves as without them."""
+
+    def __init__(self, module_storages: set):
+        self.module_storages = module_storages
+        self.storages: dict = {}
+
+    def pack(self, t):
+        st = t.untyped_storage()
+        ptr = st.data_ptr()
+        if ptr not in self.module_storages and ptr != 0:
+            self.storages[ptr] = max(self.storages.get(ptr, 0), st.nbytes())
+        return t
+
+    @staticmethod
+    def unpack(t):
+        return t
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self.storages.values())
+
+
+def _allocation_timeline(prof):
+    """(time ns, +-bytes) of every allocation and free the profiler saw, in time order, and the
+    [start, end] of each record_function phase."""
+    events = prof.profiler.kineto_results.events()
+    mem = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
+    phases = {e.name()[len("phase:"):]: (e.start_ns(), e.end_ns()) for e in events
+              if e.name().startswith("phase:")}
+    return mem, phases
+
+
+def memory_step(variant, factory, batch, make_opt, device, dtype, warmup):
+    """One training step after `warmup` steps, under the profiler's allocation tracking:
+    bytes saved for backward, and live bytes (Python-reachable storages at the step's start,
+    plus the allocations/frees the profiler records) at their peak per phase.
+
+    The profiler does not see the free of a block allocated before it started (e.g. optimizer
+    state that a step replaces), so it runs over two steps and only the second is measured:
+    everything that step frees was allocated under the profiler, or by then is live memory
+    that the census at the step's start counted."""
+    import gc
+    from torch.profiler import ProfilerActivity, profile, record_function
+    model, opt, fwd, step, data = setup_variant(variant, factory, batch, make_opt, device, dtype)
+
+    def phase(name, measured):
+        return record_function("phase:" + name) if measured else contextlib.nullcontext()
+
+    def train_step(i, saved=None, measured=False):
+        x, y = data[i % len(data)]
+        with phase("forward", measured):
+            if saved is None:
+                loss = generic_loss(fwd(*x), y)
+            else:
+                with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
+                    loss = generic_loss(fwd(*x), y)
+        with phase("backward", measured):
+            loss.backward()
+        with phase("optimizer", measured):
+            step()
+        return loss.item()
+
+    for i in range(warmup):
+        opt.zero_grad(set_to_none=True)
+        train_step(i)
+    module_storages = {t.untyped_storage().data_ptr()
+                       for t in list(model.parameters()) + list(model.buffers())}
+    saved = SavedBytes(module_storages)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities, profile_memory=True) as prof:
+        opt.zero_grad(set_to_none=True)
+        train_step(warmup)
+        opt.zero_grad(set_to_none=True)
+        gc.collect()            # garbage cycles of earlier steps must not count as live
+        base = live_storage_bytes()
+        with record_function("phase:step"):
+            train_step(warmup + 1, saved, measured=True)
+    mem, phases = _allocation_timeline(prof)
+    start = phases.pop("step")[0]
+    out = {"saved_bytes": saved.nbytes, "base_bytes": base}
+    live, peak = base, {name: base for name in phases}
+    after_forward = None
+    for t, nbytes in mem:
+        if t < start:
+            continue
+        if after_forward is None and t > phases["forward"][1]:
+            after_forward = live
+        live += nbytes
+        for name, (a, b) in phases.items():
+            if a <= t <= b:
+                peak[name] = max(peak[name], live)
+    out["after_forward_bytes"] = after_forward if after_forward is not None else live
+    out.update({f"peak_{k}_bytes": v for k, v in peak.items()})
+    out["peak_bytes"] = max(peak.values(), default=base)
+    return out
+
+
+def memory_report(models, variants, device, dtype, warmup) -> dict:
+    results = {}
+    for name, (factory, batch, make_opt) in models.items():
+        results[name] = {}
+        for variant in variants:
+            reset_all()
+            try:
+                r = memory_step(variant, factory, batch, make_opt, device, dtype, warmup)
+            except Exception as exc:
+                r = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+            results[name][variant] = r
+    mib = lambda b: f"{b / 2**20:9.2f}"  # noqa: E731
+    cols = ["saved", "base", "after_forward", "peak_forward", "peak_backward", "peak_optimizer",
+            "peak"]
+    sys.stdout.write(f"\nmemory of one training step (MiB), device={device}, dtype={dtype}\n"
+                     "  saved: bytes autograd saves for backward (params/buffers excluded); base: "
+                     "live at step start;\n  after_forward: live between forward and backward; "
+                     "peak_*: highest live bytes in each phase\n")
+    sys.stdout.write(f"{'model':18s}{'variant':9s}" + "".join(f"{c:>15s}" for c in cols) + "\n")
+    for name, row in results.items():
+        for variant, r in row.items():
+            if "error" in r:
+                sys.stdout.write(f"{name:18s}{variant:9s}  {r['error']}\n")
+                continue
+            sys.stdout.write(f"{name:18s}{variant:9s}" + "".join(
+                f"{mib(r.get(c + '_bytes', 0)):>15s}" for c in cols) + "\n")
+        if "eager" in row and "ours" in row and "error" not in row["eager"] and "error" not in row["ours"]:
+            e, o = row["eager"], row["ours"]
+            sys.stdout.write(f"{'':18s}{'ours/eager':9s}" + "".join(
+                f"{(o.get(c + '_bytes', 0) / e[c + '_bytes'] if e.get(c + '_bytes') else float('nan')):15.2f}"
+                for c in cols) + "\n")
+    return results
+
+
 def reset_all():
     import compiler
     compiler.reset()
@@ -233,6 +398,9 @@ def main(argv=None):
     ap.add_argument("--suite", nargs="?", const="all", default="",
                     help="also the model suite's trainable models (scripts/models): 'all' or a comma list")
     ap.add_argument("--json", default="")
+    ap.add_argument("--memory-report", action="store_true",
+                    help="instead of timing: bytes saved for backward and peak live bytes of one "
+                         "step per phase, eager vs ours (profiler allocation tracking; any device)")
     args = ap.parse_args(argv)
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype)
@@ -245,6 +413,13 @@ def main(argv=None):
     if args.suite:
         models.update(suite_models(device, args.quick,
                                    None if args.suite == "all" else args.suite.split(",")))
+    if args.memory_report:
+        results = memory_report(models, [v for v in variants if v != "inductor"] or ["eager", "ours"],
+                                device, dtype, warmup)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"device": str(device), "dtype": args.dtype, "memory": results}, f, indent=1)
+        return results
     results = {}
     for name, (factory, batch, make_opt) in models.items():
         results[name] = {}

@@ -51,19 +51,46 @@ class TrainingRuntime:
         return logs.compile_context(cid.frame_id, cid.frame_compile_id, cid.attempt)
 
     def backward(self, inputs: list):
-        if self._compiled_backward is None:
-            with self._lock:
-                if self._compiled_backward is None:
-                    with self._context():
-                        log.info("compile_backward", graph=self.name, is_backward=True,
-                                 lazy=True, num_inputs=len(inputs))
-                        if self.backward_log is not None:
-                            self.backward_log()
-                        _sync_input_layouts(self.backward_graph, inputs, self.name)
-                        compiled = self.bw_compiler(self.backward_graph, inputs)
-                        log.debug("compiled_backward", graph=self.name, is_backward=True)
-                    self._compiled_backward = compiled
-        return self._compiled_backward(*inputs)
+        """inputs: saved values + tangents, a list this call owns: it is handed on boxed (the
+        compiled graph clears it and drops each saved value after its last use), so the
+        caller must hold no other reference to them."""
+        call = self._call_backward
+        if call is None:
+            call = self._compile_backward(inputs)
+        return call(inputs)
+
+    _call_backward = None
+
+    def _compile_backward(self, inputs: list):
+        with self._lock:
+            if self._call_backward is None:
+                with self._context():
+                    log.info("compile_backward", graph=self.name, is_backward=True,
+                             lazy=True, num_inputs=len(inputs))
+                    if self.backward_log is not None:
+                        self.backward_log()
+                    _sync_input_layouts(self.backward_graph, inputs, self.name)
+                    compiled = self.bw_compiler(self.backward_graph, inputs)
+                    log.debug("compiled_backward", graph=self.name, is_backward=True,
+                              boxed=hasattr(compiled, "call_boxed"))
+                self._compiled_backward = compiled
+                self._call_backward = boxed_caller(compiled)
+        return self._call_backward
+
+
+def boxed_caller(compiled: Callable) -> Callable[[list], object]:
+    """call(args: list): the compiled graph's boxed entry when it has one (our backend's
+    output code clears `args` and frees each input after its last use), else a plain call
+    that empties the list first so that only the callee's frame holds the inputs."""
+    boxed = getattr(compiled, "call_boxed", None)
+    if boxed is not None:
+        return boxed
+
+    def call(args: list):
+        unboxed = tuple(args)
+        args.clear()
+        return compiled(*unboxed)
+    return call
 
 
 def _sync_input_layouts(gm, inputs: list, name: str) -> None:
@@ -106,10 +133,15 @@ class CompiledFunction(torch.autograd.Function):
     def backward(ctx, *grad_outputs):
         rt: TrainingRuntime = ctx.rt
         # tangents were traced contiguous; gradients from e.g. sum() arrive expanded
-        tangents = [g.contiguous() for g, d in zip(grad_outputs, rt.diff_outputs) if d]
+        inputs = list(ctx.saved_tensors)
+        inputs += [g.contiguous() for g, d in zip(grad_outputs, rt.diff_outputs) if d]
+        # the list now holds the only references autograd lets us drop: release ctx's (unless
+        # retain_graph), so each saved value is freed after its last use in the backward
+        # graph, as eager frees a node's saved tensors once that node has run
+        ctx.maybe_clear_saved_tensors()
         create_graph = torch.is_grad_enabled()
         with torch.no_grad():
-            grads = rt.backward(list(ctx.saved_tensors) + tangents)
+            grads = rt.backward(inputs)
         result: list = [None] * rt.num_primals
         for i, g in zip(rt.grad_input_indices, grads):
             result[i] = g

@@ -34,6 +34,12 @@ class CompiledGraph:
     def __call__(self, *args):
         return self._call(list(args))
 
+    def call_boxed(self, args: list):
+        """Hands `args` over: the output code clears it and drops each input after its last
+        use, so inputs the caller no longer references (a backward's saved values) are freed
+        as the graph runs."""
+        return self._call(args)
+
 
 class EagerGraph:
     """Fallback: run the (aot) graph as is, with the reason kept for inspection."""

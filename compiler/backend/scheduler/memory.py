@@ -83,8 +83,11 @@ def plan(steps: list, graph, graph_outs: set) -> Plan:
                 else:
                     entries.append((o, None))
             allocs[i] = entries
+        # graph inputs are dropped after their last use too (never pooled): under a boxed call
+        # (CompiledGraph.call_boxed) the caller holds no reference, so e.g. a backward frees
+        # each saved activation as soon as it has used it
         dead = [r for r in dict.fromkeys(_step_reads(s)) if last_use.get(r) == i and r not in graph_outs
-                and r not in input_names and r in produced]
+                and (r in produced or r in input_names)]
         if isinstance(s, ir.KernelGroup):
             taken_now = {src for _, src in allocs[i] if src is not None}
             dead = [d for d in dead if d not in taken_now]
