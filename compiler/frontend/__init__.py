@@ -17,6 +17,8 @@ Capture side (frontend-capture), in the order data flows:
   inline.py         inlining user functions, methods, closures, lambdas, nn.Module.forward
   generators.py     generator functions consumed at once (run to completion), nn.Module
                     tree walkers (modules(), named_parameters(), ...)
+  model_outputs.py  Hugging Face ModelOutput dataclasses built in traced code (modelled, rebuilt
+                    by calling the class)
   output_graph.py   the FX graph being built, fake-tensor propagation, ShapeEnv, guards
   side_effects.py   mutations of pre-existing objects, replayed after the graph
   codegen.py        bytecode that rebuilds values at runtime (+ readable source rendering)

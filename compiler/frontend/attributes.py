@@ -6,11 +6,12 @@ import types
 
 import torch
 
+from compiler.frontend import model_outputs
 from compiler.frontend import variables as V
 from compiler.frontend.builder import wrap
 from compiler.frontend.calls import record
 from compiler.frontend.errors import Unsupported
-from compiler.frontend.source import AttrSource, is_torch_object
+from compiler.frontend.source import AttrSource, GetItemSource, is_torch_object
 
 _TENSOR_CONST_ATTRS = {"dtype", "device", "requires_grad", "is_cuda", "layout", "is_leaf",
                        "is_sparse", "is_quantized", "is_meta", "is_nested", "is_mkldnn", "is_cpu",
@@ -34,6 +35,8 @@ def get_attr(tx, obj, name):
         return pending
     if isinstance(obj, V.TensorVariable):
         return _tensor_attr(tx, obj, name)
+    if name == "__class__" and isinstance(obj, (V.NNModuleVariable, V.UserObjectVariable)):
+        return V.ConstantVariable(type(obj.value))     # the type is fixed by its guard
     if isinstance(obj, V.NNModuleVariable):
         return _module_attr(tx, obj, name)
     if isinstance(obj, V.PythonModuleVariable):
@@ -54,6 +57,8 @@ def get_attr(tx, obj, name):
         return _object_attr(tx, obj, obj.value, name)
     if isinstance(obj, V.SuperVariable):
         return super_attr(tx, obj, name)
+    if isinstance(obj, V.ModelOutputVariable):
+        return model_outputs.get_attr(tx, obj, name)
     if isinstance(obj, V.NewObjectVariable):
         if name in obj.attrs:
             return obj.attrs[name]
@@ -75,13 +80,20 @@ def get_attr(tx, obj, name):
             return V.ConstantVariable(getattr(value, name))
         except AttributeError:
             raise Unsupported(f"{type(value).__name__} has no attribute {name}") from None
-    if isinstance(obj, (V.ListVariable, V.DictVariable, V.TupleVariable, V.SymNodeVariable)):
+    if isinstance(obj, (V.ListVariable, V.DictVariable, V.TupleVariable, V.SymNodeVariable,
+                        V.ObjectDictVariable)):
         return V.MethodVariable(obj, name)
-    if isinstance(obj, (V.UserFunctionVariable,)) and name in ("__name__", "__qualname__", "__module__"):
+    if isinstance(obj, (V.UserFunctionVariable,)) and name in _FUNCTION_CONST_ATTRS:
+        # the function is fixed by its ID_MATCH guard (or taken as it is, without a source);
+        # its code object is immutable
         return V.ConstantVariable(getattr(obj.fn, name))
     if isinstance(obj, V.UserMethodVariable) and name == "__self__":
         return obj.obj
     raise Unsupported(f"attribute {name} of {obj!r}")
+
+
+_DICT_READS = ("get", "__getitem__", "__contains__")
+_FUNCTION_CONST_ATTRS = ("__name__", "__qualname__", "__module__", "__code__", "__doc__")
 
 
 def super_attr(tx, sv, name):
@@ -105,6 +117,10 @@ def super_attr(tx, sv, name):
                 return V.UserMethodVariable(member.__func__, V.ConstantVariable(obj_cls))
             if klass is object and name == "__init__":
                 return V.UserFunctionVariable(_object_init)
+            if klass is object and name == "__getattribute__":
+                return V.PartialVariable(V.BuiltinVariable(object.__getattribute__), [obj], {})
+            if klass is dict and name in _DICT_READS and isinstance(obj, V.UserObjectVariable):
+                return V.PartialVariable(V.BuiltinVariable(member), [obj], {})
             raise Unsupported(f"super().{name} is a {type(member).__name__}")
     raise Unsupported(f"super() has no attribute {name}")
 
@@ -179,12 +195,44 @@ def _module_attr(tx, mv, name):
 
 def _object_attr(tx, ov, value, name):
     cls = type(value)
-    if cls.__getattribute__ is not object.__getattribute__ or hasattr(cls, "__getattr__"):
+    custom = cls.__getattribute__
+    if custom is not object.__getattribute__ and \
+            getattr(custom, "__objclass__", None) not in _GENERIC_GETATTR_BASES:
+        # a Python __getattribute__ (e.g. Hugging Face's PretrainedConfig mapping attribute
+        # aliases) is inlined like any method; its super().__getattribute__ is the generic
+        # lookup below. What it returns is guarded through the attribute's own source.
+        if isinstance(custom, types.FunctionType):
+            from compiler.frontend.inline import inline_call
+            return inline_call(tx, V.UserFunctionVariable(custom), [ov, V.ConstantVariable(name)], {})
         raise Unsupported(f"attribute {name} of {cls.__name__}, which customizes attribute access")
+    return generic_object_attr(tx, ov, name)
+
+
+def generic_object_attr(tx, ov, name):
+    """object.__getattribute__(obj, name) for a pre-existing object: its instance dict, then
+    its class; a Python __getattr__ when neither has the name."""
+    value = ov.value
+    cls = type(value)
+    if not isinstance(ov, V.UserObjectVariable):
+        return get_attr(tx, ov, name)
+    if name == "__dict__" and type(getattr(value, "__dict__", None)) is dict:
+        return V.ObjectDictVariable(ov)
+    static = inspect.getattr_static(cls, name, _MISSING)
     d = getattr(value, "__dict__", None)
-    if d is not None and name in d:
+    if d is not None and name in d and not (static is not _MISSING and hasattr(static, "__set__")):
         return wrap(tx, d[name], AttrSource(ov.source, name))
+    if static is _MISSING:
+        fallback = getattr(cls, "__getattr__", None)
+        if isinstance(fallback, types.FunctionType):
+            from compiler.frontend.inline import inline_call
+            return inline_call(tx, V.UserFunctionVariable(fallback), [ov, V.ConstantVariable(name)], {})
+        raise Unsupported(f"{cls.__name__} has no attribute {name}")
     return _class_attr(tx, ov, value, name, AttrSource(ov.source, name))
+
+
+_MISSING = object()
+# builtin bases whose __getattribute__ slot is the generic lookup (dict subclasses, ...)
+_GENERIC_GETATTR_BASES = (object, dict, list, tuple, set, frozenset, int, float, str)
 
 
 def _static_member(cls, name):
@@ -233,6 +281,9 @@ def _class_attr(tx, obj_var, value, name, src):
 
 
 def store_attr(tx, obj, name, value):
+    if isinstance(obj, V.ModelOutputVariable):
+        model_outputs.set_attr(tx, obj, name, value)
+        return
     if isinstance(obj, V.NewObjectVariable):
         obj.attrs[name] = value        # a new object: no side effect to replay
         tx.ctx.side_effects.touched.append(obj)
@@ -255,3 +306,40 @@ def store_attr(tx, obj, name, value):
         if static is not None and hasattr(static, "__set__"):
             raise Unsupported(f"assignment to descriptor {name}")
     tx.ctx.side_effects.store_attr(tx, obj, name, value)
+
+
+def object_dict_lookup(tx, dv, key):
+    """(found, Variable) for obj.__dict__[key], guarding the key's presence or absence."""
+    return mapping_lookup(tx, dv.obj.value.__dict__, AttrSource(dv.obj.source, "__dict__"), key)
+
+
+def mapping_lookup(tx, d, src, key):
+    """(found, Variable) for the real dict d (read from src) at a constant key: only that
+    key is guarded (its value, or its absence), not the whole dict."""
+    if not key.is_constant() or type(key.as_constant()) not in (str, int):
+        raise Unsupported(f"lookup in a dict with {key!r}")
+    k = key.as_constant()
+    if k in d:
+        return True, wrap(tx, d[k], GetItemSource(src, k))
+    expr = f"{k!r} not in {src.name()}"
+    tx.output.add_guard(expr, "SYMBOLIC", expr)
+    return False, V.ConstantVariable(None)
+
+
+def dict_subclass_read(tx, fn, obj, args):
+    """dict.get / dict.__getitem__ / dict.__contains__ on a pre-existing dict subclass
+    instance (super().get(key) in a subclass that overrides get)."""
+    d = obj.value
+    if not isinstance(obj, V.UserObjectVariable) or not isinstance(d, dict) or not args:
+        raise Unsupported(f"{fn.__name__} on {obj!r}")
+    cls = type(d)
+    if cls.__getitem__ is not dict.__getitem__ or cls.__contains__ is not dict.__contains__:
+        raise Unsupported(f"dict subclass {cls.__name__} overrides item access")
+    found, value = mapping_lookup(tx, d, obj.source, args[0])
+    if fn is dict.__contains__:
+        return V.ConstantVariable(found)
+    if fn is dict.get:
+        return value if found else (args[1] if len(args) > 1 else V.ConstantVariable(None))
+    if not found:
+        raise Unsupported("KeyError from a dict lookup")
+    return value

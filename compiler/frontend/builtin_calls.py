@@ -119,6 +119,12 @@ def call_builtin(tx, fn, args, kwargs):
             if not _hasattr(tx, args[0], name):
                 return args[2]
         return get_attr(tx, args[0], name)
+    if fn is object.__getattribute__ and len(args) == 2 and not kwargs and args[1].is_constant():
+        from compiler.frontend.attributes import generic_object_attr
+        return generic_object_attr(tx, args[0], args[1].as_constant())
+    if fn in (dict.get, dict.__getitem__, dict.__contains__) and args and not kwargs:
+        from compiler.frontend.attributes import dict_subclass_read
+        return dict_subclass_read(tx, fn, args[0], args[1:])
     if fn is hasattr:
         return V.ConstantVariable(_hasattr(tx, args[0], args[1].as_constant()))
     if fn is setattr:
@@ -203,7 +209,7 @@ def make_super(tx, args):
 def _len(tx, v):
     if isinstance(v, (V.BaseListVariable,)):
         return V.ConstantVariable(len(v.items))
-    if isinstance(v, V.DictVariable):
+    if isinstance(v, (V.DictVariable, V.ModelOutputVariable)):
         return V.ConstantVariable(len(v.items))
     if isinstance(v, V.SetVariable):
         return V.ConstantVariable(len(v.values))
@@ -246,6 +252,9 @@ def _hasattr(tx, v, name):
         return hasattr(v.value, name)
     if v.is_constant():
         return hasattr(v.as_constant(), name)
+    if isinstance(v, V.ModelOutputVariable):
+        from compiler.frontend import model_outputs
+        return model_outputs.has_attr(v, name)
     if isinstance(v, (V.BaseListVariable, V.DictVariable)):
         return hasattr(v.python_type(), name)
     raise Unsupported(f"hasattr on {v!r}")
@@ -268,6 +277,9 @@ def call_type(tx, cls, args, kwargs):
         return V.WeakRefVariable(args[0])
     if cls is functools.partial and args:
         return V.PartialVariable(args[0], args[1:], kwargs)
+    from compiler.frontend import model_outputs
+    if model_outputs.is_model_output_class(cls):
+        return model_outputs.construct(tx, cls, args, kwargs)
     if _plain_class(cls):
         obj = V.NewObjectVariable(cls)
         init = inspect.getattr_static(cls, "__init__", object.__init__)

@@ -21,6 +21,16 @@ class CodeInfo:
         self.instructions = [i for i in dis.get_instructions(code)
                              if i.opname not in ("CACHE", "EXTENDED_ARG")]
         self.index_of = {inst.offset: k for k, inst in enumerate(self.instructions)}
+        # a jump to an EXTENDED_ARG prefix (a loop head with a big FOR_ITER target) lands
+        # on the instruction it extends
+        pending = []
+        for inst in dis.get_instructions(code):
+            if inst.opname == "EXTENDED_ARG":
+                pending.append(inst.offset)
+            elif inst.offset in self.index_of:
+                for off in pending:
+                    self.index_of[off] = self.index_of[inst.offset]
+                pending = []
         self.regions = []       # (start, end, kind) with kind in try / with / cleanup
         for e in dis.Bytecode(code).exception_entries:
             self.regions.append((e.start, e.end, self._handler_kind(e.target)))

@@ -6,8 +6,11 @@ guards make that valid); tensors and symbolic sizes go into the graph; anything 
 """
 from __future__ import annotations
 
+import collections.abc
 import functools
+import inspect
 import operator
+import types
 import weakref
 
 import torch
@@ -131,6 +134,9 @@ def identical(a, b):
     real = (V.NNModuleVariable, V.UserObjectVariable, V.PythonModuleVariable)
     if isinstance(a, real) and isinstance(b, real):
         return a.value is b.value
+    fns = (V.UserFunctionVariable, V.BuiltinVariable, V.TorchFunctionVariable)
+    if isinstance(a, fns) and isinstance(b, fns):
+        return a.fn is b.fn     # functions are fixed objects (guarded by id where sourced)
     for x, y in ((a, b), (b, a)):
         if isinstance(x, V.ConstantVariable) and x.value is None:
             if isinstance(y, (V.TensorVariable, V.BaseListVariable, V.DictVariable,
@@ -170,7 +176,7 @@ def truthiness(tx, v) -> bool:
         return bool(v.as_constant())
     if isinstance(v, (V.BaseListVariable,)):
         return len(v.items) > 0
-    if isinstance(v, V.DictVariable):
+    if isinstance(v, (V.DictVariable, V.ModelOutputVariable)):
         return len(v.items) > 0
     if isinstance(v, V.SetVariable):
         return len(v.values) > 0
@@ -200,6 +206,20 @@ def contains_op(tx, item, container) -> bool:
         if not item.is_constant():
             raise Unsupported("'in' on a dict with a non-constant key")
         return item.as_constant() in container.items
+    if isinstance(container, V.ModelOutputVariable) and item.is_constant():
+        return item.as_constant() in container.items
+    if isinstance(container, V.UserObjectVariable) and container.source is not None \
+            and item.is_constant() and type(item.as_constant()) in (str, int) \
+            and type(container.value).__contains__ is collections.abc.Mapping.__contains__:
+        # a Mapping whose `in` is "self[key] does not raise KeyError": asked now, and the
+        # answer guarded by asking again (e.g. Hugging Face's attention-function registries)
+        found = item.as_constant() in container.value
+        expr = f"{item.as_constant()!r} {'in' if found else 'not in'} {container.source.name()}"
+        tx.output.add_guard(expr, "SYMBOLIC", expr)
+        return found
+    if isinstance(container, V.ObjectDictVariable):
+        from compiler.frontend.attributes import object_dict_lookup
+        return object_dict_lookup(tx, container, item)[0]
     if container.is_constant() and item.is_constant():
         return item.as_constant() in container.as_constant()
     raise Unsupported(f"'in' with {container!r}")
@@ -209,7 +229,7 @@ def unpack(tx, v) -> list:
     """The items of an iterable with a known, finite length."""
     if isinstance(v, V.BaseListVariable):
         return list(v.items)
-    if isinstance(v, V.DictVariable):
+    if isinstance(v, (V.DictVariable, V.ModelOutputVariable)):
         return [V.ConstantVariable(k) for k in v.items]
     if isinstance(v, V.SetVariable):
         return [V.ConstantVariable(k) for k in v.values]
@@ -284,7 +304,24 @@ def get_item(tx, obj, key):
                 raise Unsupported(f"module index {k!r}") from None
             if isinstance(sub, torch.nn.Module) and not isinstance(k, slice):
                 return wrap(tx, sub, GetItemSource(obj.source, k))
+            if isinstance(k, slice) and isinstance(obj.value, (torch.nn.ModuleList, torch.nn.Sequential)):
+                tx.output.add_guard(obj.source, "LENGTH_CHECK", len(obj.value))
+                picked = range(len(obj.value))[k]
+                return V.ModuleSliceVariable(
+                    [wrap(tx, obj.value[i], GetItemSource(obj.source, i)) for i in picked],
+                    type(obj.value))
         raise Unsupported(f"subscript of module {obj!r}")
+    if isinstance(obj, V.ObjectDictVariable):
+        from compiler.frontend.methods import call_method
+        return call_method(tx, obj, "__getitem__", [key], {})
+    if isinstance(obj, V.ModelOutputVariable):
+        from compiler.frontend import model_outputs
+        return model_outputs.get_item(tx, obj, key)
+    if isinstance(obj, (V.UserObjectVariable, V.NewObjectVariable)):
+        method = getattr(obj.python_type(), "__getitem__", None)
+        if isinstance(method, types.FunctionType):     # a Python __getitem__: inlined
+            from compiler.frontend.inline import inline_call
+            return inline_call(tx, V.UserFunctionVariable(method), [obj, key], {})
     if obj.is_constant() and key.is_constant():
         return _const_apply(operator.getitem, obj.as_constant(), key.as_constant())
     raise Unsupported(f"subscript of {obj!r}")
@@ -323,20 +360,72 @@ def store_item(tx, obj, key, value):
         tx.ctx.side_effects.mutate(tx, obj)
         obj.items[key.as_constant()] = value
         return
+    if isinstance(obj, V.ModelOutputVariable):
+        from compiler.frontend import model_outputs
+        model_outputs.set_item(tx, obj, key, value)
+        return
     raise Unsupported(f"item assignment on {obj!r}")
+
+
+def _real_callable(v):
+    """The Python callable a function-like Variable stands for (its signature is fixed)."""
+    if isinstance(v, (V.UserFunctionVariable, V.BuiltinVariable, V.TorchFunctionVariable)):
+        return v.fn
+    if isinstance(v, V.UserMethodVariable) and hasattr(v.obj, "value"):
+        return types.MethodType(v.fn, v.obj.value)
+    if isinstance(v, V.NNModuleVariable):
+        return v.value
+    raise Unsupported(f"inspect.signature of {v!r}")
+
+
+def _mapping_get_now(tx, obj, args, kwargs):
+    """Mapping.get(key[, default]) with a constant key on a pre-existing mapping (os.environ,
+    a registry): whether the key is there is asked now and guarded; a Python __getitem__ of
+    user code is inlined, else a constant value is read now and guarded by reading it again."""
+    from compiler.frontend.builder import _CONSTANT_TYPES
+    from compiler.frontend.inline import _is_stdlib
+    if kwargs or not 1 <= len(args) <= 2 or not args[0].is_constant() \
+            or type(args[0].as_constant()) not in (str, int):
+        raise Unsupported(f"Mapping.get on {obj!r} with a non-constant key")
+    key = args[0].as_constant()
+    found = key in obj.value
+    expr = f"{key!r} {'in' if found else 'not in'} {obj.source.name()}"
+    tx.output.add_guard(expr, "SYMBOLIC", expr)
+    if not found:
+        return args[1] if len(args) > 1 else V.ConstantVariable(None)
+    getitem = type(obj.value).__getitem__
+    if isinstance(getitem, types.FunctionType) and not _is_stdlib(getitem.__code__.co_filename):
+        from compiler.frontend.inline import inline_call
+        return inline_call(tx, V.UserFunctionVariable(getitem), [obj, args[0]], {})
+    value = obj.value[key]
+    if type(value) not in _CONSTANT_TYPES:
+        raise Unsupported(f"Mapping.get on {obj!r} returned a {type(value).__name__}")
+    tx.output.add_guard(f"{obj.source.name()}[{key!r}]", "CONSTANT_MATCH", value)
+    return V.ConstantVariable(value)
 
 
 def call_function(tx, fn, args, kwargs):
     """Call fn (a Variable) with Variables; returns the symbolic result."""
     from compiler.frontend import builtin_calls, inline, methods, torch_calls
+    real = getattr(fn, "fn", None)
+    if real is not None and not args and not kwargs:
+        known, answer = torch_calls.trace_time_answer(real)
+        if known:
+            return V.ConstantVariable(answer)
     if isinstance(fn, V.BuiltinVariable):
         return builtin_calls.call_builtin(tx, fn.fn, args, kwargs)
     if isinstance(fn, V.TorchFunctionVariable):
         return torch_calls.call_torch(tx, fn.fn, args, kwargs)
     if isinstance(fn, V.MethodVariable):
         return methods.call_method(tx, fn.obj, fn.name, args, kwargs)
+    if isinstance(fn, V.UserFunctionVariable) and fn.fn is inspect.signature and len(args) == 1 \
+            and not kwargs:
+        return V.ConstantVariable(inspect.signature(_real_callable(args[0])))
     if isinstance(fn, (V.UserFunctionVariable, V.NestedFunctionVariable)):
         return inline.inline_call(tx, fn, args, kwargs)
+    if isinstance(fn, V.UserMethodVariable) and fn.fn is collections.abc.Mapping.get \
+            and isinstance(fn.obj, V.UserObjectVariable) and fn.obj.source is not None:
+        return _mapping_get_now(tx, fn.obj, args, kwargs)
     if isinstance(fn, V.UserMethodVariable):
         return inline.inline_call(tx, V.UserFunctionVariable(fn.fn), [fn.obj] + list(args), kwargs,
                                   callee=fn)

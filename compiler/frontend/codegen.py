@@ -116,6 +116,13 @@ class PyCodegen:
             self.emit("BUILD_TUPLE", len(var.items))
             self.call(1)
             return f"torch.Size([{', '.join(parts)}])"
+        if isinstance(var, V.ModuleSliceVariable):
+            self.emit("PUSH_NULL")
+            self.emit("LOAD_CONST", var.module_cls)
+            parts = [self.reconstruct(item, side_effects) for item in var.items]
+            self.emit("BUILD_LIST", len(parts))
+            self.call(1)
+            return f"{var.module_cls.__name__}([{', '.join(parts)}])"
         if isinstance(var, V.NamedTupleVariable):
             cls = var.tuple_cls
             self.emit("PUSH_NULL")
@@ -187,6 +194,8 @@ class PyCodegen:
                 self.lines.append(f"{name}.{attr} = {text}")
             self.emit("LOAD_FAST", name)
             return name
+        if isinstance(var, V.ModelOutputVariable):
+            return self._build_model_output(var, side_effects)
         if isinstance(var, V.WeakRefVariable):
             import weakref
             self.emit("PUSH_NULL")
@@ -224,6 +233,30 @@ class PyCodegen:
             self.emit("LOAD_CONST", var.value)
             return var.value.__name__
         raise Unsupported(f"cannot rebuild {var!r} after the graph")
+
+    def _build_model_output(self, var, side_effects):
+        """cls(**non-None fields): the real __init__/__post_init__ rebuild the dict part."""
+        from compiler.frontend.model_outputs import check_rebuildable
+        key = id(var)
+        if key in self._built:
+            self.emit("LOAD_FAST", self._built[key])
+            return self._built[key]
+        fields = check_rebuildable(var)
+        self.emit("PUSH_NULL")
+        self.emit("LOAD_CONST", var.cls)
+        self.emit("BUILD_TUPLE", 0)
+        parts = []
+        for k, v in fields.items():
+            self.emit("LOAD_CONST", k)
+            parts.append(f"{k}={self.reconstruct(v, side_effects)}")
+        self.emit("BUILD_MAP", len(fields))
+        self.emit("CALL_FUNCTION_EX", 1)
+        name = self.new_tmp()
+        self.emit("COPY", 1)
+        self.emit("STORE_FAST", name)
+        self._built[key] = name
+        self.lines.append(f"{name} = {var.cls.__name__}({', '.join(parts)})")
+        return name
 
     def _build_container(self, var, side_effects):
         if isinstance(var, V.ListVariable):
@@ -335,7 +368,7 @@ def collect_graph_values(values, out, seen=None):
             collect_graph_values([v.obj], out, seen)
         elif isinstance(v, V.UserMethodVariable):
             collect_graph_values([v.obj], out, seen)
-        elif isinstance(v, V.NewObjectVariable):
+        elif isinstance(v, (V.NewObjectVariable, V.ModelOutputVariable)):
             collect_graph_values(list(v.attrs.values()), out, seen)
         elif isinstance(v, V.WeakRefVariable):
             collect_graph_values([v.target], out, seen)

@@ -100,7 +100,7 @@ def _reachable(tx, extra) -> set:
             todo += list(v.items)
         elif isinstance(v, V.DictVariable):
             todo += list(v.items.values())
-        elif isinstance(v, V.NewObjectVariable):
+        elif isinstance(v, (V.NewObjectVariable, V.ModelOutputVariable)):
             todo += list(v.attrs.values())
         elif isinstance(v, V.CellVariable) and v.contents is not None:
             todo.append(v.contents)

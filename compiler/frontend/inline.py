@@ -34,7 +34,11 @@ def call_module(tx, mv, args, kwargs):
     forward = inspect.getattr_static(type(m), "forward", None)
     if "forward" in m.__dict__ or not isinstance(forward, types.FunctionType):
         raise Unsupported(f"nn.Module {type(m).__name__} with a non-Python forward")
-    return inline_call(tx, V.UserFunctionVariable(forward), [mv] + list(args), kwargs, callee=mv)
+    # sourced as L[...].forward.__func__ so that what the forward reaches (closure cells of a
+    # decorator's wrapper, its module's globals) is guarded through that path
+    fwd_source = AttrSource(AttrSource(mv.source, "forward"), "__func__")
+    return inline_call(tx, V.UserFunctionVariable(forward, fwd_source), [mv] + list(args), kwargs,
+                       callee=mv)
 
 
 def inline_call(tx, fn, args, kwargs, callee=None):
@@ -98,6 +102,8 @@ def _is_stdlib(filename: str) -> bool:
         import sysconfig
         paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}
         _STDLIB = tuple(os.path.realpath(p) + os.sep for p in paths)
+    if filename.startswith("<frozen "):      # os, _collections_abc, ... (frozen modules)
+        return True
     return filename.startswith(_STDLIB) and "site-packages" not in filename
 
 

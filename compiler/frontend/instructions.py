@@ -108,9 +108,10 @@ class Tracer(DataOps):
                           f"{line} in {self.fn_name}\n    {self.info.source_line(line).strip()}")
         logs.artifact("trace_bytecode", lambda: f"TRACE {inst.opname} {inst.argrepr} "
                       f"{self.stack!r}")
-        if "try" in self.info.region_kinds(inst.offset):
-            raise Unsupported("try/except block around traced code (an exception raised "
-                              "inside the graph would not reach the handler)")
+        # try/except and try/finally bodies are traced along their normal path, as Dynamo
+        # does: the finally body follows inline, a handler is only reached by an exception
+        # raised while tracing (RAISE_VARARGS breaks). As with Dynamo, an exception raised by
+        # the compiled graph itself propagates without running the frame's handlers.
         handler = getattr(self, inst.opname, None)
         if handler is None:
             raise Unsupported(f"opcode {inst.opname} is not supported")
@@ -231,6 +232,36 @@ class Tracer(DataOps):
         if not isinstance(cell, V.CellVariable):
             raise Unsupported(f"closure over {name!r}, a cell of an enclosing function")
         self.push(cell)
+
+    # ---- imports --------------------------------------------------------------------------
+    def IMPORT_NAME(self, inst):
+        """`import m` / `from m import x` of a module that is already imported: the module
+        object, taken as it is (like Dynamo). A first import runs module code: a break."""
+        import importlib.util
+        import sys
+        fromlist = self.pop()
+        level = self.pop()
+        if not (fromlist.is_constant() and level.is_constant()):
+            raise Unsupported("import with non-constant arguments")
+        name = inst.argval
+        if level.as_constant():
+            package = self.f_globals.get("__package__") or self.f_globals.get("__name__", "")
+            try:
+                name = importlib.util.resolve_name("." * level.as_constant() + name, package)
+            except (ImportError, ValueError):
+                raise Unsupported(f"relative import of {inst.argval!r}") from None
+        module = sys.modules.get(name)
+        if module is None:
+            raise Unsupported(f"import of {name!r}, which is not imported yet (runs module code)")
+        if not fromlist.as_constant():
+            module = sys.modules.get(name.partition(".")[0])
+        self.push(V.PythonModuleVariable(module))
+
+    def IMPORT_FROM(self, inst):
+        mod = self.stack[-1]
+        if not isinstance(mod, V.PythonModuleVariable) or not hasattr(mod.value, inst.argval):
+            raise Unsupported(f"from-import of {inst.argval!r}")
+        self.push(get_attr(self, mod, inst.argval))
 
     # ---- attributes -----------------------------------------------------------------------
     def LOAD_ATTR(self, inst):

@@ -38,6 +38,20 @@ def call_method(tx, obj, name, args, kwargs):
                 raise Unsupported(f"{type(value).__name__}.{name} raised {type(e).__name__}") from None
     if isinstance(obj, V.SymNodeVariable):
         return tx.output.call("call_method", name, (obj, *args), dict(kwargs))
+    if isinstance(obj, V.ModelOutputVariable):
+        from compiler.frontend import model_outputs
+        return model_outputs.call_method(tx, obj, name, args, kwargs)
+    if isinstance(obj, V.ObjectDictVariable) and name in ("get", "__getitem__", "__contains__") \
+            and not kwargs and args:
+        from compiler.frontend.attributes import object_dict_lookup
+        found, value = object_dict_lookup(tx, obj, args[0])
+        if name == "__contains__":
+            return V.ConstantVariable(found)
+        if name == "get":
+            return value if found else (args[1] if len(args) > 1 else V.ConstantVariable(None))
+        if not found:
+            raise Unsupported("KeyError from obj.__dict__[key]")
+        return value
     raise Unsupported(f"method {name} of {obj!r}")
 
 

@@ -15,6 +15,45 @@ _SIDE_EFFECT_NAMES = {"manual_seed", "seed", "save", "load", "compile", "set_pri
                       "autocast", "synchronize", "cuda"}
 
 
+def _trace_time_answers():
+    """torch's "am I being compiled / traced?" predicates, answered as Dynamo answers them
+    inside a captured frame: compiling yes; exporting, TorchScript and FX tracing no."""
+    import torch.fx._symbolic_trace as fx_trace
+    answers = {torch.compiler.is_compiling: True, torch.compiler.is_dynamo_compiling: True,
+               torch.compiler.is_exporting: False, torch.jit.is_tracing: False,
+               torch.jit.is_scripting: False, fx_trace.is_fx_tracing: False,
+               torch._C._get_tracing_state: None}
+    if hasattr(torch._utils, "is_compiling"):
+        answers[torch._utils.is_compiling] = True
+    return answers
+
+
+TRACE_TIME_ANSWERS = _trace_time_answers()
+
+
+def trace_time_answer(fn):
+    """(True, value) when fn is one of those predicates, else (False, None)."""
+    try:
+        if fn in TRACE_TIME_ANSWERS:
+            return True, TRACE_TIME_ANSWERS[fn]
+    except TypeError:       # unhashable callable
+        pass
+    return False, None
+
+
+def _cloned_grad_mode(fn):
+    """`ctx.clone()` of a grad-mode context: what the @torch.no_grad() / @torch.enable_grad()
+    decorators call (torch.utils._contextlib) before entering the context."""
+    if getattr(fn, "__name__", "") != "clone" or not hasattr(fn, "__self__"):
+        return None
+    ctx = fn.__self__
+    if type(ctx) is torch.no_grad:
+        return V.GradModeVariable(False, torch.no_grad)
+    if type(ctx) is torch.enable_grad:
+        return V.GradModeVariable(True, torch.enable_grad)
+    return None
+
+
 def call_torch(tx, fn, args, kwargs):
     out = tx.output
     name = getattr(fn, "__name__", "")
@@ -37,6 +76,9 @@ def call_torch(tx, fn, args, kwargs):
         if bool(args[0].as_constant()) != out.grad_enabled:
             out.record_grad_mode(bool(args[0].as_constant()))
         return V.ConstantVariable(None)
+    cloned = _cloned_grad_mode(fn)
+    if cloned is not None:
+        return cloned
     if fn is torch.is_grad_enabled:
         return V.ConstantVariable(out.grad_enabled)
     if fn is torch.get_default_dtype:

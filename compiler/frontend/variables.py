@@ -143,6 +143,18 @@ class NamedTupleVariable(TupleVariable):
         return False
 
 
+class ModuleSliceVariable(TupleVariable):
+    """module_list[a:b] of a ModuleList/Sequential: its submodules (each sourced through the
+    original), typed as the container class; rebuilt as cls(submodules) if it escapes."""
+
+    def __init__(self, items, module_cls):
+        super().__init__(items)
+        self.module_cls = module_cls
+
+    def python_type(self):
+        return self.module_cls
+
+
 class ListVariable(BaseListVariable):
     """A list. Mutable: when it came from the frame (has a source) and was changed, the
     change is a side effect replayed after the graph (side_effects.py)."""
@@ -387,6 +399,21 @@ class UserObjectVariable(Variable):
         return f"Object({type(self.value).__name__} @ {self.source.name() if self.source else '?'})"
 
 
+class ObjectDictVariable(Variable):
+    """obj.__dict__ of a pre-existing object: lookups read the real dict and guard only the
+    keys they touch (the dict as a whole is never wrapped: config objects hold dozens)."""
+
+    def __init__(self, obj: UserObjectVariable):
+        self.obj = obj
+        self.source = None
+
+    def python_type(self):
+        return dict
+
+    def __repr__(self):
+        return f"ObjectDict({self.obj!r})"
+
+
 class NewObjectVariable(Variable):
     """An instance of a plain Python class created while tracing (its __init__ inlined);
     attributes live here, and it is rebuilt with object.__new__ + setattr if it escapes."""
@@ -400,6 +427,23 @@ class NewObjectVariable(Variable):
 
     def __repr__(self):
         return f"New({self.cls.__name__})"
+
+
+class ModelOutputVariable(Variable):
+    """An instance of a Hugging Face ModelOutput class (a dataclass subclassing OrderedDict
+    whose dict items mirror its non-None fields) created while tracing (model_outputs.py).
+    `attrs` holds every field (None included), `items` the dict part in insertion order."""
+
+    def __init__(self, cls, attrs: dict, items: dict):
+        self.cls = cls
+        self.attrs = dict(attrs)
+        self.items = dict(items)
+
+    def python_type(self):
+        return self.cls
+
+    def __repr__(self):
+        return f"ModelOutput({self.cls.__name__})"
 
 
 class SuperVariable(Variable):

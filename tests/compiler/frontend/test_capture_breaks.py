@@ -97,8 +97,10 @@ def brk_tolist(x, y):
 
 
 def brk_try(x, y):
+    # a break inside a try block (a plain try body is traced through, as Dynamo does)
     z = x * 2
     try:
+        print("in try", end="\r")
         z = z + y
     except RuntimeError:
         z = x
