@@ -125,6 +125,39 @@ class _Fallback(Exception):
     pass
 
 
+# The graph returns new parameters and new state (it cannot write its inputs in place), so
+# until they are copied/swapped in, a step holds up to 3 extra copies (Adam: p, exp_avg,
+# exp_avg_sq) of the parameters it updates. Compiling the update in chunks of about 1/CHUNKS
+# of a group's bytes bounds that to 3/CHUNKS of the parameters' bytes: below the 1x that
+# torch.optim's foreach step allocates for its temporaries (Adam's sqrt(exp_avg_sq)), at the
+# cost of CHUNKS graph calls instead of one (the kernels are per parameter either way).
+# Below MIN_CHUNK_BYTES the memory is not worth an extra graph call.
+CHUNKS = 4
+MIN_CHUNK_BYTES = 1 << 20
+
+
+def memory_chunks(params: list, chunks: int = CHUNKS) -> list[list]:
+    """Split `params` into few chunks of at most max(1/chunks of their bytes, the largest
+    parameter's bytes, MIN_CHUNK_BYTES) each: first-fit decreasing bin packing (each
+    parameter's update is independent of the others', so any grouping computes the same
+    values). Parameters keep their relative order inside a chunk; chunks are ordered by their
+    first parameter."""
+    sizes = [p.numel() * p.element_size() for p in params]
+    budget = max(sum(sizes) / chunks, max(sizes, default=0), MIN_CHUNK_BYTES)
+    bins: list[list[int]] = []
+    room: list[float] = []
+    for i in sorted(range(len(params)), key=lambda i: -sizes[i]):
+        for b, free in enumerate(room):
+            if sizes[i] <= free:
+                bins[b].append(i)
+                room[b] -= sizes[i]
+                break
+        else:
+            bins.append([i])
+            room.append(budget - sizes[i])
+    return [[params[i] for i in sorted(b)] for b in sorted(bins, key=min)]
+
+
 class CompiledOptimizerStep:
     def __init__(self, optimizer: torch.optim.Optimizer, backend):
         self.optimizer = optimizer
@@ -179,10 +212,11 @@ class CompiledOptimizerStep:
                     if p.grad is not None:
                         by_key.setdefault((p.device, p.dtype), []).append(p)
                 for params in by_key.values():
-                    if isinstance(self.optimizer, torch.optim.SGD):
-                        self._sgd(gi, group, params)
-                    else:
-                        self._adam(gi, group, params)
+                    for ci, chunk in enumerate(memory_chunks(params)):
+                        if isinstance(self.optimizer, torch.optim.SGD):
+                            self._sgd((gi, ci), group, chunk)
+                        else:
+                            self._adam((gi, ci), group, chunk)
         # what an LR scheduler's wrapper around optimizer.step records (else it warns that
         # scheduler.step() ran before optimizer.step())
         self.optimizer._opt_called = True
@@ -206,7 +240,7 @@ class CompiledOptimizerStep:
         self.cache[(kind,) + key[:1]] = (key, compiled)
         return compiled
 
-    def _sgd(self, gi, group, params):
+    def _sgd(self, gi, group, params):       # gi: (param group index, chunk index)
         opt = self.optimizer
         grads = [p.grad for p in params]
         momentum = group["momentum"]

@@ -168,11 +168,16 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def setup_variant(variant, factory, batch, make_opt, device, dtype):
-    """(model, optimizer, forward, compiled step, data): one variant on a fresh model copy."""
+def setup_variant(variant, factory, batch, make_opt, device, dtype, foreach=None):
+    """(model, optimizer, forward, compiled step, data): one variant on a fresh model copy.
+    foreach=True: the optimizer's foreach implementation also on CPU (CUDA's default), so that
+    a CPU memory report sees the step eager runs on a GPU."""
     torch.manual_seed(0)
     model = factory().to(device=device, dtype=dtype)
     opt = make_opt(model.parameters())
+    if foreach is not None:
+        for group in opt.param_groups:
+            group["foreach"] = foreach
     fwd, step = make_variant(variant, model, opt)
     g = torch.Generator().manual_seed(0)
     data = [batch(g) for _ in range(4)]
@@ -286,7 +291,8 @@ def memory_step(variant, factory, batch, make_opt, device, dtype, warmup):
     that the census at the step's start counted."""
     import gc
     from torch.profiler import ProfilerActivity, profile, record_function
-    model, opt, fwd, step, data = setup_variant(variant, factory, batch, make_opt, device, dtype)
+    model, opt, fwd, step, data = setup_variant(variant, factory, batch, make_opt, device, dtype,
+                                                foreach=True)
 
     def phase(name, measured):
         return record_function("phase:" + name) if measured else contextlib.nullcontext()
@@ -357,7 +363,8 @@ def memory_report(models, variants, device, dtype, warmup) -> dict:
     sys.stdout.write(f"\nmemory of one training step (MiB), device={device}, dtype={dtype}\n"
                      "  saved: bytes autograd saves for backward (params/buffers excluded); base: "
                      "live at step start;\n  after_forward: live between forward and backward; "
-                     "peak_*: highest live bytes in each phase\n")
+                     "peak_*: highest live bytes in each phase;\n  optimizers use their foreach "
+                     "implementation (CUDA's default) on every device\n")
     sys.stdout.write(f"{'model':18s}{'variant':9s}" + "".join(f"{c:>15s}" for c in cols) + "\n")
     for name, row in results.items():
         for variant, r in row.items():
