@@ -8,11 +8,13 @@ Wire format, one record per glog line::
 
 `has_payload` in the envelope is the md5 of the payload (its lines joined by newlines).
 
-Reading is lazy so that a 100,000-event trace opens at once: `read_trace` only finds where
-each record starts (one regex pass in C over the file's bytes) and collects the `str` string
-table; an envelope is JSON-decoded the first time its event is touched, and a payload the first
-time `.payload` is read. Nothing from a trace is ever executed (no pickle, no eval): envelopes
-and json payloads go through `json.loads` only.
+Reading is lazy so that a 100,000-event trace opens at once: `read_trace` only reads the bytes.
+Where each record starts is found on first need (one vectorised pass over the bytes; `peek`
+looks at the first records without it), the `str` string table on first use of `strings`, an
+envelope the first time its event is touched, a payload the first time `.payload` is read.
+`scan` (validation, meant for a worker thread) parses every envelope in one tight loop and
+checks payload md5s on the raw bytes, decoding no payload. Nothing from a trace is ever executed
+(no pickle, no eval): envelopes and json payloads go through the json decoder only.
 
 Damage never stops the reader. A record that cannot be parsed (truncated line, flipped byte,
 stray text) is dropped and listed in `Trace.skipped` as (line number, reason); a record whose
@@ -25,10 +27,10 @@ import dataclasses
 import hashlib
 import json
 import re
+import threading
+from json.decoder import JSONDecoder
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
-
-import numpy as np
 
 try:  # share the compile id type with the writer when `logs` provides it
     from logs.compile_ids import CompileId  # type: ignore[assignment]
@@ -67,8 +69,8 @@ def _split_prefix(head: str):
         return None
     lvl_date, clock, pid, where = parts
     path, _, line = where.rpartition(":")
-    if (len(lvl_date) != 5 or not lvl_date[0].isalpha() or not lvl_date[1:].isdigit()
-            or not pid.isdigit() or not line.isdigit() or clock.count(":") != 2):
+    if (len(lvl_date) != 5 or not lvl_date[0].isalpha() or not lvl_date[1:].isdecimal()
+            or not pid.isdecimal() or not line.isdecimal() or clock.count(":") != 2):
         return None
     return lvl_date[0], f"{lvl_date[1:]} {clock}", int(pid), path, int(line), rest
 
@@ -84,12 +86,24 @@ class TraceError(Exception):
     """The path cannot be read as a trace at all (missing, unreadable, no trace files)."""
 
 
-def _make_compile_id(env: dict) -> CompileId | None:
-    fid, fcid = env.get("frame_id"), env.get("frame_compile_id")
-    if not isinstance(fid, int) or not isinstance(fcid, int):
-        return None
-    attempt = env.get("attempt", 0)
-    return CompileId(fid, fcid, attempt if isinstance(attempt, int) else 0)
+# The json module's C scanner without json.loads' Python wrappers (half the cost per record);
+# anything it does not take whole goes through json.loads, for its exact rules and messages.
+_SCAN_JSON = JSONDecoder().scan_once
+_COLUMNS = ("start", "head", "end", "line", "file")
+
+
+def _loads_envelope(text: str) -> Any:
+    """json.loads(text), faster on the common case (raises ValueError like json.loads)."""
+    try:
+        obj, end = _SCAN_JSON(text, 0)
+        if end == len(text):
+            return obj
+    except (StopIteration, ValueError, RecursionError):
+        pass
+    try:
+        return json.loads(text)
+    except RecursionError:  # absurdly nested (damage): not a record
+        raise ValueError("envelope nested too deeply") from None
 
 
 class TraceEvent:
@@ -105,7 +119,7 @@ class TraceEvent:
         self._start, self._head_end, self._end = start, head_end, end
         self._parsed = False
         self._payload: str | None = None
-        self._payload_ok = True
+        self._payload_ok: bool | None = None  # None: md5 not checked yet
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for envelope fields not set yet: parse, then answer.
@@ -127,14 +141,19 @@ class TraceEvent:
             return
         self.level, self.time, self.pid, self.pathname, self.source_line, rest = parts
         try:
-            env = json.loads(rest)
+            env = _loads_envelope(rest)
         except ValueError as e:
-            self.error = f"envelope is not valid JSON ({e.msg} at column {e.pos})"
+            where = f" at column {e.pos}" if isinstance(e, json.JSONDecodeError) else ""
+            self.error = f"envelope is not valid JSON ({getattr(e, 'msg', e)}{where})"
             return
         if not isinstance(env, dict):
             self.error = "envelope is not a JSON object"
             return
-        key = next((k for k in env if k not in CONTEXT_KEYS), None)
+        key = None
+        for k in env:
+            if k not in CONTEXT_KEYS:
+                key = k
+                break
         if key is None:
             self.error = "envelope has no record kind"
             return
@@ -143,7 +162,7 @@ class TraceEvent:
         self.key = key
         if key == "artifact" and isinstance(meta, dict) and isinstance(meta.get("name"), str):
             self.key = meta["name"]
-        self.compile_id = _make_compile_id(env)
+        self.compile_id = self._trace._compile_id(env)
 
     # -- payload ---------------------------------------------------------------------------
     @property
@@ -158,25 +177,34 @@ class TraceEvent:
     def encoding(self) -> str | None:
         return self.metadata.get("encoding") if self.is_artifact else None
 
+    def _payload_bytes(self) -> bytes:
+        """The payload as written (its lines joined by newlines), still encoded."""
+        raw = self._trace._data[self.file_index][self._head_end:self._end]  # "\n\tl1\n\tl2\n"
+        if raw.endswith(b"\n"):
+            raw = raw[:-1]
+        return raw.replace(b"\n\t", b"\n")[1:] if raw else b""
+
+    def _check_md5(self, raw: bytes) -> None:
+        # On the bytes: the writer hashed the text's UTF-8, which valid bytes round-trip to
+        # exactly (invalid bytes are damage, and fail either way).
+        expected = self.envelope.get("has_payload")
+        self._payload_ok = (not isinstance(expected, str)
+                            or hashlib.md5(raw, usedforsecurity=False).hexdigest() == expected)
+
     @property
     def payload(self) -> str:
         if self._payload is None:
-            data = self._trace._data[self.file_index]
-            raw = data[self._head_end:self._end]  # "\n\tline1\n\tline2..." (maybe trailing \n)
-            if raw.endswith(b"\n"):
-                raw = raw[:-1]
-            text = raw.replace(b"\n\t", b"\n")[1:].decode("utf-8", "replace") if raw else ""
-            expected = self.envelope.get("has_payload")
-            if isinstance(expected, str):
-                got = hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest()
-                self._payload_ok = got == expected
-            self._payload = text
+            raw = self._payload_bytes()
+            if self._payload_ok is None:
+                self._check_md5(raw)
+            self._payload = raw.decode("utf-8", "replace")
         return self._payload
 
     @property
     def payload_ok(self) -> bool:
         """False when the payload does not match the envelope's md5 (truncated or edited)."""
-        self.payload  # noqa: B018 - reading it checks the md5
+        if self._payload_ok is None:
+            self._check_md5(self._payload_bytes())
         return self._payload_ok
 
     def payload_json(self) -> Any:
@@ -186,7 +214,7 @@ class TraceEvent:
             return None
         try:
             return json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
 
     @property
@@ -218,28 +246,63 @@ class _Events(Sequence[TraceEvent]):
             yield self._trace._event(i)
 
 
+def _index_records(data: bytes, fi: int) -> dict[str, Any]:
+    """Columns (numpy int64) of byte offsets of each record's start, header end and end, its
+    line number and its file. Vectorised: every newline not followed by a tab starts a record;
+    a 30 MB / 100,000-record file takes a few tens of milliseconds."""
+    import numpy as np  # here, not at import: the first paint does not wait for it
+
+    buf = np.frombuffer(data, dtype=np.uint8)
+    nl = np.flatnonzero(buf == 10)
+    after = nl + 1
+    inside = after < len(buf)
+    is_start = np.zeros(len(nl), dtype=bool)
+    is_start[inside] = buf[after[inside]] != 9
+    which = np.flatnonzero(is_start)  # index into nl of the newline before each record
+    starts = after[which]
+    lines = which + 2  # the line after newline number k (0-based) is line k + 2
+    # header end: the newline after the one that opened the record (or the end of data)
+    head = np.append(nl, len(buf))[which + 1]
+    if len(buf) and buf[0] != 9:  # the first line is a record too
+        starts = np.concatenate(([0], starts))
+        lines = np.concatenate(([1], lines))
+        head = np.concatenate(([nl[0] if len(nl) else len(buf)], head))
+    ends = np.append(starts[1:], len(buf))
+    cols = (starts, head, ends, lines, np.full(len(starts), fi))
+    return {name: col.astype(np.int64) for name, col in zip(_COLUMNS, cols)}
+
+
 class Trace:
-    """An opened trace: `events`, `skipped`, `damaged`, `compile_ids()`, `strings`."""
+    """An opened trace: `events`, `skipped`, `damaged`, `compile_ids()`, `strings`.
+
+    Opening reads the files' bytes and nothing else; the record index, the string table and the
+    validation pass are built on first need. They are guarded by a lock, so a worker thread can
+    run `scan()` while another thread peeks."""
 
     def __init__(self, path: Path, files: list[Path]):
         self.path, self.files = path, files
         self._data: list[bytes] = []
+        self._lock = threading.RLock()
         # one row per record: byte offsets of its start, header end and end; its line; its file
-        self._cols = {k: np.zeros(0, dtype=np.int64) for k in ("start", "head", "end", "line", "file")}
+        self._cols: dict[str, Any] | None = None
         self._cache: dict[int, TraceEvent] = {}
-        self._bad: list[int] = []  # record indexes that failed to parse
+        self._all: list[TraceEvent] | None = None  # every event, once scanned
         self._scanned = False
         self._skipped: list[tuple[int, str]] = []
         self._damaged: list[tuple[int, str]] = []
-        self.strings: dict[int, str] = {}
-        for fi, f in enumerate(files):
+        self._strings: dict[int, str] | None = None
+        self._compile_ids: dict[tuple, CompileId] = {}  # one object per id (thousands of events share it)
+        for f in files:
             try:
-                data = f.read_bytes()
+                self._data.append(f.read_bytes())
             except OSError as e:
                 raise TraceError(f"cannot read {f}: {e.strerror or e}") from None
-            self._data.append(data)
-            self._index(fi, data)
         self._events = _Events(self)
+
+    @property
+    def size(self) -> int:
+        """Bytes of trace read."""
+        return sum(len(d) for d in self._data)
 
     @property
     def events(self) -> _Events:
@@ -252,52 +315,90 @@ class Trace:
         """Every record as indexed, unvalidated (`.error` set on bad ones): for a fast first look."""
         return self._events
 
-    def _index(self, fi: int, data: bytes) -> None:
-        # Vectorised: every newline not followed by a tab starts a record. numpy turns a
-        # 30 MB / 100,000-record file into columns of offsets in a few tens of milliseconds.
-        buf = np.frombuffer(data, dtype=np.uint8)
-        nl = np.flatnonzero(buf == 10)
-        after = nl + 1
-        inside = after < len(buf)
-        is_start = np.zeros(len(nl), dtype=bool)
-        is_start[inside] = buf[after[inside]] != 9
-        which = np.flatnonzero(is_start)  # index into nl of the newline before each record
-        starts = after[which]
-        lines = which + 2  # the line after newline number k (0-based) is line k + 2
-        # header end: the newline after the one that opened the record (or the end of data)
-        nxt = which + 1
-        padded = np.append(nl, len(buf))
-        head = padded[nxt]
-        if len(buf) and buf[0] != 9:  # the first line is a record too
-            starts = np.concatenate(([0], starts))
-            lines = np.concatenate(([1], lines))
-            head = np.concatenate(([nl[0] if len(nl) else len(buf)], head))
-        ends = np.append(starts[1:], len(buf))
-        n = len(starts)
-        cols = (starts, head, ends, lines, np.full(n, fi))
-        for name, col in zip(("start", "head", "end", "line", "file"), cols):
-            self._cols[name] = np.concatenate((self._cols[name], col.astype(np.int64)))
-        for m in _STR_RECORD.finditer(data):
-            line_start = data.rfind(b"\n", 0, m.start()) + 1
-            if data[line_start:line_start + 1] == b"\t":
-                continue  # inside a payload
-            try:
-                self.strings[int(m.group(2))] = json.loads(m.group(1))
-            except ValueError:
-                pass  # a damaged string entry: frames using it show the index instead
+    def _index(self) -> dict[str, Any]:
+        cols = self._cols
+        if cols is None:
+            with self._lock:
+                if self._cols is None:
+                    import numpy as np
+
+                    parts = [_index_records(data, fi) for fi, data in enumerate(self._data)]
+                    self._cols = {k: np.concatenate([p[k] for p in parts]) if parts
+                                  else np.zeros(0, dtype=np.int64) for k in _COLUMNS}
+                cols = self._cols
+        return cols
+
+    @property
+    def strings(self) -> dict[int, str]:
+        """The `str` string table (index -> filename) of the records' stacks."""
+        if self._strings is None:
+            with self._lock:
+                if self._strings is None:
+                    self._strings = self._read_strings()
+        return self._strings
+
+    def _read_strings(self) -> dict[int, str]:
+        strings: dict[int, str] = {}
+        for data in self._data:
+            for m in _STR_RECORD.finditer(data):
+                line_start = data.rfind(b"\n", 0, m.start()) + 1
+                if data[line_start:line_start + 1] == b"\t":
+                    continue  # inside a payload
+                try:
+                    strings[int(m.group(2))] = json.loads(m.group(1))
+                except ValueError:
+                    pass  # a damaged string entry: frames using it show the index instead
+        return strings
+
+    def _compile_id(self, env: dict) -> CompileId | None:
+        fid, fcid = env.get("frame_id"), env.get("frame_compile_id")
+        if not isinstance(fid, int) or not isinstance(fcid, int):
+            return None
+        attempt = env.get("attempt", 0)
+        key = (fid, fcid, attempt if isinstance(attempt, int) else 0)
+        cid = self._compile_ids.get(key)
+        if cid is None:
+            cid = self._compile_ids[key] = CompileId(*key)
+        return cid
 
     def __len__(self) -> int:
-        return len(self._cols["start"])
+        return len(self._index()["start"])
 
     def _event(self, i: int) -> TraceEvent:
+        if self._all is not None:
+            return self._all[i]
         ev = self._cache.get(i)
         if ev is None:
+            c = self._index()
             if i < 0:
-                i += len(self)
-            c = self._cols
-            ev = self._cache[i] = TraceEvent(self, i, int(c["line"][i]), int(c["file"][i]),
-                                             int(c["start"][i]), int(c["head"][i]), int(c["end"][i]))
+                i += len(c["start"])
+            ev = self._cache.get(i)
+            if ev is None:
+                ev = self._cache[i] = TraceEvent(self, i, int(c["line"][i]), int(c["file"][i]),
+                                                 int(c["start"][i]), int(c["head"][i]),
+                                                 int(c["end"][i]))
         return ev
+
+    def peek(self, n: int) -> list[TraceEvent]:
+        """The first `n` records (parsed, unvalidated) without indexing the whole trace: what a
+        caller checks before deciding the file is a trace at all."""
+        out: list[TraceEvent] = []
+        for fi, data in enumerate(self._data):
+            starts = [] if data.startswith(b"\t") or not data else [0]
+            for m in _RECORD_START.finditer(data):
+                if len(starts) > n - len(out):
+                    break
+                starts.append(m.start() + 1)
+            starts.append(len(data))
+            for s, e in zip(starts, starts[1:]):
+                if len(out) >= n:
+                    return out
+                h = data.find(b"\n", s, e)
+                ev = TraceEvent(self, len(out), data.count(b"\n", 0, s) + 1, fi, s,
+                                e if h < 0 else h, e)
+                ev._parse()
+                out.append(ev)
+        return out
 
     def where(self, ev: TraceEvent) -> str:
         """'line N' (or 'file:line N' for a folder of several files) for messages."""
@@ -309,31 +410,52 @@ class Trace:
     def scan(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Parse every envelope and check every payload; fills `skipped` and `damaged`, and
         drops unparseable records from `events` (their line numbers stay in `skipped`).
-        `progress(done, total)` is called every few thousand records."""
+        `progress(done, total)` is called every few thousand records (from this thread)."""
         if self._scanned:
             return
-        n = len(self)
-        keep = np.ones(n, dtype=bool)
-        for i in range(n):
+        with self._lock:
+            if not self._scanned:
+                self._scan(progress)
+
+    def _scan(self, progress) -> None:
+        c = self._index()
+        n = len(c["start"])
+        rows = zip(c["start"].tolist(), c["head"].tolist(), c["end"].tolist(),
+                   c["line"].tolist(), c["file"].tolist())
+        cache, kept, bad, data, md5 = self._cache, [], [], self._data, hashlib.md5
+        for i, (start, head, end, line, fi) in enumerate(rows):
             if progress is not None and i % 5000 == 0:
                 progress(i, n)
-            ev = self._event(i)
+            ev = cache.get(i)
+            if ev is None:
+                ev = TraceEvent(self, i, line, fi, start, head, end)
             if not ev._parsed:
                 ev._parse()
             if ev.error:
-                keep[i] = False
-                self._skipped.append((ev.lineno, f"{self.where(ev)}: {ev.error}"))
-            elif ev.has_payload and not ev.payload_ok:
-                self._damaged.append((ev.lineno, f"{self.where(ev)}: payload of {ev.key!r} does "
+                self._skipped.append((line, f"{self.where(ev)}: {ev.error}"))
+                bad.append(i)
+                continue
+            expected = ev.envelope.get("has_payload")
+            if expected is None:
+                pass
+            elif ev._payload_ok is None and isinstance(expected, str):
+                raw = data[fi][head:end]  # inline _payload_bytes / _check_md5: 100,000 times
+                if raw.endswith(b"\n"):
+                    raw = raw[:-1]
+                raw = raw.replace(b"\n\t", b"\n")[1:] if raw else b""
+                ev._payload_ok = md5(raw, usedforsecurity=False).hexdigest() == expected
+            if expected is not None and not ev.payload_ok:
+                self._damaged.append((line, f"{self.where(ev)}: payload of {ev.key!r} does "
                                       "not match its md5 (truncated or edited)"))
-        if not keep.all():
-            old = self._cache
-            self._cols = {k: v[keep] for k, v in self._cols.items()}
-            self._cache = {}
-            for new_i, old_i in enumerate(np.flatnonzero(keep)):
-                ev = old[int(old_i)]
-                ev.index = new_i
-                self._cache[new_i] = ev
+            ev.index = len(kept)
+            kept.append(ev)
+        if bad:  # the columns follow the kept events (search maps byte offsets through them)
+            import numpy as np
+
+            keep = np.ones(n, dtype=bool)
+            keep[bad] = False
+            self._cols = {k: v[keep] for k, v in c.items()}
+        self._all, self._cache = kept, {}
         self._scanned = True
         if progress is not None:
             progress(n, n)
@@ -351,7 +473,10 @@ class Trace:
     def search(self, pattern: str, ignore_case: bool = True) -> list[int]:
         """Indexes of the events whose record (envelope or payload text) matches the regex.
         Runs over the raw bytes, so it is fast on big traces. Raises re.error on a bad regex."""
+        import numpy as np
+
         rx = re.compile(pattern.encode("utf-8"), re.I if ignore_case else 0)
+        self.scan()
         hits: set[int] = set()
         starts, files = self._cols["start"], self._cols["file"]
         for fi, data in enumerate(self._data):

@@ -3,6 +3,8 @@ the overview, the replay, search, help, the problem list and the minifier."""
 
 from __future__ import annotations
 
+import gc
+import os
 from pathlib import Path
 
 from textual import work
@@ -10,16 +12,17 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 
 from tui.model import TraceModel
-from tui.screens.help import HelpScreen
 from tui.screens.main import MainScreen
-from tui.screens.minify import MinifyScreen
-from tui.screens.problems import ProblemsScreen
-from tui.screens.replay import ReplayScreen
-from tui.screens.search import SearchScreen
-from tui.widgets.compile_detail import TABS
+from tui.tabs import TAB_TITLES
 from tui.widgets.totals import Totals
 
-SYNC_LIMIT = 2000  # traces with fewer records are read before the first paint
+# The other screens (and the detail panes) are imported when first opened: the overview's
+# first paint does not wait for modules it does not show.
+
+# Traces up to this size are read before the first paint (a few milliseconds; tests and
+# snapshots see the finished overview at once); bigger ones in a worker thread after it.
+SYNC_BYTES = 512 * 1024
+PROGRESS_INTERVAL_S = 0.1
 
 
 class TraceApp(App):
@@ -35,30 +38,62 @@ class TraceApp(App):
     def __init__(self, trace, debug_dir: Path | None = None, shown: str = "",
                  note: str | None = None, **kw):
         super().__init__(**kw)
+        if "TEXTUAL_ANIMATIONS" not in os.environ:
+            # No sliding tab underline: it repaints the screen ~18 times per tab switch (0.3 s
+            # at 60 fps), which made every tab switch and replay step cost ~0.5 s of CPU.
+            self.animation_level = "none"
         self.trace, self.debug_dir, self.note = trace, debug_dir, note
         self.sub_title = shown or str(trace.path)
         self.model: TraceModel | None = None
         self.search_pattern, self.search_hits = "", []
+        # (stage, records done, records in all), written by the loading thread, shown by a timer
+        self.load_progress: tuple[str, int, int] = ("indexing", 0, 0)
+        self._progress_timer = None
 
     def on_mount(self) -> None:
-        if len(self.trace.raw_events) <= SYNC_LIMIT:
+        if self.trace.size <= SYNC_BYTES:
             self.model = TraceModel(self.trace, self.debug_dir)
         self.push_screen(MainScreen())  # its on_mount starts load_model() for big traces
         if self.note:
             self.notify(self.note, severity="warning", timeout=15)
 
+    def start_loading(self) -> None:
+        """Big traces (called after the first paint): index, validate and build the model in a
+        thread. The thread never waits for the UI: it posts its progress in an attribute that
+        a timer shows, and hands over the model once."""
+        self._show_progress()
+        self._progress_timer = self.set_interval(PROGRESS_INTERVAL_S, self._show_progress)
+        self.load_model()
+
     @work(thread=True, exclusive=True, group="load")
     def load_model(self) -> None:
-        """Big traces: validate and build the model off the UI thread, reporting progress."""
-        self.trace.scan(progress=lambda d, n: self.call_from_thread(self._progress, d, n))
-        model = TraceModel(self.trace, self.debug_dir)
+        def progress(done: int, total: int) -> None:
+            self.load_progress = ("reading", done, total)
+
+        # A 100,000-record trace is millions of long-lived objects. The collector would walk
+        # them all, again and again, while they are made and then on every later full
+        # collection (0.1-0.5 s pauses in key handling): off while loading, then frozen.
+        gc.disable()
+        try:
+            self.trace.scan(progress=progress)
+            n = len(self.trace.events)
+            self.load_progress = ("building the overview of", n, n)
+            model = TraceModel(self.trace, self.debug_dir)
+        finally:
+            gc.freeze()
+            gc.enable()
         self.call_from_thread(self._model_ready, model)
 
-    def _progress(self, done: int, total: int) -> None:
+    def _show_progress(self) -> None:
+        if self.model is not None:
+            return
+        stage, done, total = self.load_progress
         for totals in self.main_screen().query(Totals):
-            totals.show_progress(done, total, str(self.trace.path))
+            totals.show_progress(stage, done, total, str(self.trace.path), self.trace.size)
 
     def _model_ready(self, model: TraceModel) -> None:
+        if self._progress_timer is not None:
+            self._progress_timer.stop()
         self.model = model
         for screen in self.screen_stack:
             if isinstance(screen, MainScreen):
@@ -79,6 +114,8 @@ class TraceApp(App):
             self.pop_screen()
 
     def action_replay(self, index: int | None = None) -> None:
+        from tui.screens.replay import ReplayScreen
+
         if not self._need_model():
             return
         if not isinstance(self.screen, ReplayScreen):
@@ -92,17 +129,23 @@ class TraceApp(App):
         self.main_screen().action_tab(tab_id)
 
     def action_help(self) -> None:
+        from tui.screens.help import HelpScreen
+
         if isinstance(self.screen, HelpScreen):
             self.pop_screen()
             return
         self.push_screen(HelpScreen(self.screen.BINDINGS, self.BINDINGS))
 
     def action_problems(self) -> None:
+        from tui.screens.problems import ProblemsScreen
+
         if self._need_model():
             self.push_screen(ProblemsScreen(self.trace))
 
     # -- search ----------------------------------------------------------------------------
     def action_search(self) -> None:
+        from tui.screens.search import SearchScreen
+
         if self._need_model():
             self.push_screen(SearchScreen(self.search_pattern), self._search_done)
 
@@ -119,6 +162,8 @@ class TraceApp(App):
         self.action_replay(self.search_hits[0])
 
     def action_search_next(self, step: int) -> None:
+        from tui.screens.replay import ReplayScreen
+
         if not self.search_hits:
             self.notify("No search yet: press / to search.")
             return
@@ -130,6 +175,8 @@ class TraceApp(App):
 
     # -- minifier ----------------------------------------------------------------------------
     def action_minify(self) -> None:
+        from tui.screens.minify import MinifyScreen
+
         if not self._need_model():
             return
         script = self.model.repro_script()
@@ -146,9 +193,9 @@ class TraceApp(App):
         yield SystemCommand("Overview", "Frames and compile ids, worst first", self.action_overview)
         yield SystemCommand("Replay timeline", "Step through every event in order",
                             self.action_replay)
-        for tab_id, cls in TABS:
+        for tab_id, title in TAB_TITLES:
             if tab_id != "event":
-                yield SystemCommand(f"Show {cls.TITLE}", f"The {cls.TITLE} tab of the selected compile",
+                yield SystemCommand(f"Show {title}", f"The {title} tab of the selected compile",
                                     lambda t=tab_id: self.action_show_tab(t))
         yield SystemCommand("Search", "Regular expression over all records", self.action_search)
         yield SystemCommand("Next graph break", "Replay: jump to the next graph break",
@@ -163,6 +210,8 @@ class TraceApp(App):
         yield SystemCommand("Help", "Key bindings", self.action_help)
 
     def _jump(self, kind: str) -> None:
+        from tui.screens.replay import ReplayScreen
+
         if not self._need_model():
             return
         cur = self.screen.cursor if isinstance(self.screen, ReplayScreen) else -1

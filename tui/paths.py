@@ -72,11 +72,10 @@ def _open(p: Path) -> Opened:
 
 def _check_looks_like_trace(trace: Trace, p: Path) -> None:
     """A non-empty file none of whose first records parse is not a trace (e.g. a binary file)."""
-    raw = trace.raw_events
-    if len(raw) == 0:
-        if any(f.stat().st_size > 0 for f in trace.files):
+    sample = trace.peek(50)  # not the whole index: a big trace opens before it is read
+    if not sample:
+        if trace.size > 0:
             raise PathError(f"{p}: not a trace (no glog-prefixed records found)")
         return  # an empty trace: a process that never compiled; opens with "no compiles"
-    sample = [raw[i] for i in range(min(len(raw), 50))]
     if all(ev.error for ev in sample):
         raise PathError(f"{p}: not a trace (line {sample[0].lineno}: {sample[0].error})")

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.css.query import NoMatches
-from textual.lazy import Lazy
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Tree
 
 from tui.model import Compile, Frame
-from tui.widgets.compile_detail import TABS, CompileDetail
+from tui.tabs import TAB_IDS, TAB_TITLES
 from tui.widgets.compile_tree import CompileTree
 from tui.widgets.totals import Totals
 
-TAB_KEYS = [Binding(str(n), f"tab('{tab_id}')", cls.TITLE, show=False)
-            for n, (tab_id, cls) in enumerate(TABS[:9], 1)]
+TAB_KEYS = [Binding(str(n), f"tab('{tab_id}')", title, show=False)
+            for n, (tab_id, title) in enumerate(TAB_TITLES[:9], 1)]
 
 
 class MainScreen(Screen):
@@ -38,18 +36,26 @@ class MainScreen(Screen):
             with Vertical(id="left"):
                 yield Totals(id="totals")
                 yield CompileTree(id="tree")
-            # the tabs mount just after the first paint: the overview shows sooner
-            yield Lazy(CompileDetail(id="detail"))
+            # the tabs (and the modules of their panes) come just after the first paint
+            yield Vertical(id="detail-slot")
         yield Footer()
 
     def on_mount(self) -> None:
+        self.call_after_refresh(self._mount_detail)
         app = self.app
         if app.model is not None:
             self.set_model(app.model)
         else:
-            self.query_one(Totals).show_progress(0, len(app.trace.raw_events), str(app.trace.path))
-            self.call_after_refresh(app.load_model)  # after the first paint, not competing with it
+            self.query_one(Totals).show_progress("indexing", 0, 0, str(app.trace.path), app.trace.size)
+            self.call_after_refresh(app.start_loading)  # after the first paint, not competing with it
         self.query_one(CompileTree).focus()
+
+    async def _mount_detail(self) -> None:
+        from tui.widgets.compile_detail import CompileDetail
+
+        detail = CompileDetail(id="detail")
+        await self.query_one("#detail-slot").mount(detail)
+        self._detail = detail  # composed: with_detail may use it now
 
     def set_model(self, model) -> None:
         self.query_one(Totals).show(model)
@@ -71,9 +77,8 @@ class MainScreen(Screen):
 
     def with_detail(self, fn) -> None:
         """Call fn(detail) now, or once the (lazily mounted) detail tabs exist."""
-        try:
-            detail = self.query_one(CompileDetail)
-        except NoMatches:
+        detail = getattr(self, "_detail", None)
+        if detail is None:
             self.call_after_refresh(self.with_detail, fn)
             return
         fn(detail)
@@ -87,7 +92,6 @@ class MainScreen(Screen):
 
     def action_cycle_tab(self, step: int) -> None:
         def cycle(detail):
-            ids = [t for t, _ in TABS]
-            cur = ids.index(detail.active) if detail.active in ids else 0
-            detail.switch(ids[(cur + step) % len(ids)])
+            cur = TAB_IDS.index(detail.active) if detail.active in TAB_IDS else 0
+            detail.switch(TAB_IDS[(cur + step) % len(TAB_IDS)])
         self.with_detail(cycle)

@@ -10,6 +10,7 @@ from textual.widgets import TabbedContent, TabPane
 
 from tui import extract as X
 from tui.debounce import Debouncer
+from tui.tabs import TAB_TITLES
 from tui.panes.breaks import BreaksPane
 from tui.panes.event import EventPane
 from tui.panes.graphs import GraphsPane
@@ -24,7 +25,7 @@ from tui.panes.summary import SummaryPane
 TABS = [("summary", SummaryPane), ("source", SourcePane), ("breaks", BreaksPane),
         ("guards", GuardsPane), ("recompiles", RecompilesPane), ("graphs", GraphsPane),
         ("ir", IRPane), ("kernels", KernelsPane), ("metrics", MetricsPane), ("event", EventPane)]
-TAB_TITLES = {tab_id: cls.TITLE for tab_id, cls in TABS}
+assert [(tab_id, cls.TITLE) for tab_id, cls in TABS] == TAB_TITLES, "tui/tabs.py is out of date"
 
 # Which tab explains an event of a given kind (the replay switches to it).
 TAB_FOR_KEY = {

@@ -29,6 +29,8 @@ class Totals(Static):
     def show(self, model) -> None:
         self.update(totals_text(model))
 
-    def show_progress(self, done: int, total: int, path: str) -> None:
-        pct = 100 * done // max(total, 1)
-        self.update(Text(f"Reading {path}\n{done:,} / {total:,} records ({pct}%)", style="italic"))
+    def show_progress(self, stage: str, done: int, total: int, path: str, size: int) -> None:
+        """While a big trace loads: what is being done, and how far it got."""
+        count = f"{done:,} / {total:,} records ({100 * done // max(total, 1)}%)" if total else "..."
+        self.update(Text(f"{stage.capitalize()} {path} ({size / 1e6:.1f} MB)\n{count}",
+                         style="italic"))
