@@ -4,7 +4,7 @@ Split by op family: pointwise.py, views.py, reductions.py, misc.py (factories, c
 indexing), extern.py (ops kept whole + the ATen fallback). graph.py walks the FX graph.
 """
 
-from compiler.backend.lowering import extern, misc, pointwise, pooling, reductions, scan, sort, special, views  # noqa: F401
+from compiler.backend.lowering import extern, misc, pointwise, pooling, reductions, scan, search, sort, special, views  # noqa: F401
 from compiler.backend.lowering.graph import GraphFallback, GraphLowering, user_location
 from compiler.backend.lowering.registry import LOWERINGS, NotLowerable, register_lowering
 
