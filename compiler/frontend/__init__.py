@@ -25,6 +25,8 @@ Capture side (frontend-capture), in the order data flows:
   graph_compile.py  the GraphModule handed to the backend, graph/graph_code/graph_sizes logs
   emit_break.py     graph breaks and returns: the transformed function's bytecode
   resume.py         resume functions and assembly of transformed code objects
+  eager_calls.py    a frame that runs eagerly gets its call sites routed to compiled callees
+                    (Dynamo's frame hook, emulated)
   errors.py         Unsupported (internal), FullgraphError (public, a GraphBreakError)
 
 Runtime side (frontend-runtime): eval_frame.py, cache.py, guards.py, dynamic.py, explain.py.

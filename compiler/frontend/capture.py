@@ -38,6 +38,7 @@ class GraphBreak:
     lineno: int | None
     source_line: str
     user_stack: list            # [(filename, lineno, source line, instruction, function)] outermost first
+    call_offset: int | None = None   # a callee broke inside: the caller's call instruction
 
     def __str__(self):
         return f"{self.reason} at {self.filename}:{self.lineno}: {self.source_line.strip()}"
@@ -190,6 +191,8 @@ class RootTracer(Tracer):
         if why_not is None:
             self.plan.break_at[inst.offset] = (gb, via_call)
         else:
+            if via_call:
+                gb.call_offset = inst.offset
             stop = self._stop_point(inst.offset)
             gb.reason = f"{gb.reason} ({why_not}; the rest of the function runs eagerly " \
                         f"from line {self._line_of(stop)} on)"

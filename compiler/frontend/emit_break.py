@@ -224,10 +224,18 @@ def _emit_resume(tx, cg, offset, layout, live, stack_texts):
 
 def finish_stop(tx, inst, gb):
     if not tx.output.has_ops() and not tx.ctx.side_effects and _first_real(tx, inst):
-        # nothing was captured before the stop point: run the whole frame eagerly
-        _log_break(tx, gb)
+        # nothing was captured before the stop point: run the whole frame eagerly, with the
+        # functions it calls compiled on their own (as Dynamo's frame hook would)
         from compiler.frontend.capture import CaptureResult
-        return CaptureResult(tx.fn, [], [], [gb])
+        from compiler.frontend.eager_calls import route_calls
+        fn, routed = route_calls(tx.fn, tx.ctx.make_compiled_callable)
+        if gb.call_offset is not None and gb.call_offset in routed:
+            # the break is the callee's, which now compiles on its own and reports it there
+            log.debug("eager_frame_break_in_callee", reason=gb.reason,
+                      location=f"{gb.filename}:{gb.lineno}")
+            return CaptureResult(fn, [], [], [])
+        _log_break(tx, gb)
+        return CaptureResult(fn, [], [], [gb])
     live = _live_locals(tx)
     stack = list(tx.stack)
     cg = _begin(tx, stack + _unwrap_live(live) + _side_values(tx), _line(tx))

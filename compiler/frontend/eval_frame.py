@@ -315,10 +315,12 @@ def _compile(cache: FrameCache, args, kwargs, env, cid, reasons) -> CacheEntry:
         return _EagerEntry(fn)
     graphs = list(getattr(result, "graphs", []) or [])
     breaks = list(getattr(result, "graph_breaks", []) or [])
-    if not graphs and not breaks and not cache.entries and cache.nested:
+    if not graphs and not breaks and not cache.entries and cache.nested \
+            and not getattr(result.fn, "_tracetorch_routes_calls", False):
         # A resume function or callee with nothing to compile (no tensor operation, no break):
         # as Dynamo does, skip its code object from now on instead of guarding a no-op entry.
-        # Running the original is exactly what the transformed code would do.
+        # Running the original is exactly what the transformed code would do (unless it is
+        # the frame rewritten to compile its callees: frontend/eager_calls.py).
         cache.run_eagerly = True
         cache.skipped = True
         log.debug("skip_frame", function=cache.name, location=cache.location,

@@ -214,6 +214,37 @@ def test_break_in_inlined_call_compiles_the_callee():
     assert gb.source_line.startswith("print(")
 
 
+class _Scaler:
+    def apply(self, t, *, scale):
+        t = t * scale
+        print("scaler", end="\r")
+        return t + 1
+
+
+_SCALER = _Scaler()
+
+
+def brk_loop_callees(x, y):
+    # the callees break inside, in a loop the caller cannot resume in: the caller runs
+    # eagerly, its calls are routed to the callees compiled on their own (keyword arguments,
+    # a method loaded with LOAD_METHOD, a builtin call that must pass unchanged)
+    for i in range(2):
+        x = logged(x)
+        x = _SCALER.apply(x, scale=i + 2)
+        y = abs(y)
+    return x + y
+
+
+def test_eager_loop_compiles_its_callees():
+    rec = check(brk_loop_callees, torch.randn(3), torch.randn(3))
+    top = rec.results[0]
+    assert not top.graphs and not top.graph_breaks      # the break is reported by the callee
+    assert top.fn is not brk_loop_callees                # rewritten to route its calls
+    codes = [r.fn.__code__.co_name for r in rec.results]
+    assert codes.count("logged") == 2 and codes.count("apply") == 2, codes
+    assert all(b.filename == __file__ for b in rec.breaks) and len(rec.breaks) >= 2
+
+
 def test_break_reasons_name_the_construct():
     cases = {brk_item: "item", brk_bool: "bool", brk_numpy: "numpy", brk_generator: "generator",
              brk_try: "try", brk_print: "print"}

@@ -189,6 +189,45 @@ def input_to_print_in_comprehension(x):
     return sum(ys)
 
 
+
+# Calls that break inside the callee where the caller cannot resume (in a loop, in a try
+# block): the caller runs eagerly and, as under Dynamo's frame hook, the callee compiles alone.
+def _callee_with_break(x):
+    y = x * 2
+    print("corpus: callee")
+    return y + 1
+class _BreakingBlock(torch.nn.Module):
+    def forward(self, x):
+        y = x.sin()
+        print("corpus: block")
+        return y.cos()
+class _Helper:
+    def run(self, x):
+        y = x + 1
+        print("corpus: helper method")
+        return y * 2
+_BLOCK = _BreakingBlock()
+_HELPER = _Helper()
+def callee_breaks_in_loop(x):
+    for _ in range(2):
+        x = _callee_with_break(x)
+    return x + 1
+def module_breaks_in_loop(x):
+    for _ in range(2):
+        x = _BLOCK(x)
+    return x * 2
+def method_breaks_in_loop(x):
+    for _ in range(2):
+        x = _HELPER.run(x)
+    return x - 1
+def callee_breaks_in_try(x):
+    try:
+        y = _callee_with_break(x)
+    except RuntimeError:
+        y = x
+    return y * 3
+
+
 PROGRAMS = [
     P(print_between),
     P(print_start),
@@ -206,6 +245,10 @@ PROGRAMS = [
       xfail='capture: np.float32(...) is an opaque object creation and float() of it breaks again (2 breaks, 3 recompiles; Dynamo 0 breaks, 1 recompile)'),
     P(generator_fn),
     P(try_except),
+    P(callee_breaks_in_loop),
+    P(module_breaks_in_loop),
+    P(method_breaks_in_loop),
+    P(callee_breaks_in_try),
     P(try_finally, recompiles=1,
       note="same graphs and breaks as Dynamo (1, 0); Dynamo guards the length of the global list "
            "_LOG the finally block appends to, so each call recompiles (3); we only append to it "
