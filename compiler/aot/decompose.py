@@ -45,8 +45,7 @@ EXTRA = _ops("_softmax", "_log_softmax", "native_layer_norm", "gelu", "native_gr
              "native_batch_norm", "_native_batch_norm_legit", "narrow_copy",
              "permute_copy", "view_copy", "unbind_copy", "as_strided_copy", "aminmax",
              "nan_to_num", "max_pool3d_with_indices",
-             "upsample_bicubic2d", "upsample_trilinear3d", "grid_sampler_2d", "adaptive_max_pool2d",
-             "adaptive_max_pool3d")
+             "upsample_bicubic2d", "upsample_trilinear3d", "grid_sampler_2d")
 # (not: the *_scatter decompositions write into a view with copy_, which the traced graph keeps
 # as an in-place op; fmin/fmax/round/special functions decompose into prims we do not lower;
 # bucketize's reference decomposition has data-dependent sizes, which would make aot tracing of the

@@ -1,23 +1,20 @@
-"""Windowed ops with small constant windows, unrolled into one Pointwise: avg_pool2d.
-(max_pool2d and adaptive pooling reach the backend already decomposed by the aot stage.)"""
+"""Windowed ops with small constant windows, unrolled into one Pointwise: avg_pool2d/3d and
+adaptive avg/max pooling (static sizes). (max_pool2d reaches the backend already decomposed by
+the aot stage.)"""
 
 from __future__ import annotations
 
+import itertools
+import math
+
+import sympy
 import torch
 
 from compiler.backend import ir
 from compiler.backend.ir import ops
 from compiler.backend.lowering.registry import NotLowerable, aten, register_lowering
 
-MAX_WINDOW = 64   # larger windows would unroll into very long kernels: use ATen
-
-
-def _pair(v, default=None):
-    if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
-        return default
-    if isinstance(v, int):
-        return (v, v)
-    return tuple(v) if len(v) == 2 else (v[0], v[0])
+MAX_WINDOW = 128   # larger windows would unroll into very long kernels: use ATen
 
 
 def _iv(e):
@@ -28,48 +25,167 @@ def _c(v):
     return ops.constant(int(v), torch.int64)
 
 
-@register_lowering(aten.avg_pool2d.default)
-def avg_pool2d(ctx, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
-               divisor_override=None):
-    kh, kw = _pair(kernel_size)
-    sh, sw = _pair(stride, (kh, kw))
-    ph, pw = _pair(padding, (0, 0))
-    if kh * kw > MAX_WINDOW:
-        raise NotLowerable(f"window of {kh * kw} elements")
-    size = x.get_size()
-    H, W = size[-2], size[-1]
+def _tuple(v, nd, default=None):
+    if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
+        return default
+    if isinstance(v, int):
+        return (v,) * nd
+    return tuple(v) if len(v) == nd else (v[0],) * nd
+
+
+def _acc(dtype):
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def _avg_pool(ctx, x, nd, kernel_size, stride, padding, count_include_pad, divisor_override):
+    """avg_pool{nd}d over the last nd dims: the window unrolled, padding masked, ATen's divisor."""
+    ks = _tuple(kernel_size, nd)
+    st = _tuple(stride, nd, ks)
+    pad = _tuple(padding, nd, (0,) * nd)
+    window = list(itertools.product(*[range(k) for k in ks]))
+    if len(window) > MAX_WINDOW:
+        raise NotLowerable(f"window of {len(window)} elements")
+    spatial = x.get_size()[-nd:]
     out_dtype = ctx.dtype
-    acc = torch.float32 if out_dtype in (torch.float16, torch.bfloat16) else out_dtype
+    acc = _acc(out_dtype)
     loader = x.make_loader()
 
     def fn(idx):
-        *lead, oh, ow = idx
+        lead, out = idx[:-nd], idx[-nd:]
         total = None
-        for a in range(kh):
-            for b in range(kw):
-                h, w = oh * sh - ph + a, ow * sw - pw + b
-                inside = ops.logical_and(ops.logical_and(ops.ge(_iv(h), _c(0)), ops.lt(_iv(h), _iv(H))),
-                                         ops.logical_and(ops.ge(_iv(w), _c(0)), ops.lt(_iv(w), _iv(W))))
+        for offs in window:
+            pos = [o * s - p + a for o, s, p, a in zip(out, st, pad, offs)]
+            inside = None
+            for q, size in zip(pos, spatial):
+                c = ops.logical_and(ops.ge(_iv(q), _c(0)), ops.lt(_iv(q), _iv(size)))
+                inside = c if inside is None else ops.logical_and(inside, c)
 
-                def body(h=h, w=w):
-                    v = loader([*lead, h, w])
-                    return ops.to_dtype(v, acc) if x.get_dtype() != acc else v
-                v = ops.masked(inside, body, 0.0)
-                total = v if total is None else ops.add(total, v)
+            def body(pos=pos):
+                v = loader([*lead, *pos])
+                return ops.to_dtype(v, acc) if x.get_dtype() != acc else v
+            v = ops.masked(inside, body, 0.0)
+            total = v if total is None else ops.add(total, v)
         if divisor_override:
             div = ops.constant(float(divisor_override), acc)
         else:
-            hs, ws = _iv(oh * sh - ph), _iv(ow * sw - pw)
-            he = ops.minimum(ops.add(hs, _c(kh)), ops.add(_iv(H), _c(ph)))
-            we = ops.minimum(ops.add(ws, _c(kw)), ops.add(_iv(W), _c(pw)))
-            if count_include_pad:
-                n = ops.mul(ops.sub(he, hs), ops.sub(we, ws))
-            else:
-                hs2, ws2 = ops.maximum(hs, _c(0)), ops.maximum(ws, _c(0))
-                he2, we2 = ops.minimum(he, _iv(H)), ops.minimum(we, _iv(W))
-                n = ops.mul(ops.sub(he2, hs2), ops.sub(we2, ws2))
+            n = None
+            for o, s, p, k, size in zip(out, st, pad, ks, spatial):
+                lo = _iv(o * s - p)
+                hi = ops.minimum(ops.add(lo, _c(k)), ops.add(_iv(size), _c(p)))
+                if not count_include_pad:
+                    lo, hi = ops.maximum(lo, _c(0)), ops.minimum(hi, _iv(size))
+                extent = ops.sub(hi, lo)
+                n = extent if n is None else ops.mul(n, extent)
             div = ops.to_dtype(n, acc)
-        out = ops.truediv(total, div)
-        return ops.to_dtype(out, out_dtype) if acc != out_dtype else out
+        out_v = ops.truediv(total, div)
+        return ops.to_dtype(out_v, out_dtype) if acc != out_dtype else out_v
 
-    return ir.Pointwise(ctx.size, fn, out_dtype, ctx.device, origins=ctx.origins, cost=kh * kw * 4)
+    return ir.Pointwise(ctx.size, fn, out_dtype, ctx.device, origins=ctx.origins, cost=len(window) * 4)
+
+
+@register_lowering(aten.avg_pool2d.default)
+def avg_pool2d(ctx, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    # ceil_mode only changes the output size, which ctx.size already has
+    return _avg_pool(ctx, x, 2, kernel_size, stride, padding, count_include_pad, divisor_override)
+
+
+@register_lowering(aten.avg_pool3d.default)
+def avg_pool3d(ctx, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return _avg_pool(ctx, x, 3, kernel_size, stride, padding, count_include_pad, divisor_override)
+
+
+def _adaptive_windows(x, out_size):
+    """Per spatial dim: (in size, out size, largest window) for static sizes; ATen's windows are
+    [floor(o * I / O), ceil((o + 1) * I / O))."""
+    nd = len(out_size)
+    dims = []
+    for i, o in zip(x.get_size()[-nd:], out_size):
+        if not (getattr(i, "is_number", False) and isinstance(o, int)):
+            raise NotLowerable("adaptive pooling with symbolic sizes")
+        i = int(i)
+        if o <= 0:
+            raise NotLowerable("empty adaptive pooling output")
+        k = max(-(-((j + 1) * i) // o) - (j * i) // o for j in range(o))
+        dims.append((i, o, k))
+    if math.prod(k for _, _, k in dims) > MAX_WINDOW:
+        raise NotLowerable("adaptive pooling window too large")
+    return dims
+
+
+def _adaptive_positions(out, dims):
+    """The unrolled window: for each offset tuple, the input positions and their validity."""
+    starts = [ir.FloorDiv(o * i, n) for o, (i, n, _) in zip(out, dims)]
+    ends = [ir.FloorDiv((o + 1) * i + n - 1, n) for o, (i, n, _) in zip(out, dims)]
+    for offs in itertools.product(*[range(k) for _, _, k in dims]):
+        pos = [s + a for s, a in zip(starts, offs)]
+        valid = None
+        for q, e, a in zip(pos, ends, offs):
+            if a == 0:
+                continue                    # every window has at least one element
+            c = ops.lt(_iv(q), _iv(e))
+            valid = c if valid is None else ops.logical_and(valid, c)
+        yield pos, valid, starts
+
+
+@register_lowering(aten._adaptive_avg_pool3d.default, aten._adaptive_avg_pool2d.default)
+def adaptive_avg_pool(ctx, x, output_size):
+    nd = len(output_size)
+    dims = _adaptive_windows(x, output_size)
+    out_dtype = ctx.dtype
+    acc = _acc(out_dtype)
+    loader = x.make_loader()
+
+    def fn(idx):
+        lead, out = idx[:-nd], idx[-nd:]
+        total = None
+        count = None
+        for pos, valid, _ in _adaptive_positions(out, dims):
+            def body(pos=pos):
+                v = loader([*lead, *pos])
+                return ops.to_dtype(v, acc) if x.get_dtype() != acc else v
+            v = body() if valid is None else ops.masked(valid, body, 0.0)
+            total = v if total is None else ops.add(total, v)
+        for o, (i, n, _) in zip(out, dims):
+            extent = _iv(ir.FloorDiv((o + 1) * i + n - 1, n) - ir.FloorDiv(o * i, n))
+            count = extent if count is None else ops.mul(count, extent)
+        r = ops.truediv(total, ops.to_dtype(count, acc))
+        return ops.to_dtype(r, out_dtype) if acc != out_dtype else r
+
+    return ir.Pointwise(ctx.size, fn, out_dtype, ctx.device, origins=ctx.origins, cost=4 * math.prod(
+        k for _, _, k in dims))
+
+
+@register_lowering(aten.adaptive_max_pool2d.default, aten.adaptive_max_pool3d.default)
+def adaptive_max_pool(ctx, x, output_size):
+    """(values, flat spatial indices), scanning each window in ATen's order: a value replaces the
+    running max when it is greater or NaN (first max wins ties; the last NaN wins)."""
+    nd = len(output_size)
+    dims = _adaptive_windows(x, output_size)
+    dtype = x.get_dtype()
+    if not dtype.is_floating_point:
+        raise NotLowerable("integer adaptive max pool")
+    loader = x.make_loader()
+    strides = ir.contiguous_strides([i for i, _, _ in dims])
+
+    def scan(idx):
+        lead, out = idx[:-nd], idx[-nd:]
+        best, where_ = None, None
+        for pos, valid, _ in _adaptive_positions(out, dims):
+            v = loader([*lead, *pos]) if valid is None else ops.masked(valid, lambda pos=pos: loader([*lead, *pos]),
+                                                                        float("-inf"))
+            flat = _iv(sum((p * s for p, s in zip(pos, strides)), sympy.Integer(0)))
+            if best is None:
+                best, where_ = v, flat
+                continue
+            take = ops.logical_or(ops.gt(v, best), ops.isnan(v))
+            if valid is not None:
+                take = ops.logical_and(valid, take)
+            best, where_ = ops.where(take, v, best), ops.where(take, flat, where_)
+        return best, where_
+
+    cost = 4 * math.prod(k for _, _, k in dims)
+    return (ir.Pointwise(ctx.size, lambda idx: scan(idx)[0], dtype, ctx.device, origins=ctx.origins, cost=cost),
+            ir.Pointwise(ctx.size, lambda idx: scan(idx)[1], torch.int64, ctx.device, origins=ctx.origins,
+                         cost=cost))
