@@ -21,23 +21,29 @@ reduction accumulated in that same loop (then a new loop starts after it complet
 
 from __future__ import annotations
 
+import re
+
 import torch
 
+import logs
 from compiler.backend import ir
 from compiler.backend.codegen import cpp_ops
 from compiler.backend.codegen.common import (CodegenUnsupported, GeneratedKernel, KernelCodegen,
                                              provenance_comment)
 from compiler.backend.codegen.cpp_ops import CPP_STORAGE, CppOpsHandler, CppVar, cpp_index, ctype
+from compiler.backend.codegen.cpp_reduction import acc_dtype, reduction_block
+from compiler.backend.codegen.cpp_rowcache import RowCache
 
-_INIT = {"sum": "0", "prod": "1", "any": "false", "all": "true"}
-
-
-def _acc_dtype(dtype):
-    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+log = logs.get_logger(__name__)
+_TMP = re.compile(r"\btmp\d+\b")
 
 
 class CppKernel:
-    """State of one kernel being generated: code lines, temporaries, CSE, local buffers."""
+    """State of one kernel being generated: code lines, temporaries, CSE, local buffers.
+
+    Besides the scoped CSE (by expression text), every value gets a value number: its expression
+    with operand temporaries replaced by their numbers. Equal numbers mean equal values at the
+    same loop point even across loops, which is what the row cache (cpp_rowcache) matches on."""
 
     def __init__(self, group: ir.KernelGroup):
         self.group = group
@@ -47,18 +53,67 @@ class CppKernel:
         self.locals: dict[str, CppVar] = {}   # buffer name -> local holding its value
         self.subst: dict = {}                 # loop-variable rewrite of merged dimensions
         self.handler = CppOpsHandler(self)
+        self.value_numbers: dict[str, int] = {}   # canonical expression -> value number
+        self.var_number: dict[str, int] = {}      # tmp name -> value number
+        self.n_values = 0
+        self.row: RowCache | None = None          # set for row (reduction) kernels
+        self.in_rloop = False                     # generating a reduction loop's body
+        self.lambda_depth = 0                     # inside masked() lambdas
+        self.invariant: set[str] = set()          # values fixed for a whole reduction loop
+        self.preheader: list[str] | None = None   # lines the open reduction loop needs before it
+        self.reciprocals: dict[str, CppVar] = {}
 
     # value emission with scoped common-subexpression elimination -------------------------
-    def emit(self, expr: str, dtype) -> CppVar:
-        for scope in reversed(self.cse):
-            if expr in scope:
-                return scope[expr]
+    def canonical(self, expr: str) -> str:
+        return _TMP.sub(lambda m: f"v{self.var_number[m.group()]}" if m.group() in self.var_number
+                        else m.group(), expr)
+
+    def _new_tmp(self, expr: str, dtype, canon: str) -> CppVar:
         name = f"tmp{self.n_tmp}"
         self.n_tmp += 1
         self.code.append(f"auto {name} = {expr};")
         v = CppVar(name, dtype)
         self.cse[-1][expr] = v
+        if canon not in self.value_numbers:
+            self.value_numbers[canon] = self.n_values
+            self.n_values += 1
+        self.var_number[name] = self.value_numbers[canon]
+        if not self.in_rloop and self.lambda_depth == 0:
+            self.invariant.add(name)
         return v
+
+    def emit(self, expr: str, dtype) -> CppVar:
+        for scope in reversed(self.cse):
+            if expr in scope:
+                return scope[expr]
+        canon = self.canonical(expr)
+        top = self.lambda_depth == 0
+        if self.row is not None and top:
+            hit = self.row.lookup(canon, expr)
+            if hit is not None:
+                v = self._new_tmp(f"{hit[0]}[{self.row.rlinear}]", dtype, canon)
+                self.cse[-1][expr] = v
+                return v
+        v = self._new_tmp(expr, dtype, canon)
+        if self.row is not None and top:
+            self.row.define(canon, v)
+        return v
+
+    def reciprocal(self, b: CppVar) -> tuple[CppVar, CppVar] | None:
+        """(1/b, whether 1/b may replace b as a divisor) computed ahead of the open reduction
+        loop, or None when b is not fixed for the loop. Multiplying by a reciprocal is within
+        1.5 ulp of dividing; where 1/b is not a normal number (b zero, inf, NaN, denormal or
+        huge) the flag keeps the exact division."""
+        if self.preheader is None or not self.in_rloop or self.lambda_depth or str(b) not in self.invariant:
+            return None
+        if str(b) not in self.reciprocals:
+            t = ctype(b.dtype)
+            name = f"tt_rcp{len(self.reciprocals)}"
+            self.preheader.append(f"const {t} {name} = {t}(1) / {b}; "
+                                  f"const bool {name}_ok = std::isnormal({b}) && std::isnormal({name});")
+            self.reciprocals[str(b)] = CppVar(name, b.dtype)
+        r = self.reciprocals[str(b)]
+        return r, CppVar(f"{r.name}_ok", torch.bool)
 
     def push(self):
         self.cse.append({})
@@ -87,18 +142,35 @@ class CppKernel:
 
     def store(self, name, index, value):
         if name in self.group.internal:
-            dt = _acc_dtype(self.group.layouts[name].dtype)
+            dt = acc_dtype(self.group.layouts[name].dtype)
             self.code.append(f"auto {name}_val = static_cast<{ctype(dt)}>({value});")
             self.locals[name] = CppVar(f"{name}_val", dt)
+            if not self.in_rloop and self.lambda_depth == 0:
+                self.invariant.add(f"{name}_val")
             return
         if self.subst:
             index = index.xreplace(self.subst)
         self.code.append(f"{name}[{cpp_index(index)}] = {self.convert_for_store(name, value)};")
+        if self.row is not None:
+            self.row.note_store(name, cpp_index(index))
+        self._forget_loads(name)
+
+    def _forget_loads(self, name):
+        """Later loads of a buffer written here are new values (never matched with older ones)."""
+        stale = [c for c in self.value_numbers if f"{name}[" in c]
+        for c in stale:
+            del self.value_numbers[c]
+        if self.row is not None and stale:
+            self.row.forget(lambda c: f"{name}[" in c)
 
     def masked(self, mask, body, other):
         saved, self.code = self.code, []
         self.push()
-        result = body()
+        self.lambda_depth += 1
+        try:
+            result = body()
+        finally:
+            self.lambda_depth -= 1
         self.pop()
         inner, self.code = self.code, saved
         t = ctype(result.dtype)
@@ -130,7 +202,13 @@ class CppCodegen(KernelCodegen):
                 self._body(k, group, xs, rs, body)
                 loop_lines = self._loops(group, loop_vars, body, ranges)
             else:
+                if rs:
+                    k.row = RowCache(group, rs)
                 self._body(k, group, xs, rs, body)
+                if k.row is not None:
+                    body = k.row.apply(body, per_row=bool(xs))
+                    if k.row.cached:
+                        log.debug("cpp_row_cache", kernel=group.name, values=sorted(k.row.cached))
                 loop_lines = self._loops(group, xs, body)
         params, call_args = self._params(group)
         header = provenance_comment(group.provenance, prefix="// ")
@@ -208,7 +286,7 @@ class CppCodegen(KernelCodegen):
 
         def flush():
             if block:
-                body.extend(self._reduction_block(k, group, block, xs, rs))
+                body.extend(reduction_block(self, k, group, block, xs, rs))
                 block.clear()
                 block_reductions.clear()
 
@@ -230,109 +308,6 @@ class CppCodegen(KernelCodegen):
             if kind == ir.NODE_REDUCTION:
                 block_reductions.add(node.name)
         flush()
-
-    def _reduction_block(self, k: CppKernel, group, nodes, xs, rs):
-        out = []
-        accs = {}
-        for node in nodes:
-            if group.kinds[node.name] != ir.NODE_REDUCTION:
-                continue
-            red = node.data
-            adt = _acc_dtype(red.src_dtype if red.reduction_type not in ("any", "all") else torch.bool)
-            if red.reduction_type == "sum" and adt == torch.float32:
-                adt = torch.float64   # long float32 sums drift; double partial sums keep eager's accuracy
-            t = ctype(adt)
-            acc = f"{node.name}_acc"
-            rt = red.reduction_type
-            if rt in ("max", "argmax"):
-                init = (f"-std::numeric_limits<{t}>::infinity()" if adt.is_floating_point
-                        else f"std::numeric_limits<{t}>::lowest()")
-            elif rt in ("min", "argmin"):
-                init = (f"std::numeric_limits<{t}>::infinity()" if adt.is_floating_point
-                        else f"std::numeric_limits<{t}>::max()")
-            else:
-                init = _INIT[rt]
-            out.append(f"{t} {acc} = {init};")
-            if rt in ("argmax", "argmin"):
-                out.append(f"int64_t {acc}_idx = 0;")
-            accs[node.name] = (acc, adt)
-        # loop header(s): a SIMD loop unless an arg-reduction needs the first index in order
-        clause_op = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "||", "all": "&&"}
-        red_nodes = [n for n in nodes if n.name in accs]
-        simd = all(n.data.reduction_type in clause_op for n in red_nodes)
-        clauses = {}
-        for n in red_nodes:
-            clauses.setdefault(clause_op.get(n.data.reduction_type, "?"), []).append(accs[n.name][0])
-            if n.data.reduction_type in ("max", "min") and accs[n.name][1].is_floating_point:
-                out.append(f"int {accs[n.name][0]}_nan = 0;")
-                clauses.setdefault("|", []).append(f"{accs[n.name][0]}_nan")
-        loop_open = []
-        red_clause = "".join(f" reduction({op}:{', '.join(v)})" for op, v in clauses.items())
-        full = not group.ranges and simd and rs
-        if full:
-            # a reduction to a scalar: the reduction loops themselves are the parallel loops
-            work = cpp_index(ir.product(group.reduction_ranges))
-            coll = f" collapse({len(rs)})" if len(rs) > 1 else ""
-            loop_open.append(f"#pragma omp parallel for simd{coll}{red_clause} if(parallel: {work} >= "
-                             f"{self.parallel_threshold})")
-        for i, (r, size) in enumerate(zip(rs, group.reduction_ranges)):
-            if i == len(rs) - 1 and simd and not full:
-                loop_open.append("#pragma omp simd" + red_clause)
-            loop_open.append("    " * i + f"for (int64_t {r} = 0; {r} < {cpp_index(size)}; {r}++) {{")
-        out += loop_open
-        k.push()
-        k.code = []
-        rlinear = sum((r * st for r, st in zip(rs, ir.contiguous_strides(group.reduction_ranges))), 0)
-        for node in nodes:
-            kind = group.kinds[node.name]
-            if kind == ir.NODE_INNER:
-                value = node.data.inner_fn(list(xs) + list(rs))
-                k.store(node.name, node.store_index(list(xs) + list(rs)), value)
-                continue
-            v = node.data.inner_fn(xs, rs)
-            acc, adt = accs[node.name]
-            t = ctype(adt)
-            rt = node.data.reduction_type
-            v = f"static_cast<{t}>({v})"
-            if rt == "sum":
-                k.code.append(f"{acc} += {v};")
-            elif rt == "prod":
-                k.code.append(f"{acc} *= {v};")
-            elif rt in ("max", "min"):
-                # NaN propagates through a flag so that the loop stays a plain (vectorisable) max/min
-                cmp = ">" if rt == "max" else "<"
-                nan = f" {acc}_nan |= (tt_v != tt_v);" if adt.is_floating_point else ""
-                k.code.append(f"{{ auto tt_v = {v}; {acc} = (tt_v {cmp} {acc}) ? tt_v : {acc};{nan} }}")
-            elif rt == "any":
-                k.code.append(f"{acc} = {acc} || ({v});")
-            elif rt == "all":
-                k.code.append(f"{acc} = {acc} && ({v});")
-            else:
-                cmp = ">" if rt == "argmax" else "<"
-                k.code.append(f"{{ auto tt_v = {v}; if ((tt_v {cmp} {acc}) || (tt_v != tt_v && {acc} == {acc})) "
-                              f"{{ {acc} = tt_v; {acc}_idx = {cpp_index(rlinear)}; }} }}")
-        inner = k.code
-        k.pop()
-        pad = "    " * max(len(rs), 1)
-        out += [pad + line for line in inner]
-        for i in reversed(range(len(rs))):
-            out.append("    " * i + "}")
-        for node in nodes:
-            if node.name in accs and node.data.reduction_type in ("max", "min") and accs[node.name][1].is_floating_point:
-                acc, adt = accs[node.name]
-                out.append(f"if ({acc}_nan) {acc} = std::numeric_limits<{ctype(adt)}>::quiet_NaN();")
-        # store reduction results (or keep them in locals)
-        k.code = []
-        for node in nodes:
-            if node.name not in accs:
-                continue
-            acc, adt = accs[node.name]
-            rt = node.data.reduction_type
-            value = CppVar(f"{acc}_idx" if rt in ("argmax", "argmin") else acc,
-                           torch.int64 if rt in ("argmax", "argmin") else adt)
-            k.store(node.name, node.store_index(xs), value)
-        out += k.code
-        return out
 
 
 def cpp_module_prelude(kernels: list[GeneratedKernel]) -> str:

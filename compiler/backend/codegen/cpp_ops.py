@@ -29,6 +29,7 @@ PRELUDE = r"""
 #include <cstring>
 #include <algorithm>
 #include <limits>
+#include <vector>
 // ---- tracetorch C++ prelude: dtype conversions and ops with torch semantics ----
 static inline float tt_bf16_to_float(uint16_t h) { uint32_t u = ((uint32_t)h) << 16; float f; std::memcpy(&f, &u, 4); return f; }
 static inline uint16_t tt_float_to_bf16(float f) {
@@ -214,7 +215,9 @@ class CppOpsHandler(ir.OpsHandler):
 
     def constant(self, value, dtype):
         cdt = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-        return CppVar(cpp_constant(value, cdt), cdt)
+        v = CppVar(cpp_constant(value, cdt), cdt)
+        self.kernel.invariant.add(v.name)   # fixed for every loop (a divisor may become a reciprocal)
+        return v
 
     def index_expr(self, expr, dtype):
         return self._emit(f"static_cast<{ctype(dtype)}>({cpp_index(expr)})", dtype)
@@ -261,6 +264,11 @@ class CppOpsHandler(ir.OpsHandler):
             return unary
         if name in _BINARY:
             def binary(a, b):
+                if (name == "truediv" and is_float(a.dtype) and getattr(b, "dtype", None) == a.dtype
+                        and str(a) not in self.kernel.invariant):
+                    rcp = self.kernel.reciprocal(b)
+                    if rcp is not None:   # only b is fixed for the reduction loop: multiply instead
+                        return self._emit(f"({rcp[1]} ? {a} * {rcp[0]} : {a} / {b})", a.dtype)
                 return self._emit(_BINARY[name].format(a=a, b=b), a.dtype)
             return binary
         if name in _COMPARE:
