@@ -190,6 +190,11 @@ class GraphLowering:
         if _has_unbacked(val):
             raise GraphFallback(f"{target} has a data-dependent output size")
         ctx = Ctx(self, node)
+        if target is aten.copy_.default and not isinstance(args[0], ir.InputBuffer) and _dead_after_copy(node):
+            # a decomposition's copy_ into a temporary that nothing reads afterwards (e.g. the
+            # running-stat update of batch norm on instance_norm's repeated stats): its only
+            # observable effect is its result, the copied value
+            return self._after_lowering(LOWERINGS[aten.copy.default](ctx, *args, **kwargs), node)
         if target._schema.is_mutable and not (target is aten.copy_.default and isinstance(args[0], ir.InputBuffer)):
             # functionalization removes mutation, but a decomposition can bring an in-place op
             # back (e.g. copy_ into a view of a clone); lowering it as a value would be wrong
@@ -292,6 +297,51 @@ def _is_dense_permutation(size, stride) -> bool:
         if int(stride[d]) != expect:
             return False
         expect *= int(size[d])
+    return True
+
+
+#: ops whose output aliases their first argument (a write through one is seen by the others)
+_VIEW_OPS = {getattr(aten, n).default for n in ("view", "_unsafe_view", "permute", "expand", "unsqueeze", "t",
+                                                 "alias", "as_strided", "diagonal", "squeeze", "transpose",
+                                                 "slice", "select", "unfold", "view_as_real")
+             if hasattr(aten, n) and hasattr(getattr(aten, n), "default")}
+_VIEW_OPS |= {aten.squeeze.dim, aten.squeeze.dims, aten.transpose.int, aten.slice.Tensor, aten.select.int,
+              aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int, aten.reshape.default,
+              aten.view.dtype}
+
+
+def _is_view(n) -> bool:
+    return n.op == "call_function" and (n.target in _VIEW_OPS or n.target is operator.getitem)
+
+
+def _dead_after_copy(copy_node: torch.fx.Node) -> bool:
+    """copy_(dst, src): dst's storage is a graph temporary (not an input, constant or graph
+    output) and nothing reads it or any alias of it after the copy_, except through the copy_'s
+    own result."""
+    dst = copy_node.args[0]
+    if not isinstance(dst, torch.fx.Node):
+        return False
+    base = dst
+    while _is_view(base):
+        if not isinstance(base.args[0], torch.fx.Node):
+            return False
+        base = base.args[0]
+    if base.op != "call_function" or (isinstance(base.target, torch._ops.OpOverload)
+                                      and base.target._schema.is_mutable):
+        return False
+    order = {n: i for i, n in enumerate(copy_node.graph.nodes)}
+    here = order[copy_node]
+    aliases, todo = set(), [base]
+    while todo:
+        n = todo.pop()
+        if n in aliases:
+            continue
+        aliases.add(n)
+        todo.extend(u for u in n.users if _is_view(u))
+    for a in aliases:
+        for u in a.users:
+            if u is not copy_node and u not in aliases and order[u] > here:
+                return False
     return True
 
 

@@ -173,7 +173,14 @@ def embedding(ctx, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sp
 def index_select(ctx, x, dim, index):
     n = len(x.get_size())
     if n == 0:
-        raise NotLowerable("index_select of a 0-d tensor")
+        # a 0-d tensor has one element: every (valid) index selects it; indirect_indexing keeps
+        # the bounds check of the index
+        xl, il = x.make_loader(), index.make_loader()
+
+        def scalar(idx):
+            ops.indirect_indexing(il([sympy.Integer(0)] * len(index.get_size())), 1)
+            return xl([])
+        return ir.Pointwise(ctx.size, scalar, ctx.dtype, ctx.device, origins=ctx.origins)
     dim = dim + n if dim < 0 else dim
     xl, il = x.make_loader(), index.make_loader()
     size_d = x.get_size()[dim]
@@ -284,6 +291,29 @@ def select_scatter(ctx, x, src, dim, index):
     def fn(idx):
         hit = ops.eq(_index_value(idx[dim]), _index_value(index))
         sub = list(idx[:dim]) + list(idx[dim + 1:])
+
+        def body():
+            v = sl(sub)
+            return ops.to_dtype(v, dtype) if src.get_dtype() != dtype else v
+        return ops.where(hit, ops.masked(hit, body, 0), xl(idx))
+
+    return ir.Pointwise(size, fn, dtype, ctx.device, origins=ctx.origins)
+
+
+@register_lowering(aten.diagonal_scatter.default)
+def diagonal_scatter(ctx, x, src, offset=0, dim1=0, dim2=1):
+    """x with its (offset, dim1, dim2) diagonal replaced by src, whose last dim runs along it."""
+    size = x.get_size()
+    n = len(size)
+    d1, d2 = (dim1 + n if dim1 < 0 else dim1), (dim2 + n if dim2 < 0 else dim2)
+    xl, sl = x.make_loader(), src.make_loader()
+    dtype = ctx.dtype
+    off = int(offset)
+
+    def fn(idx):
+        i1, i2 = idx[d1], idx[d2]
+        hit = ops.eq(ops.sub(_index_value(i2), _index_value(i1)), ops.constant(off, torch.int64))
+        sub = [i for d, i in enumerate(idx) if d not in (d1, d2)] + [i1 if off >= 0 else i2]
 
         def body():
             v = sl(sub)
