@@ -1,6 +1,7 @@
 """Attribute reads and writes on symbolic values (LOAD_ATTR / STORE_ATTR / getattr)."""
 from __future__ import annotations
 
+import enum
 import inspect
 import types
 
@@ -109,6 +110,9 @@ def super_attr(tx, sv, name):
     for klass in mro[mro.index(sv.cls) + 1:]:
         if name in klass.__dict__:
             member = klass.__dict__[name]
+            if klass is torch.nn.Module and name == "__call__" and isinstance(obj, V.NNModuleVariable):
+                # a subclass's __call__ override calling up: hooks checked, forward inlined
+                return V.PartialVariable(V.BuiltinVariable(torch.nn.Module.__call__), [obj], {})
             if isinstance(member, types.FunctionType):
                 return V.UserMethodVariable(member, obj)
             if isinstance(member, staticmethod) and isinstance(member.__func__, types.FunctionType):
@@ -151,6 +155,8 @@ def _type_attr(tx, cv, name):
     if is_torch_object(cls):
         from compiler.frontend.builder import _wrap_foreign
         return _wrap_foreign(tx, value)
+    if isinstance(value, enum.Enum) and type(value) is cls:
+        return V.ConstantVariable(value)        # a member of an Enum class: fixed
     raise Unsupported(f"attribute {name} of class {cls.__name__}")
 
 

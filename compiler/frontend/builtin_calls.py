@@ -2,6 +2,7 @@
 (tensor methods, list/dict/tuple/str methods)."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import math
@@ -125,6 +126,9 @@ def call_builtin(tx, fn, args, kwargs):
     if fn in (dict.get, dict.__getitem__, dict.__contains__) and args and not kwargs:
         from compiler.frontend.attributes import dict_subclass_read
         return dict_subclass_read(tx, fn, args[0], args[1:])
+    if fn is torch.nn.Module.__call__ and args and isinstance(args[0], V.NNModuleVariable):
+        from compiler.frontend.inline import call_module_forward
+        return call_module_forward(tx, args[0], args[1:], kwargs)
     if fn is hasattr:
         return V.ConstantVariable(_hasattr(tx, args[0], args[1].as_constant()))
     if fn is setattr:
@@ -275,6 +279,8 @@ def call_type(tx, cls, args, kwargs):
         return V.NamedTupleVariable(fields, cls)
     if cls is weakref.ref and len(args) == 1 and not kwargs and _weakref_target_ok(args[0]):
         return V.WeakRefVariable(args[0])
+    if cls is contextlib.nullcontext and not kwargs and (not args or _is_none(args[0])):
+        return V.GradModeVariable(None, contextlib.nullcontext)     # a no-op context
     if cls is functools.partial and args:
         return V.PartialVariable(args[0], args[1:], kwargs)
     from compiler.frontend import model_outputs
@@ -290,6 +296,10 @@ def call_type(tx, cls, args, kwargs):
             raise Unsupported(f"creating {cls.__qualname__} with arguments but no Python __init__")
         return obj
     raise Unsupported(f"creating an instance of {cls.__qualname__} (opaque object)")
+
+
+def _is_none(v):
+    return isinstance(v, V.ConstantVariable) and v.value is None
 
 
 def _weakref_target_ok(v):

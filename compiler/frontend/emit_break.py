@@ -327,8 +327,12 @@ def _wrap_callee(tx, inst, operands):
         if isinstance(target, V.UserMethodVariable):
             return [V.ConstantVariable(make(target.fn)), target.obj] + rest
         if isinstance(target, V.NNModuleVariable):
-            fwd = type(target.value).forward
-            return [V.ConstantVariable(make(fwd)), target] + rest
+            cls = type(target.value)
+            # a Python __call__ override runs first (it calls Module.__call__ itself)
+            call = cls.__call__ if cls.__call__ is not torch.nn.Module.__call__ else cls.forward
+            if not isinstance(call, types.FunctionType):
+                return operands
+            return [V.ConstantVariable(make(call)), target] + rest
         return [first, _compiled_callable(tx, target)] + rest
     return operands
 
@@ -339,6 +343,14 @@ def _compiled_callable(tx, target):
         return V.ConstantVariable(make(target.fn))
     if isinstance(target, V.UserMethodVariable):
         return _MethodOf(make(target.fn), target.obj)
+    if isinstance(target, V.PartialVariable) and isinstance(target.fn, V.BuiltinVariable) \
+            and target.fn.fn is torch.nn.Module.__call__ and len(target.args) == 1 \
+            and not target.kwargs and isinstance(target.args[0], V.NNModuleVariable):
+        # super().__call__ from a __call__ override: the module's forward, compiled (its
+        # hooks were checked, and are guarded, when the call was traced)
+        forward = type(target.args[0].value).forward
+        if isinstance(forward, types.FunctionType):
+            return _MethodOf(make(forward), target.args[0])
     if isinstance(target, V.NestedFunctionVariable) and not target.closure \
             and target.kwdefaults is None and (target.defaults is None or target.defaults.is_constant()):
         defaults = target.defaults.as_constant() if target.defaults is not None else None

@@ -25,8 +25,19 @@ def call_module(tx, mv, args, kwargs):
             or torch.nn.modules.module._global_forward_hooks
             or torch.nn.modules.module._global_forward_pre_hooks):
         raise Unsupported(f"nn.Module {type(m).__name__} with hooks")
-    if type(m).__call__ is not torch.nn.Module.__call__:
-        raise Unsupported(f"nn.Module {type(m).__name__} overrides __call__")
+    call = type(m).__call__
+    if call is not torch.nn.Module.__call__:
+        if not isinstance(call, types.FunctionType):
+            raise Unsupported(f"nn.Module {type(m).__name__} overrides __call__")
+        # a Python __call__ (e.g. transformers' GradientCheckpointingLayer) is inlined; its
+        # super().__call__ comes back to call_module_forward
+        return inline_call(tx, V.UserFunctionVariable(call), [mv] + list(args), kwargs)
+    return call_module_forward(tx, mv, args, kwargs)
+
+
+def call_module_forward(tx, mv, args, kwargs):
+    """nn.Module.__call__(m, *args, **kwargs) without hooks: forward inlined."""
+    m = mv.value
     # hooks registered later must not be skipped by the compiled code
     src = mv.source.name()
     tx.output.add_guard(f"not ({src}._forward_hooks or {src}._forward_pre_hooks)", "SYMBOLIC",

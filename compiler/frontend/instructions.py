@@ -401,7 +401,11 @@ class Tracer(DataOps):
         ctx = self.pop()
         if not isinstance(ctx, V.GradModeVariable):
             raise Unsupported(f"'with' on {ctx!r} (only torch.no_grad / enable_grad / "
-                              "set_grad_enabled are traced)")
+                              "set_grad_enabled / contextlib.nullcontext are traced)")
+        if ctx.target is None:           # contextlib.nullcontext(): enters and exits as is
+            self.push(V.ContextExitVariable(ctx))
+            self.push(V.ConstantVariable(None))
+            return
         if ctx.prior is None:
             ctx.prior = self.output.grad_enabled
         if ctx.target != self.output.grad_enabled:

@@ -105,7 +105,12 @@ def _reenter_grad_mode(inner, outer, line):
     """A break inside `with torch.no_grad()` (or enable_grad): restore the mode outside the
     block, then enter a fresh context, so that the block's end (or an exception) restores it
     exactly as the original `with` would have."""
+    import contextlib
+
     import torch
+    if inner is None:        # contextlib.nullcontext(): nothing to restore, a fresh one
+        return ([Instr("PUSH_NULL", lineno=line), Instr("LOAD_CONST", contextlib.nullcontext, lineno=line)]
+                + _call(0, line) + [Instr("BEFORE_WITH", lineno=line), Instr("POP_TOP", lineno=line)])
     ctor = torch.enable_grad if inner else torch.no_grad
     return ([Instr("PUSH_NULL", lineno=line), Instr("LOAD_CONST", torch._C._set_grad_enabled, lineno=line),
              Instr("LOAD_CONST", bool(outer), lineno=line)] + _call(1, line)
