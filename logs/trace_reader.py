@@ -56,6 +56,9 @@ CONTEXT_KEYS = frozenset(
 )
 
 
+_CONTEXT_KEYS_BYTES = frozenset(k.encode() for k in CONTEXT_KEYS)
+
+
 def _split_prefix(head: str):
     """(level, "MMDD HH:MM:SS.us", pid, pathname, line, envelope text) of a glog-prefixed record,
     or None. String methods rather than a regex: this runs once per record."""
@@ -80,6 +83,27 @@ def _split_prefix(head: str):
 _RECORD_START = re.compile(rb"\n[^\t]")
 # A string-table record (literal first, for a fast search; matches inside payloads are dropped).
 _STR_RECORD = re.compile(rb'\] \{"str": \[("(?:[^"\\\n]|\\.)*"), (\d+)\]\}')
+
+# The common record header, as our writer and PyTorch's write it, e.g.
+#   V1122 12:00:00.233000 4242 x.py:1] {"artifact": {"name": "fusion_decision", "encoding":
+#   "json"}, "frame_id": 0, "frame_compile_id": 1, "attempt": 0, "has_payload": "db9a...7c2"}
+# Every header it matches is one `_split_prefix` accepts and one valid JSON object (a subset:
+# ASCII strings without escapes, integers, no duplicate "name"), so `scan` takes the record
+# kind, compile id and md5 from its groups and leaves the rest (time, pid, envelope...) to be
+# parsed if and when it is looked at. Anything else takes the exact path (`_parse`).
+_SCALAR = rb'(?:"[ !#-\[\]-~]*+"|-?+(?:0|[1-9][0-9]*+)|true|false|null)'
+_PAIR = rb'"(?!name")[A-Za-z_][A-Za-z0-9_]*+": ' + _SCALAR
+_INT = rb'(0|[1-9][0-9]{0,17})'
+_FAST_HEADER = re.compile(  # possessive quantifiers (*+, ++): no backtracking where none helps
+    rb'(?:\[rank[0-9]+\]:)?[A-Za-z][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]++ ++[0-9]++ '
+    rb'[^\s\]][^\]\n]*:[0-9]++\] '
+    rb'\{"([A-Za-z_][A-Za-z0-9_]*+)": '                                  # 1: record kind
+    rb'\{(?:"name": "([A-Za-z_][A-Za-z0-9_.-]*+)"(?:, ' + _PAIR + rb')*+'  # 2: artifact name
+    rb'|(?:' + _PAIR + rb'(?:, ' + _PAIR + rb')*+)?)\}'
+    rb'(?:, "rank": (?:0|[1-9][0-9]*+))?'
+    rb'(?:, "frame_id": ' + _INT + rb', "frame_compile_id": ' + _INT +  # 3, 4
+    rb', "attempt": ' + _INT + rb')?'                                    # 5
+    rb'(?:, "has_payload": "([0-9a-f]{32})")?\}')                        # 6: md5
 
 
 class TraceError(Exception):
@@ -106,6 +130,10 @@ def _loads_envelope(text: str) -> Any:
         raise ValueError("envelope nested too deeply") from None
 
 
+# Fields `TraceEvent._fast` leaves for `_parse` (on first access).
+_DEFERRED = frozenset({"level", "time", "pid", "pathname", "source_line", "metadata", "envelope"})
+
+
 class TraceEvent:
     """One record. The envelope is parsed on first attribute access; the payload on `.payload`."""
 
@@ -122,11 +150,20 @@ class TraceEvent:
         self._payload_ok: bool | None = None  # None: md5 not checked yet
 
     def __getattr__(self, name: str) -> Any:
-        # Only reached for envelope fields not set yet: parse, then answer.
-        if name.startswith("_") or self._parsed:
+        # Only reached for envelope fields not set yet: parse, then answer. After `scan`'s fast
+        # path (`_fast`) only the kind, compile id and error are set; the rest comes from here.
+        if name.startswith("_") or (self._parsed and name not in _DEFERRED):
             raise AttributeError(name)
         self._parse()
         return object.__getattribute__(self, name)
+
+    def _fast(self, m: re.Match, trace: "Trace") -> None:
+        """Set the kind and compile id from a `_FAST_HEADER` match (see there)."""
+        self._parsed = True
+        self.error = None
+        kind, name, fid, fcid, attempt, _ = m.groups()
+        self.key = trace._key_text(name if name is not None and kind == b"artifact" else kind)
+        self.compile_id = None if fid is None else trace._compile_id_of(fid, fcid, attempt)
 
     def _parse(self) -> None:
         self._parsed = True
@@ -292,6 +329,7 @@ class Trace:
         self._damaged: list[tuple[int, str]] = []
         self._strings: dict[int, str] | None = None
         self._compile_ids: dict[tuple, CompileId] = {}  # one object per id (thousands of events share it)
+        self._keys: dict[bytes, str] = {}  # record kinds seen by the fast path, decoded once
         for f in files:
             try:
                 self._data.append(f.read_bytes())
@@ -361,6 +399,20 @@ class Trace:
             cid = self._compile_ids[key] = CompileId(*key)
         return cid
 
+    def _compile_id_of(self, fid: bytes, fcid: bytes, attempt: bytes) -> CompileId:
+        key = (fid, fcid, attempt)
+        cid = self._compile_ids.get(key)
+        if cid is None:
+            cid = self._compile_ids[key] = self._compile_id(
+                {"frame_id": int(fid), "frame_compile_id": int(fcid), "attempt": int(attempt)})
+        return cid
+
+    def _key_text(self, raw: bytes) -> str:
+        text = self._keys.get(raw)
+        if text is None:
+            text = self._keys[raw] = raw.decode("ascii")
+        return text
+
     def __len__(self) -> int:
         return len(self._index()["start"])
 
@@ -423,6 +475,7 @@ class Trace:
         rows = zip(c["start"].tolist(), c["head"].tolist(), c["end"].tolist(),
                    c["line"].tolist(), c["file"].tolist())
         cache, kept, bad, data, md5 = self._cache, [], [], self._data, hashlib.md5
+        fast, context_keys = _FAST_HEADER.fullmatch, _CONTEXT_KEYS_BYTES
         for i, (start, head, end, line, fi) in enumerate(rows):
             if progress is not None and i % 5000 == 0:
                 progress(i, n)
@@ -430,6 +483,23 @@ class Trace:
             if ev is None:
                 ev = TraceEvent(self, i, line, fi, start, head, end)
             if not ev._parsed:
+                m = fast(data[fi], start, head)
+                if m is not None and m.group(1) not in context_keys:
+                    ev._fast(m, self)
+                    expected = m.group(6)
+                    if expected is not None:  # as below, without parsing the envelope
+                        raw = data[fi][head:end]
+                        if raw.endswith(b"\n"):
+                            raw = raw[:-1]
+                        raw = raw.replace(b"\n\t", b"\n")[1:] if raw else b""
+                        ev._payload_ok = (md5(raw, usedforsecurity=False).hexdigest()
+                                          == expected.decode())
+                        if not ev._payload_ok:
+                            self._damaged.append((line, f"{self.where(ev)}: payload of {ev.key!r} "
+                                                  "does not match its md5 (truncated or edited)"))
+                    ev.index = len(kept)
+                    kept.append(ev)
+                    continue
                 ev._parse()
             if ev.error:
                 self._skipped.append((line, f"{self.where(ev)}: {ev.error}"))

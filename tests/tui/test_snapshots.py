@@ -53,6 +53,11 @@ def test_command_palette(snap_compare, synthetic_trace):
                 if len(seen) >= 3 and seen[-1] and seen[-1] == seen[-2] == seen[-3]:
                     break
             await pilot.pause(0.2)
+        # The search box's cursor blinks: stop it (shown) so the picture does not depend on
+        # when it is taken.
+        from textual.widgets import Input
+        pilot.app.screen.query_one(Input).cursor_blink = False
+        await pilot.pause()
 
     assert snap_compare(app_for(synthetic_trace), terminal_size=SIZE, run_before=open_palette)
 
