@@ -31,6 +31,7 @@ from compiler.backend.codegen import cpp_ops
 from compiler.backend.codegen.common import (CodegenUnsupported, GeneratedKernel, KernelCodegen,
                                              provenance_comment)
 from compiler.backend.codegen.cpp_ops import CPP_STORAGE, CppOpsHandler, CppVar, cpp_index, ctype
+from compiler.backend.codegen.cpp_prefetch import next_row_prefetch
 from compiler.backend.codegen.cpp_reduction import acc_dtype, reduction_block
 from compiler.backend.codegen.cpp_rowcache import RowCache
 
@@ -125,6 +126,8 @@ class CppKernel:
         if name in self.locals:
             return self.locals[name]
         layout = self.group.layouts[name]
+        if self.row is not None and self.in_rloop and self.lambda_depth == 0:
+            self.row.note_load(name, index)
         ptr = f"{name}[{cpp_index(index.xreplace(self.subst) if self.subst else index)}]"
         if layout.dtype == torch.float16:
             return self.emit(f"tt_half_to_float({ptr})", torch.float32)
@@ -209,6 +212,7 @@ class CppCodegen(KernelCodegen):
                     body = k.row.apply(body, per_row=bool(xs))
                     if k.row.cached:
                         log.debug("cpp_row_cache", kernel=group.name, values=sorted(k.row.cached))
+                    body = next_row_prefetch(group, xs, rs, k.row.first_loop_loads, self.parallel_threshold) + body
                 loop_lines = self._loops(group, xs, body)
         params, call_args = self._params(group)
         header = provenance_comment(group.provenance, prefix="// ")

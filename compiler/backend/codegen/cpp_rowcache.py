@@ -48,6 +48,7 @@ class RowCache:
         self.cached: dict[str, tuple[str, str]] = {}    # defining tmp -> (buffer, C++ type)
         self.consumers: dict[str, set[int]] = {}        # defining tmp -> loops that reload it
         self.stores: list[tuple[str, str, int | None]] = []  # (buffer, C++ index, loop) of each store
+        self.first_loop_loads: list = []                      # (buffer, index) read by the first loop
 
     # called by the reduction-loop generator ------------------------------------------------
     def open_block(self):
@@ -69,6 +70,10 @@ class RowCache:
             self.cached[var.name] = (f"tt_row{len(self.cached)}", ctype(var.dtype))
         self.consumers.setdefault(var.name, set()).add(self.block)
         return self.cached[var.name]
+
+    def note_load(self, name: str, index):
+        if self.block == 0:
+            self.first_loop_loads.append((name, index))
 
     def note_store(self, name: str, index: str):
         self.stores.append((name, index, self.block))

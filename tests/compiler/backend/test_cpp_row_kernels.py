@@ -169,9 +169,22 @@ def norms_and_row_sums(x, w, b):
             x.sum(-1), x.mean(-1), torch.logsumexp(x, -1), x.var(-1))
 
 
-@pytest.mark.parametrize("shape", [(7, 33), (3, 5000)])
+@pytest.mark.parametrize("shape", [(7, 33), (3, 5000), (40, 1024)])
 def test_norms_and_row_sums(shape):
-    check(norms_and_row_sums, [torch.randn(shape), torch.randn(shape[-1]), torch.randn(shape[-1])])
+    rt = check(norms_and_row_sums, [torch.randn(shape), torch.randn(shape[-1]), torch.randn(shape[-1])])
+    # rows of large inputs ask for the next row's cache lines ahead
+    assert ("__builtin_prefetch" in code_of(rt)) == (shape[0] * shape[1] >= 32768)
+
+
+def test_next_row_prefetch_strided_and_dynamic():
+    # rows that are not contiguous are not prefetched; dynamic sizes are (guarded by the row count)
+    rt = check(softmax, [torch.randn(1024, 40).t()])
+    assert "__builtin_prefetch" not in code_of(rt)
+    rt = compile_fn(softmax, [torch.randn(40, 1000)], dynamic=True)
+    assert "__builtin_prefetch" in code_of(rt)
+    for n, m in [(40, 1000), (2, 3), (3, 70000)]:
+        x = torch.randn(n, m)
+        assert_same(rt(x), softmax(x))
 
 
 def test_long_row_sum_accuracy():
