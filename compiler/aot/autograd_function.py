@@ -42,6 +42,12 @@ class TrainingRuntime:
         self.backward_log = backward_log
         self._compiled_backward = None
         self._lock = threading.Lock()
+        # precomputed for the per-call paths (CompiledFunction.forward/backward)
+        self.call_forward = boxed_caller(forward)
+        self.saved_start = num_user_outputs + len(mutated_inputs)
+        self.non_diff_positions = [i for i, d in enumerate(diff_outputs) if not d]
+        self.tangent_positions = [i for i, d in enumerate(diff_outputs) if d]
+        self.all_primals_get_grads = grad_input_indices == list(range(num_primals))
 
     def _context(self):
         cid = self.compile_id
@@ -117,34 +123,39 @@ class CompiledFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, rt: TrainingRuntime, *primals):
-        outs = list(rt.forward(*primals))
-        nu, nm = rt.num_user_outputs, len(rt.mutated_inputs)
-        user, new_values, saved = outs[:nu], outs[nu:nu + nm], outs[nu + nm:]
-        for i, value in zip(rt.mutated_inputs, new_values):
-            primals[i].copy_(value)        # write back what eager's in-place op would have left
+        outs = rt.call_forward(list(primals))
+        nu, start = rt.num_user_outputs, rt.saved_start
+        if start != nu:
+            for i, value in zip(rt.mutated_inputs, outs[nu:start]):
+                primals[i].copy_(value)    # write back what eager's in-place op would have left
         ctx.rt = rt
-        ctx.save_for_backward(*saved)
-        non_diff = [o for o, d in zip(user, rt.diff_outputs) if not d]
-        if non_diff:
-            ctx.mark_non_differentiable(*non_diff)
-        return tuple(user)
+        ctx.save_for_backward(*outs[start:])
+        if rt.non_diff_positions:
+            ctx.mark_non_differentiable(*[outs[i] for i in rt.non_diff_positions])
+        return tuple(outs[:nu])
 
     @staticmethod
     def backward(ctx, *grad_outputs):
         rt: TrainingRuntime = ctx.rt
-        # tangents were traced contiguous; gradients from e.g. sum() arrive expanded
         inputs = list(ctx.saved_tensors)
-        inputs += [g.contiguous() for g, d in zip(grad_outputs, rt.diff_outputs) if d]
+        # tangents were traced contiguous; gradients from e.g. sum() arrive expanded
+        inputs += [grad_outputs[i].contiguous() for i in rt.tangent_positions]
         # the list now holds the only references autograd lets us drop: release ctx's (unless
         # retain_graph), so each saved value is freed after its last use in the backward
         # graph, as eager frees a node's saved tensors once that node has run
         ctx.maybe_clear_saved_tensors()
-        create_graph = torch.is_grad_enabled()
-        with torch.no_grad():
+        create_graph = torch.is_grad_enabled()   # autograd runs backward under no_grad otherwise
+        if create_graph:
+            with torch.no_grad():
+                grads = rt.backward(inputs)
+        else:
             grads = rt.backward(inputs)
-        result: list = [None] * rt.num_primals
-        for i, g in zip(rt.grad_input_indices, grads):
-            result[i] = g
+        if rt.all_primals_get_grads:
+            result = list(grads)
+        else:
+            result = [None] * rt.num_primals
+            for i, g in zip(rt.grad_input_indices, grads):
+                result[i] = g
         if create_graph:
             result = _guard_double_backward(result, rt.name)
         return (None, *result)

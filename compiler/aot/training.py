@@ -70,9 +70,17 @@ class _ParamAccess:
         for name in names:
             mod_path, _, attr = name.rpartition(".")
             self.slots.append((gm.get_submodule(mod_path) if mod_path else gm, attr))
+        # a module's _parameters/_buffers dicts, read directly: getattr goes through
+        # nn.Module.__getattr__ (Python) for each one, a large part of a small step's overhead.
+        # Assigning a new Parameter/buffer updates these same dicts.
+        self.dicts = [(mod._parameters if attr in mod._parameters else mod._buffers, attr)
+                      for mod, attr in self.slots]
 
     def __call__(self) -> list:
-        return [getattr(mod, attr) for mod, attr in self.slots]
+        try:
+            return [d[attr] for d, attr in self.dicts]
+        except KeyError:                 # deleted, or turned into a plain attribute
+            return [getattr(mod, attr) for mod, attr in self.slots]
 
 
 def aot_module_training(gm: fx.GraphModule, example_inputs, inner_compile: Callable, *,
@@ -142,7 +150,7 @@ class SpecializingRunner:
         self.failed: set = set()
 
     def _key(self, args) -> tuple:
-        return tuple(_meta(args[i]) for i in self.checked)
+        return tuple([_meta(args[i]) for i in self.checked])
 
     def __call__(self, *args):
         key = self._key(args) if len(args) == self.n_args else None
@@ -255,10 +263,21 @@ def _make_runner(gm, joint: JointGraph, runtime: TrainingRuntime, access: _Param
                  tensor_pos: list[int]) -> Callable:
     """The runner of one specialisation (SpecializingRunner checked the inputs)."""
     leaf_kinds, aliased, spec = joint.leaf_kinds, joint.aliased, joint.out_spec
+    apply = CompiledFunction.apply
+    # the common case: every output leaf is a graph output, in order, returned as a flat
+    # tuple/list (or a single tensor): no per-call pytree work
+    direct = all(kind == "graph" and value == k for k, (kind, value) in enumerate(leaf_kinds))
+    flat_type = spec.type if direct and spec.type in (tuple, list) and \
+        spec.num_children == spec.num_leaves == len(leaf_kinds) else None
+    single = direct and spec.num_children == 0 and spec.num_leaves == len(leaf_kinds) == 1
 
     def run(*args):
         primals = access() + [args[i] for i in tensor_pos]
-        outs = CompiledFunction.apply(runtime, *primals)
+        outs = apply(runtime, *primals)
+        if flat_type is not None:
+            return outs if flat_type is tuple else list(outs)
+        if single:
+            return outs[0]
         leaves = []
         for kind, value in leaf_kinds:
             if kind == "graph":
