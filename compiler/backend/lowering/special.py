@@ -188,6 +188,89 @@ def scaled_modified_bessel_k1(m, x):
     return _k_domain(m, x, ops.where(ops.le(x, m.c(2.0)), small, large))
 
 
+# ---------------------------------------------------------------------------- Bessel J0, J1, Y0, Y1
+
+_PI_4, _3PI_4 = 0.785398163397448309615660845819875721, 2.356194490192344928846982537459627163
+_SQRT_2_PI = 0.797884560802865355879892119868763737
+_TWO_PI = 0.636619772367581343075535053490057448
+
+
+def _bessel_asymptotic(m, x, w, tables, phase, j_kind):
+    """x > 5: (P(w) cos(x - phase) - 5/x Q(w) sin(x - phase)) * sqrt(2/pi) / sqrt(x) for J (sin and
+    cos swapped, + for Y), with w = 25 / x^2 (or (5/x)^2, as ATen writes each)."""
+    pp, pq, qp, qq = (m.polevl(w, t) for t in tables)
+    arg = ops.sub(x, m.c(phase))
+    p_term = ops.truediv(pp, pq)
+    q_term = ops.mul(ops.truediv(m.c(5.0), x), ops.truediv(qp, qq))
+    if j_kind:
+        body = ops.sub(ops.mul(p_term, ops.cos(arg)), ops.mul(q_term, ops.sin(arg)))
+    else:
+        body = ops.add(ops.mul(p_term, ops.sin(arg)), ops.mul(q_term, ops.cos(arg)))
+    return ops.truediv(ops.mul(body, m.c(_SQRT_2_PI)), ops.sqrt(x))
+
+
+def _w25(m, x):
+    return ops.truediv(m.c(25.0), ops.mul(x, x))
+
+
+def _w5(m, x):
+    f = ops.truediv(m.c(5.0), x)
+    return ops.mul(f, f)
+
+
+def _j0_abs(m, x):
+    """J0 of x >= 0."""
+    xx = ops.mul(x, x)
+    # ATen: (xx - a) * (xx - b) * rp / rq (left to right)
+    small = ops.truediv(ops.mul(ops.mul(ops.sub(xx, m.c(5.78318596294678452118e+00)),
+                                        ops.sub(xx, m.c(3.04712623436620863991e+01))), m.polevl(xx, C.J0_RP)),
+                        m.polevl(xx, C.J0_RQ))
+    tiny = ops.sub(m.c(1.0), ops.truediv(xx, m.c(4.0)))
+    large = _bessel_asymptotic(m, x, _w25(m, x), (C.J0_PP, C.J0_PQ, C.J0_QP, C.J0_QQ), _PI_4, True)
+    return ops.where(ops.le(x, m.c(5.0)), ops.where(ops.lt(x, m.c(0.00001)), tiny, small), large)
+
+
+@_unary_special(aten.special_bessel_j0.default)
+def bessel_j0(m, x):
+    return _j0_abs(m, ops.abs(x))
+
+
+def _j1_pos(m, x):
+    """J1 of x >= 0."""
+    xx = ops.mul(x, x)
+    small = ops.mul(ops.mul(ops.mul(ops.truediv(m.polevl(xx, C.J1_RP), m.polevl(xx, C.J1_RQ)), x),
+                            ops.sub(xx, m.c(1.46819706421238932572e+01))), ops.sub(xx, m.c(4.92184563216946036703e+01)))
+    large = _bessel_asymptotic(m, x, _w5(m, x), (C.J1_PP, C.J1_PQ, C.J1_QP, C.J1_QQ), _3PI_4, True)
+    return ops.where(ops.le(x, m.c(5.0)), small, large)
+
+
+@_unary_special(aten.special_bessel_j1.default)
+def bessel_j1(m, x):
+    return m.where_neg(x, _j1_pos(m, ops.abs(x)))
+
+
+def _y_domain(m, x, value):
+    return ops.where(ops.eq(x, m.c(0.0)), m.c(-math.inf), ops.where(ops.lt(x, m.c(0.0)), m.c(math.nan), value))
+
+
+@_unary_special(aten.special_bessel_y0.default)
+def bessel_y0(m, x):
+    xx = ops.mul(x, x)
+    small = ops.add(ops.truediv(m.polevl(xx, C.Y0_YP), m.polevl(xx, C.Y0_YQ)),
+                    ops.mul(ops.mul(m.c(_TWO_PI), ops.log(x)), _j0_abs(m, x)))
+    large = _bessel_asymptotic(m, x, _w25(m, x), (C.Y0_PP, C.Y0_PQ, C.Y0_QP, C.Y0_QQ), _PI_4, False)
+    return ops.where(ops.le(x, m.c(5.0)), _y_domain(m, x, small), large)
+
+
+@_unary_special(aten.special_bessel_y1.default)
+def bessel_y1(m, x):
+    xx = ops.mul(x, x)
+    small = ops.add(ops.mul(x, ops.truediv(m.polevl(xx, C.Y1_YP), m.polevl(xx, C.Y1_YQ))),
+                    ops.mul(m.c(_TWO_PI), ops.sub(ops.mul(_j1_pos(m, x), ops.log(x)), ops.truediv(m.c(1.0), x))))
+    large = _bessel_asymptotic(m, x, _w5(m, x), (C.Y1_PP, C.Y1_PQ, C.Y1_QP, C.Y1_QQ), _3PI_4, False)
+    return ops.where(ops.le(x, m.c(5.0)), _y_domain(m, x, small), large)
+
+
 # ---------------------------------------------------------------------------- ndtri
 
 _EXP_M2 = 0.13533528323661269189      # exp(-2)
