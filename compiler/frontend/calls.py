@@ -418,6 +418,13 @@ def call_function(tx, fn, args, kwargs):
         return torch_calls.call_torch(tx, fn.fn, args, kwargs)
     if isinstance(fn, V.MethodVariable):
         return methods.call_method(tx, fn.obj, fn.name, args, kwargs)
+    if isinstance(fn, V.UserFunctionVariable) and hasattr(fn.fn, "_tracetorch_cache") \
+            and isinstance(getattr(fn.fn, "__wrapped__", None), types.FunctionType):
+        # a compiler.compile'd function called from traced code: its original is inlined (the
+        # wrapper's cache lookup is runtime machinery), as Dynamo inlines a torch.compile'd one
+        from compiler.frontend.source import AttrSource
+        src = AttrSource(fn.source, "__wrapped__") if fn.source is not None else None
+        return inline.inline_call(tx, V.UserFunctionVariable(fn.fn.__wrapped__, src), args, kwargs)
     if isinstance(fn, V.UserFunctionVariable) and fn.fn is inspect.signature and len(args) == 1 \
             and not kwargs:
         return V.ConstantVariable(inspect.signature(_real_callable(args[0])))
