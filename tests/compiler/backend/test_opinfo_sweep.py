@@ -27,6 +27,8 @@ CI_OPS = [
     "nn.functional.layer_norm",
     # views, layout and indexing
     "permute", "transpose", "expand", "reshape", "cat", "index_select", "mm",
+    # scans and sorts (log-step / bitonic Pointwise passes)
+    "cumsum", "sort",
 ]
 
 
