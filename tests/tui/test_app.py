@@ -248,3 +248,24 @@ async def test_mouse_selects_tree_node_and_tab(synthetic_trace):
         await pilot.click("#detail-tabs Tab#--content-tab-recompiles")
         await pilot.pause()
         assert app.screen.query_one(CompileDetail).active == "recompiles"
+
+
+async def test_replay_cursor_is_redrawn_when_the_timeline_is_scrolled(synthetic_trace):
+    """A step inside the view repaints the old and new cursor lines, also once scrolled (the
+    lines were refreshed at screen rows as if virtual ones: the highlight stayed behind)."""
+    app = make_app(synthetic_trace)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("r", "G")  # the last event: the timeline scrolls
+        await pilot.pause()
+        timeline = app.screen.query_one(EventList)
+        top = round(timeline.scroll_offset.y)
+        assert top > 0
+        drawn = []
+        draw = timeline.render_line
+        timeline.render_line = lambda y: drawn.append(top + y) or draw(y)
+        await pilot.press("k")  # one up: no scroll
+        await pilot.pause()
+        assert round(timeline.scroll_offset.y) == top
+        assert {timeline.cursor, timeline.cursor + 1} <= set(drawn)
+        assert list(timeline.render_line(timeline.cursor - top))[0].style.reverse

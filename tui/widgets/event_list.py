@@ -135,7 +135,7 @@ class EventList(ScrollView, can_focus=True):
         if round(self.scroll_offset.y) == top:  # no scroll: repaint just the two lines
             for i in (old, new):
                 if top <= i < top + self.size.height:
-                    self.refresh_line(i - top)
+                    self.refresh_line(i)  # ScrollView's refresh_line takes the virtual line
         self.post_message(self.Moved(new, abs(new - old) == 1))
 
     def _scroll_cursor_into_view(self) -> None:
