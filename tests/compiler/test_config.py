@@ -14,12 +14,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 @pytest.fixture
 def clean_config():
-    """No YAML, no TRACE_* env, no assignments; restored afterwards."""
+    """No YAML, no TRACE_* env, no assignments and no outer patches; restored afterwards.
+
+    Outer patches matter: the session-scoped backend cache fixture (tests/conftest.py) patches
+    backend.cache_dir for as long as the worker lives, so these tests would see it whenever an
+    earlier test on the same xdist worker used that fixture.
+    """
+    outer_patches = list(config._patch_stack)
+    config._patch_stack.clear()
     config.reload({})
     config.reset_assignments()
-    yield config
-    config.reset_assignments()
-    config.reload()
+    try:
+        yield config
+    finally:
+        config._patch_stack[:] = outer_patches
+        config.reset_assignments()
+        config.reload()
 
 
 def run_module(*args, env=None):
