@@ -59,6 +59,7 @@ class FrameCache:
         self.options = options
         self.entries: list[CacheEntry] = []
         self.fast: list[tuple] = []      # (check, run) newest first: what the hot path reads
+                                         # (stale entries last, see refresh)
         # Automatic-dynamic marks belong to the code object (Dynamo's frame state), so every
         # function object of one code (e.g. each capture's resume function) shares them.
         self.dynamic = options.dynamic_dims_for(self.code)
@@ -79,7 +80,18 @@ class FrameCache:
 
     def add(self, entry: CacheEntry) -> None:
         self.entries.insert(0, entry)
-        self.fast.insert(0, (entry.guard_set.check, entry.run))
+        entry.guard_set.on_check_changed = self.refresh
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Rebuild the hot path's list after an entry's check changed (a watched module was
+        mutated, or the entry re-validated). Entries with a current fast check come first,
+        newest first; stale ones (whose check walks every guard source) after them: any entry
+        whose guards pass is a correct choice, and this keeps a stale entry that no longer
+        matches (e.g. the eval-mode entry while training) from costing a full walk per call."""
+        fresh = [(e.guard_set.check, e.run) for e in self.entries if not e.guard_set.stale]
+        stale = [(e.guard_set.check, e.run) for e in self.entries if e.guard_set.stale]
+        self.fast[:] = fresh + stale     # in place: the hot path holds this very list
 
     def clear(self) -> None:
         self.entries.clear()

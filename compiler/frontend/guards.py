@@ -28,11 +28,19 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import operator
 import re
 import types
 from typing import Any
 
 import torch
+
+import logs
+
+log = logs.get_logger(__name__)
+
+# one C-level read of the metadata a static tensor's guard compares (see _Codegen.tensor_batch)
+_TENSOR_META = operator.attrgetter("dtype", "device", "shape", "requires_grad")
 
 KINDS = ("TENSOR_MATCH", "CONSTANT_MATCH", "TYPE_MATCH", "ID_MATCH", "LENGTH_CHECK",
          "NN_MODULE_TRAINING", "GRAD_MODE", "DEFAULT_DTYPE", "SYMBOLIC")
@@ -116,15 +124,20 @@ def pretty_source(source: str) -> str:
 
 
 class _Scope:
-    """How the generated guard function reaches `L[...]` names of one code object."""
+    """How the generated guard function reaches `L[...]` names of one code object; with
+    `statics`, static chain prefixes become references resolved at build time (`___r0`)."""
 
-    def __init__(self, code: types.CodeType):
+    def __init__(self, code: types.CodeType, statics=None):
         self.code = code
         self.params = _param_names(code)
         self.freevars = code.co_freevars
         self.unreachable: set[str] = set()
+        self.statics = statics
 
     def translate(self, source: str) -> str:
+        if self.statics is not None:
+            source = self.statics.substitute(source)
+
         def sub(m):
             name = m.group(2)
             if name in self.params:
@@ -166,6 +179,7 @@ def _signature_source(code: types.CodeType) -> str:
 # the fast function
 # ---------------------------------------------------------------------------------------
 _CHAIN = re.compile(r"[A-Za-z_]\w*(?:\.\w+|\[[^\[\]()]*\])*$")
+_REF_NAME = re.compile(r"___r\d+")
 
 
 def _chain_prefixes(expr: str) -> list[str]:
@@ -205,6 +219,10 @@ class _Codegen:
                     counts[p] = counts.get(p, 0) + 1
         self.shared = {p for p, c in counts.items() if c > 1}
         self.named: dict[str, str] = {}
+        self.statics = scope.statics
+        self.implied = 0                 # guards that hold while the watched modules are unmutated
+        self.batch: list[tuple[str, TensorMeta, str | None]] = []   # static tensors, checked at once
+        self.prologue: list[str] = []    # lines run once per resolution, before the check exists
 
     def value(self, source: str) -> str:
         """The Python expression reading `source`, through shared locals where possible."""
@@ -234,6 +252,12 @@ class _Codegen:
     def check(self, cond: str, comment: str | None):
         self.lines.append(f"if not ({cond}): return False" + (f"  # {comment}" if comment else ""))
 
+    def factory_tmp(self, expr: str) -> str:
+        """A value computed once from the resolved references, when the check is made."""
+        name = f"___f{len(self.prologue)}"
+        self.prologue.append(f"{name} = {expr}")
+        return name
+
     def tmp(self, expr: str) -> str:
         name = f"___v{self.n}"
         self.n += 1
@@ -242,6 +266,9 @@ class _Codegen:
 
     def guard(self, g: Guard):
         kind, where = g.kind, g.user_location
+        if self.statics is not None and self.statics.implied(g):
+            self.implied += 1
+            return
         if kind == "GRAD_MODE":
             self.check(f"___is_grad_enabled() is {bool(g.expected)}", where)
         elif kind == "DEFAULT_DTYPE":
@@ -273,6 +300,10 @@ class _Codegen:
     def tensor(self, g: Guard):
         m = tensor_meta(g.expected)
         t = self.value(g.source)
+        if (self.statics is not None and _REF_NAME.fullmatch(t) and m.type is not None
+                and None not in m.shape and (m.stride is None or None not in m.stride)):
+            self.batch.append((t, m, g.user_location))
+            return
         if not t.isidentifier():
             t = self.tmp(t)
         if m.type is not None:
@@ -295,6 +326,25 @@ class _Codegen:
                 conds += [f"{st}[{i}] == {d}" for i, d in enumerate(m.stride) if d is not None]
         conds.append(f"{t}.requires_grad is {m.requires_grad}")
         self.check(" and ".join(conds), g.user_location)
+
+    def tensor_batch(self):
+        """The static tensors' metadata, compared in C: one map over the tensors per field
+        group and a list comparison, instead of five attribute reads per tensor in bytecode."""
+        if not self.batch:
+            return
+        ts = self.factory_tmp("(" + "".join(f"{t}, " for t, _, _ in self.batch) + ")")
+        types_ = [m.type for _, m, _ in self.batch]
+        metas = [(m.dtype, m.device, torch.Size(m.shape), m.requires_grad) for _, m, _ in self.batch]
+        self.check(f"___list(___map(type, {ts})) == {self.const(types_)}", "static tensors: types")
+        self.check(f"___list(___map(___tensor_meta, {ts})) == {self.const(metas)}",
+                   "static tensors: dtype, device, shape, requires_grad")
+        strided = [i for i, (_, m, _) in enumerate(self.batch) if m.stride is not None]
+        if strided:
+            sts = ts if len(strided) == len(self.batch) else self.factory_tmp(
+                "(" + "".join(f"{self.batch[i][0]}, " for i in strided) + ")")
+            self.check(f"___list(___map(___stride, {sts})) == "
+                       f"{self.const([tuple(self.batch[i][1].stride) for i in strided])}",
+                       "static tensors: strides")
 
 
 def symbolic_python(g: Guard, translate=lambda s: s) -> str:
@@ -324,23 +374,34 @@ def symbolic_python(g: Guard, translate=lambda s: s) -> str:
 
 
 class GuardSet:
-    """The compiled guards of one cache entry."""
+    """The compiled guards of one cache entry.
 
-    def __init__(self, guards: list[Guard], fn: types.FunctionType):
+    `check` is what the hot path calls. With `static_modules` (the default), module-derived
+    sources are resolved once (static_sources.py) and the modules along them watched
+    (mutation.py): `check` holds the resolved objects and skips every guard the unmutated module
+    tree implies. When a watched module changes in a way a resolution depended on, `check`
+    becomes `_revalidate`: the full path-walking guards (today's semantics, nothing skipped);
+    if they pass, the references are resolved anew and the fast check comes back; if not, the
+    call misses and `failures` names the mutation and the failing guard. `on_check_changed`
+    (set by the cache) is told whenever `check` is replaced.
+    """
+
+    # A guard set whose modules keep being mutated (a forward that assigns a module attribute
+    # that a guard reads, on every call) stops resolving and walks the paths, as before.
+    MAX_REBUILDS = 8
+
+    def __init__(self, guards: list[Guard], fn: types.FunctionType, *, static_modules: bool = True):
         self.guards = sorted(guards, key=lambda g: _ORDER.get(g.kind, 9))
         self.fn = fn
-        self.scope = _Scope(fn.__code__)
-        gen = _Codegen(self.scope, self.guards)
-        for g in self.guards:
-            gen.guard(g)
-        body = "\n".join("        " + line for line in gen.lines) or "        pass"
-        self.source = (f"def ___check_guards({_signature_source(fn.__code__)}):\n"
-                       f"    try:\n{body}\n        return True\n"
-                       f"    except Exception:\n        return False\n")
-        ns = dict(gen.consts, ___Tensor=torch.Tensor, ___is_grad_enabled=torch.is_grad_enabled,
-                  ___get_default_dtype=torch.get_default_dtype, ___cells=fn.__closure__ or (),
-                  G=fn.__globals__, math=math, ___L=_Unreachable())
-        exec(compile(self.source, f"<guards of {fn.__code__.co_name}>", "exec"), ns)
+        self.static_modules = static_modules
+        self.mutation: str | None = None     # why the fast check is stale (a module changed)
+        self.on_check_changed = None
+        self.rebuilds = 0
+        self.implied = 0                     # guards the fast check skips (implied by the modules)
+        self._walking = None
+        self._paths: dict[int, str] = {}
+        self._watched: list = []
+        self._build()
         if self.scope.unreachable:
             # A guard on a name that is neither an argument nor a free variable can never
             # pass: say so now rather than recompiling until the cache limit.
@@ -349,14 +410,102 @@ class GuardSet:
                 "guard_source_unreachable", function=fn.__code__.co_name,
                 names=sorted(self.scope.unreachable),
                 reason="guards must name arguments (L['x']), free variables or globals (G['w'])")
-        check = ns["___check_guards"]
+
+    def _build(self) -> None:
+        statics = None
+        if self.static_modules:
+            from compiler.frontend.static_sources import StaticSources
+            statics = StaticSources(self.guards)
+        self.source, self.check, self.scope, self.implied = self._generate(statics)
+        if statics is not None and statics.deps:
+            from compiler.frontend import mutation
+            self._paths = {k: d.path for k, d in statics.deps.items()}
+            self._watched = [d.module for d in statics.deps.values()]
+            for d in statics.deps.values():
+                mutation.watch(d.module, self, d.names)
+        if statics is None or not statics.values:
+            self._walking = self.check        # nothing resolved: the fast check is the walk
+
+    def _generate(self, statics):
+        """(source, check function, scope, implied count) of the guard function."""
+        fn = self.fn
+        scope = _Scope(fn.__code__, statics)
+        gen = _Codegen(scope, self.guards)
+        for g in self.guards:
+            gen.guard(g)
+        gen.tensor_batch()
+        body = "\n".join("        " + line for line in gen.lines) or "        pass"
+        source = (f"def ___check_guards({_signature_source(fn.__code__)}):\n"
+                  f"    try:\n{body}\n        return True\n"
+                  f"    except Exception:\n        return False\n")
+        refs = statics.values if statics is not None else []
+        if refs:
+            # The resolved objects become closure variables of the check (as fast as locals).
+            names = ", ".join(f"___r{i}" for i in range(len(refs)))
+            source = (f"def ___make_check(___refs):\n    {names}, = ___refs\n"
+                      + "".join(f"    {line}\n" for line in gen.prologue)
+                      + "".join("    " + line + "\n" for line in source.splitlines())
+                      + "    return ___check_guards\n")
+        ns = dict(gen.consts, ___Tensor=torch.Tensor, ___is_grad_enabled=torch.is_grad_enabled,
+                  ___get_default_dtype=torch.get_default_dtype, ___cells=fn.__closure__ or (),
+                  G=fn.__globals__, math=math, ___L=_Unreachable(), ___list=list, ___map=map,
+                  ___tensor_meta=_TENSOR_META, ___stride=torch.Tensor.stride)
+        exec(compile(source, f"<guards of {fn.__code__.co_name}>", "exec"), ns)
+        check = ns["___make_check"](tuple(refs)) if refs else ns["___check_guards"]
         check.__defaults__ = fn.__defaults__
         check.__kwdefaults__ = fn.__kwdefaults__
-        self.check = check
+        return source, check, scope, gen.implied
+
+    def walking_check(self):
+        """The guards evaluated in full, every source walked from the call's arguments."""
+        if self._walking is None:
+            self._walking = self._generate(None)[1]
+        return self._walking
+
+    # ---- module mutation ------------------------------------------------------------------
+    def on_module_mutation(self, module, name: str, change: str) -> None:
+        if self.mutation is not None:
+            return
+        self.mutation = f"module {self._paths.get(id(module), type(module).__name__)} was mutated: {change}"
+        self.check = self._revalidate
+        log.debug("guards_invalidated", function=self.fn.__code__.co_name, reason=self.mutation)
+        if self.on_check_changed is not None:
+            self.on_check_changed()
+
+    def _revalidate(self, *args, **kwargs) -> bool:
+        if not self.walking_check()(*args, **kwargs):
+            return False
+        from compiler.frontend import mutation
+        mutation.unwatch_all(self, self._watched)
+        self._watched = []
+        self.rebuilds += 1
+        reason, self.mutation = self.mutation, None
+        if self.rebuilds > self.MAX_REBUILDS:
+            self.static_modules = False
+            log.info("guards_static_modules_disabled", function=self.fn.__code__.co_name,
+                     rebuilds=self.rebuilds, last_mutation=reason,
+                     reason="modules the guards read keep being mutated: walk the sources on every call")
+        try:
+            self._build()
+        except Exception as e:        # never fail a call because of the optimization
+            log.warning("guards_rebuild_failed", function=self.fn.__code__.co_name,
+                        error=f"{type(e).__name__}: {e}")
+            self.static_modules = False
+            self.check = self.walking_check()
+        log.debug("guards_revalidated", function=self.fn.__code__.co_name, after=reason,
+                  rebuilds=self.rebuilds)
+        if self.on_check_changed is not None:
+            self.on_check_changed()
+        return True
+
+    @property
+    def stale(self) -> bool:
+        return self.mutation is not None
 
     # ---- slow path: why did it fail? -----------------------------------------------------
     def failures(self, args: tuple, kwargs: dict, *, first_only: bool = False) -> list[str]:
-        """Every failing guard of this entry as a readable reason (only on a cache miss)."""
+        """Every failing guard of this entry as a readable reason (only on a cache miss); after
+        a module mutation, the first reason names the mutation too."""
         env = frame_locals(self.fn, args, kwargs)
         out = []
         for g in self.guards:
@@ -365,6 +514,11 @@ class GuardSet:
                 out.append(Reason(reason, g.user_location))
                 if first_only:
                     break
+        if self.mutation is not None:
+            if out:
+                out[0] = Reason(f"{self.mutation}; {out[0]}", out[0].location)
+            else:
+                out = [Reason(self.mutation)]
         return out
 
     # ---- rendering for the `guards` artifact ---------------------------------------------

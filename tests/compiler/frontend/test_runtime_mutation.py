@@ -1,0 +1,243 @@
+"""Guards on the module tree: resolved once, watched for mutation (static_sources.py, mutation.py).
+
+A compiled module's guards read the module tree once, when built; the modules along the paths
+are watched, and a mutation marks exactly the cache entries that read what changed stale: the
+next call re-checks every guard by walking the sources, and recompiles only if one fails, with
+the mutation and the failing guard in the `recompiles` log. Every result is compared with eager.
+"""
+import logging
+
+import pytest
+import torch
+from torch import nn
+
+import compiler
+import logs
+from compiler.frontend import mutation
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.layers = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+        self.norm = nn.LayerNorm(4)
+        self.drop = nn.Dropout(0.5)
+        self.scale = 2.0                 # a plain float attribute the forward reads
+
+    def forward(self, x):
+        x = self.fc(x)
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return self.drop(self.norm(x)) * self.scale
+
+
+class Counting:
+    def __init__(self):
+        self.graphs = 0
+
+    def __call__(self, gm, example_inputs):
+        self.graphs += 1
+        return gm.forward
+
+
+@pytest.fixture
+def events():
+    got = []
+    sink = logs.add_sink(got.append, level=logging.DEBUG, artifacts={"recompiles", "recompile"})
+    yield got
+    logs.remove_sink(sink)
+
+
+def _recompile_texts(events):
+    return [e.payload for e in events if e.name == "recompiles"]
+
+
+def _setup(events):
+    compiler.reset()
+    torch.manual_seed(0)
+    model = Net().eval()
+    backend = Counting()
+    compiled = compiler.compile(model, backend=backend)
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        _check(compiled, model, x)
+    return model, compiled, backend, x
+
+
+def _check(compiled, model, x):
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+
+
+def _entries(compiled):
+    return compiled._compiled_forward.__func__._tracetorch_cache.entries
+
+
+def test_unmutated_calls_hit_the_resolved_check_and_skip_module_guards(events):
+    model, compiled, backend, x = _setup(events)
+    for _ in range(3):
+        _check(compiled, model, torch.randn(2, 4))
+    assert backend.graphs == 1 and not _recompile_texts(events)
+    gs = _entries(compiled)[0].guard_set
+    assert not gs.stale and gs.implied > 0
+    assert "___r" in gs.source and "self.layers" not in gs.source     # no path is walked
+
+
+def test_unrelated_mutation_invalidates_nothing(events):
+    model, compiled, backend, x = _setup(events)
+    gs = _entries(compiled)[0].guard_set
+    model.unused = 3                                  # an attribute no guard read
+    model.register_buffer("extra", torch.zeros(1))    # a buffer the forward does not use
+    model.fc.note = "hello"
+    assert not gs.stale
+    _check(compiled, model, x)
+    assert backend.graphs == 1 and not _recompile_texts(events)
+
+
+def test_same_metadata_parameter_replaced_revalidates_without_recompiling(events):
+    model, compiled, backend, x = _setup(events)
+    gs = _entries(compiled)[0].guard_set
+    model.fc.weight = nn.Parameter(torch.randn(4, 4))
+    assert gs.stale and "module L['self'].fc was mutated: attribute 'weight' set" in gs.mutation
+    _check(compiled, model, x)                       # the new weight is used, no recompile
+    assert backend.graphs == 1 and not gs.stale and gs.rebuilds == 1
+
+
+def test_training_flag_toggle_recompiles_once_then_both_entries_serve(events):
+    model, compiled, backend, x = _setup(events)
+    model.train()
+    torch.manual_seed(1)
+    with torch.no_grad():
+        got = compiled(x)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        torch.testing.assert_close(got, model(x))
+    assert backend.graphs == 2
+    [text] = _recompile_texts(events)
+    assert "module L['self'] was mutated: attribute 'training' set" in text or \
+           "was mutated: attribute 'training' set" in text, text
+    assert "training" in text and "expected False, actual True" in text, text
+    model.eval()
+    _check(compiled, model, x)
+    model.train()
+    model.eval()
+    _check(compiled, model, x)
+    assert backend.graphs == 2 and len(_recompile_texts(events)) == 1
+
+
+@pytest.mark.parametrize("mutate, reason", [
+    (lambda m: setattr(m, "fc", nn.Linear(4, 4)),
+     "module L['self'] was mutated: attribute 'fc' set; identity mismatch for 'self.fc'"),
+    (lambda m: m.layers.append(nn.Linear(4, 4)),
+     "module L['self'].layers was mutated: submodule '2' registered"),
+    (lambda m: m.layers.insert(0, nn.Linear(4, 4)), "module L['self'].layers was mutated: submodule inserted"),
+    (lambda m: m.layers.__delitem__(0), "module L['self'].layers was mutated"),
+    (lambda m: setattr(m, "scale", 3.0),
+     "module L['self'] was mutated: attribute 'scale' set; L['self'].scale == 2.0: 'self.scale' value mismatch. "
+     "expected 2.0, actual 3.0"),
+    (lambda m: m.norm.register_parameter("weight", nn.Parameter(torch.randn(4), requires_grad=False)),
+     "module L['self'].norm was mutated: parameter 'weight' registered; tensor 'self.norm.weight' "
+     "requires_grad mismatch"),
+    (lambda m: m.to(torch.float64), "was mutated: parameters and buffers converted in place by _apply"),
+    (lambda m: delattr(m.norm, "bias"), "module L['self'].norm was mutated: attribute 'bias' deleted"),
+])
+def test_each_mutation_invalidates_and_recompiles_with_a_readable_reason(events, mutate, reason):
+    model, compiled, backend, x = _setup(events)
+    mutate(model)
+    if next(model.parameters()).dtype == torch.float64:
+        x = x.double()
+    if not hasattr(model.norm, "bias"):
+        model.norm.bias = None        # LayerNorm reads self.bias: keep the eager model runnable
+    _check(compiled, model, x)
+    assert backend.graphs == 2
+    [text] = _recompile_texts(events)
+    assert reason in text, text
+    _check(compiled, model, torch.randn(*x.shape, dtype=x.dtype))   # the new entry now hits
+    assert backend.graphs == 2
+
+
+def test_in_place_tensor_changes_are_still_guarded_per_call(events):
+    model, compiled, backend, x = _setup(events)
+    gs = _entries(compiled)[0].guard_set
+    model.fc.weight.requires_grad_(False)             # no setattr: caught by the tensor check
+    assert not gs.stale
+    _check(compiled, model, x)
+    assert backend.graphs == 2
+    [text] = _recompile_texts(events)
+    assert "tensor 'self.fc.weight' requires_grad mismatch" in text, text
+    with torch.no_grad():
+        model.layers[0].weight.data = torch.randn(4, 4, dtype=torch.float64).float().t()  # stride
+    _check(compiled, model, x)
+    assert backend.graphs == 3
+    assert "tensor 'self.layers[0].weight' stride mismatch" in _recompile_texts(events)[1]
+
+
+def test_forward_hook_added_later_is_seen(events):
+    model, compiled, backend, x = _setup(events)
+    handle = model.fc.register_forward_hook(lambda mod, inp, out: out * 10)
+    _check(compiled, model, x)
+    handle.remove()
+    _check(compiled, model, x)
+    assert backend.graphs >= 2
+
+
+def test_entries_that_keep_being_mutated_fall_back_to_walking(events):
+    model, compiled, backend, x = _setup(events)
+    gs = _entries(compiled)[0].guard_set
+    for i in range(gs.MAX_REBUILDS + 2):
+        model.fc.weight = nn.Parameter(torch.randn(4, 4))
+        _check(compiled, model, x)
+    assert backend.graphs == 1
+    assert not gs.static_modules and gs.check is gs.walking_check()
+    model.fc.weight = nn.Parameter(torch.randn(4, 4))
+    _check(compiled, model, x)
+    assert backend.graphs == 1
+
+
+def test_watch_is_per_module_and_per_name():
+    class Listener:
+        def __init__(self):
+            self.seen = []
+
+        def on_module_mutation(self, module, name, change):
+            self.seen.append((name, change))
+
+    a, b = nn.Linear(2, 2), nn.Linear(2, 2)
+    lst = Listener()
+    mutation.watch(a, lst, {"weight"})
+    b.weight = nn.Parameter(torch.randn(2, 2))        # another module
+    a.bias = nn.Parameter(torch.randn(2))             # another name
+    assert lst.seen == []
+    a.weight = nn.Parameter(torch.randn(2, 2))
+    a.float()                                         # _apply: may change every name
+    assert [n for n, _ in lst.seen] == ["weight", "weight", mutation.ANY]
+
+
+class Stack(nn.Module):
+    """No module reads `training`: toggling it must not touch the cache."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def test_train_eval_without_training_reads_keeps_the_entry_fresh_and_containers_watched(events):
+    compiler.reset()
+    model, backend = Stack(), Counting()
+    compiled = compiler.compile(model, backend=backend)
+    x = torch.randn(2, 4)
+    _check(compiled, model, x)
+    gs = _entries(compiled)[0].guard_set
+    model.train()
+    model.eval()
+    assert not gs.stale
+    setattr(model.layers, "2", nn.Linear(4, 4))       # a new item, through plain setattr
+    assert gs.stale and "module L['self'].layers was mutated: attribute '2' set" in gs.mutation
+    _check(compiled, model, x)
+    assert backend.graphs == 2
