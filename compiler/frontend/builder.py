@@ -15,6 +15,7 @@ import types
 import torch
 
 from compiler.frontend import variables as V
+from compiler.frontend.dynamic import dynamic_scalar_value
 from compiler.frontend.errors import Unsupported
 from compiler.frontend.source import AttrSource, GetItemSource, GlobalSource, is_torch_object
 
@@ -61,6 +62,9 @@ def _wrap(tx, value, source, guard: bool = True):
     if isinstance(value, enum.Enum):
         g("ID_MATCH", value)
         return V.ConstantVariable(value, source)
+    if out.dynamic_scalars and guard and source is not None and dynamic_scalar_value(value) \
+            and source.name() in out.dynamic_scalars:
+        return out.add_scalar_input(value, source)     # automatic dynamic (frontend/dynamic.py)
     if isinstance(value, _CONSTANT_TYPES) and type(value) in _CONSTANT_TYPES:
         g("CONSTANT_MATCH", value)
         return V.ConstantVariable(value, source)

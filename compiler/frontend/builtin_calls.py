@@ -13,7 +13,7 @@ import weakref
 import torch
 
 from compiler.frontend import variables as V
-from compiler.frontend.calls import (binary_op, compare_op, get_item, get_iter, graph_value,
+from compiler.frontend.calls import (specialize, binary_op, compare_op, get_item, get_iter, graph_value,
                                      record, truthiness, unary_op, unpack)
 from compiler.frontend.errors import Unsupported
 
@@ -70,6 +70,7 @@ def call_builtin(tx, fn, args, kwargs):
                                   and not isinstance(v, (V.TensorVariable, V.BaseListVariable,
                                                          V.DictVariable, V.SymNodeVariable)))
     if fn is range:
+        args = [specialize(tx, a) for a in args]
         if consts(args):
             return V.ConstantVariable(range(*[a.as_constant() for a in args]))
         raise Unsupported("range() with a symbolic bound")
@@ -154,6 +155,14 @@ def call_builtin(tx, fn, args, kwargs):
     if fn is abs and graph_value(args[0]):
         return record(tx, operator.abs, args)
     if fn in (int, float) and isinstance(args[0], V.SymNodeVariable) and len(args) == 1:
+        # torch.sym_int / sym_float: int(SymFloat) would guard on the value (specialize);
+        # sym_int truncates symbolically, as Dynamo records it (plain int/float at runtime)
+        if fn is int and args[0].python_type() is float:
+            return record(tx, torch.sym_int, args)
+        if fn is float and args[0].python_type() is int:
+            return record(tx, torch.sym_float, args)
+        if args[0].python_type() is fn:
+            return args[0]
         return record(tx, fn, args)
     if fn is sorted and len(args) == 1 and set(kwargs) <= {"reverse"}:
         items = unpack(tx, args[0])

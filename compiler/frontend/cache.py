@@ -96,7 +96,7 @@ class FrameCache:
     def clear(self) -> None:
         self.entries.clear()
         self.fast.clear()     # in place: the hot path holds this very list
-        self.dynamic.marked.clear()
+        self.dynamic.clear()
         self.run_eagerly = False
         self.skipped = False
 

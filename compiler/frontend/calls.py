@@ -15,8 +15,11 @@ import weakref
 
 import torch
 
+import logs
 from compiler.frontend import variables as V
 from compiler.frontend.errors import Unsupported
+
+log = logs.get_logger(__name__)
 
 BINARY_OPS = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -271,11 +274,32 @@ def get_iter(tx, v):
     return V.IteratorVariable(unpack(tx, v))
 
 
+def specialize(tx, v):
+    """A symbolic scalar (SymInt/SymFloat/SymBool) where Python needs its value (a range()
+    bound, a list index): the value now, with a ShapeEnv guard that it stays so (Dynamo's
+    guard_if_dyn). Other Variables pass unchanged."""
+    if isinstance(v, V.SymNodeVariable):
+        from torch.fx.experimental.symbolic_shapes import guard_scalar
+        try:
+            value = guard_scalar(v.example)
+        except Exception as e:
+            raise Unsupported(f"a symbolic value where Python needs a constant: {e}") from None
+        log.debug("specialize_symbolic", value=value, node=v.node.name,
+                  reason="Python needs the value (guarded equal to it)")
+        return V.ConstantVariable(value)
+    if isinstance(v, V.SliceVariable) and any(isinstance(p, V.SymNodeVariable) for p in v.parts) \
+            and all(p.is_constant() or isinstance(p, V.SymNodeVariable) for p in v.parts):
+        return V.ConstantVariable(slice(*[specialize(tx, p).as_constant() for p in v.parts]))
+    return v
+
+
 def get_item(tx, obj, key):
     if isinstance(obj, V.TensorVariable):
         if not (key.is_constant() or graph_value(key) or _index_ok(key)):
             raise Unsupported(f"tensor indexing with {key!r}")
         return record(tx, operator.getitem, (obj, key))
+    if isinstance(obj, (V.BaseListVariable, V.DictVariable, V.NNModuleVariable)):
+        key = specialize(tx, key)
     if isinstance(obj, V.BaseListVariable):
         if isinstance(key, V.ConstantVariable):
             k = key.value

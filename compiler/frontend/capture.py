@@ -82,7 +82,7 @@ def capture_frame(fn, args, kwargs, *, compile_id, backend, fullgraph, dynamic_d
     plan = Plan()
     logs.artifact("bytecode", lambda: _bytecode_text("ORIGINAL BYTECODE", fn.__code__))
     for attempt in range(MAX_RESTARTS):
-        ctx = CaptureContext(fn, dynamic_dims or {}, compile_id, backend, make_compiled_callable,
+        ctx = CaptureContext(fn, {} if dynamic_dims is None else dynamic_dims, compile_id, backend, make_compiled_callable,
                              fullgraph)
         root = RootTracer(ctx, fn, args, kwargs, plan)
         try:

@@ -3,7 +3,9 @@
 Each tensor operation the evaluator meets is run on FakeTensors (shapes, dtypes, devices, no
 data) and recorded as an FX node whose meta['example_value'] is the fake result. Tensors read
 from the frame become placeholders; their sizes are symbolic (a ShapeEnv SymInt) for the dims
-listed in `dynamic_dims`, so that the produced guards carry the symbolic constraints.
+listed in `dynamic_dims`, so that the produced guards carry the symbolic constraints. Python
+ints/floats whose sources are in `dynamic_dims.scalars` (frontend/dynamic.py) become placeholders
+too, with a SymInt/SymFloat example value, guarded by their type.
 """
 from __future__ import annotations
 
@@ -38,14 +40,16 @@ class OutputGraph:
     def __init__(self, dynamic_dims: dict[str, set[int]]):
         self.graph = torch.fx.Graph()
         self.dynamic_dims = dynamic_dims or {}
-        # A ShapeEnv only when some dim is dynamic: creating one imports torch._dynamo's
+        self.dynamic_scalars = frozenset(getattr(dynamic_dims, "scalars", ()) or ())
+        # A ShapeEnv only when something is dynamic: creating one imports torch._dynamo's
         # modules inside torch (seconds, cold), and static captures never need symbols.
-        self.shape_env = ShapeEnv() if any(self.dynamic_dims.values()) else None
+        self.shape_env = ShapeEnv() if any(self.dynamic_dims.values()) or self.dynamic_scalars \
+            else None
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=False)
         self.input_sources = []          # Source per placeholder, in order
         self.example_inputs = []         # the real tensors, in order
         self.input_fakes = []
-        self._inputs_by_source: dict[str, V.TensorVariable] = {}
+        self._inputs_by_source: dict[str, V.Variable] = {}
         self.guards: dict[tuple, Guard] = {}
         self.grad_enabled = torch.is_grad_enabled()
         self.location = None             # "file:line" of the instruction being traced
@@ -100,6 +104,43 @@ class OutputGraph:
         self.input_fakes.append(fake)
         self.add_guard(source, "TENSOR_MATCH", tensor_expected(tensor, dims, fake))
         return var
+
+    def add_scalar_input(self, value, source) -> V.SymNodeVariable:
+        """An int/float of the frame marked dynamic: a placeholder whose example value is a
+        SymInt/SymFloat backed by `value`, guarded by its exact type (the ShapeEnv adds the
+        constraints the graph's use of it creates, e.g. a branch on it)."""
+        name = source.name()
+        if name in self._inputs_by_source:
+            return self._inputs_by_source[name]
+        env_source = shape_env_source(name)
+        sym = self.shape_env.create_unspecified_symbol(value, env_source,
+                                                       dynamic_dim=DimDynamic.DYNAMIC)
+        if type(value) is int:
+            example = self.shape_env.create_symintnode(sym, hint=value, source=env_source)
+        else:
+            example = self.shape_env.create_symfloatnode(sym, hint=value, source=env_source)
+        node = self._placeholder(_safe_name(source.render() if hasattr(source, "render") else name))
+        node.meta["example_value"] = example
+        node.meta["source"] = name
+        var = V.SymNodeVariable(node, source)
+        self._inputs_by_source[name] = var
+        self.input_sources.append(source)
+        self.example_inputs.append(value)
+        self.input_fakes.append(example)
+        self.add_guard(source, "TYPE_MATCH", type(value))
+        log.debug("dynamic_scalar_input", source=name, type=type(value).__name__,
+                  symbol=str(sym), hint=value)
+        return var
+
+    def _placeholder(self, target):
+        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        if placeholders:
+            ctx_mgr = self.graph.inserting_after(placeholders[-1])
+        else:
+            first = next(iter(self.graph.nodes), None)
+            ctx_mgr = self.graph.inserting_before(first)
+        with ctx_mgr:
+            return self.graph.placeholder(target)
 
     # ---- recording operations ------------------------------------------------------------
     def call(self, kind: str, target, args: tuple, kwargs: dict) -> V.Variable:
@@ -177,7 +218,9 @@ class OutputGraph:
 
     def symbolic_guards(self) -> list[Guard]:
         """ShapeEnv's guards (s0 >= 2, equalities between sizes, ...) as SYMBOLIC guards."""
-        if self.shape_env is None or not any(self.dynamic_dims.get(s.name()) for s in self.input_sources):
+        if self.shape_env is None or not any(self.dynamic_dims.get(s.name())
+                                             or s.name() in self.dynamic_scalars
+                                             for s in self.input_sources):
             return []
         sources = [shape_env_source(s.name()) for s in self.input_sources]
         try:

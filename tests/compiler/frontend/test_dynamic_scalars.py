@@ -1,0 +1,237 @@
+"""Automatic dynamic for Python scalars (frontend/dynamic.py): an int/float of a frame's locals
+(an argument, or a value that crossed a graph break into a resume function) is a constant until
+its CONSTANT_MATCH guard fails on a new value; the recompile makes it a SymInt/SymFloat graph
+input guarded by its type, so later values need no recompile. Every call is checked against
+eager."""
+import logging
+
+import pytest
+import torch
+
+import compiler
+import logs
+
+
+class Counter:
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(gm)
+        return gm.forward
+
+
+@pytest.fixture
+def events():
+    got = []
+    sink = logs.add_sink(got.append, level=logging.DEBUG,
+                         artifacts={"recompiles", "recompile", "guards"})
+    compiler.reset()
+    yield got
+    logs.remove_sink(sink)
+    compiler.reset()
+
+
+def recompiles(events):
+    return [e.payload for e in events if e.name == "recompiles"]
+
+
+def marks(events):
+    return [e.fields for e in events if e.name == "automatic_dynamic_scalar"]
+
+
+def run(fn, calls, dynamic=None):
+    """Call the compiled fn with each argument tuple; compare with eager every time."""
+    c = Counter()
+    g = compiler.compile(fn, backend=c, dynamic=dynamic)
+    for args in calls:
+        torch.testing.assert_close(g(*args), fn(*args))
+    return c
+
+
+# ---- a scalar crossing a graph break -------------------------------------------------------
+def item_scale(x):
+    s = x.max().item()                  # graph break: the float crosses it on the stack
+    return x / (abs(s) + 1)
+
+
+def item_int(x):
+    n = int(x.abs().sum().item()) % 3 + 1     # int() of the float after the break
+    return x * n
+
+
+def test_float_crossing_break_recompiles_once(events):
+    xs = [torch.full((3, 4), float(v)) for v in (1.5, -2.0, 3.25, 7.0, -0.5, 11.0)]
+    run(item_scale, [(x,) for x in xs])
+    rs = recompiles(events)
+    assert len(rs) == 1, rs                       # the resume function, once
+    assert "__resume_at_" in rs[0]
+    assert "L['___stack'][0] == 1.5: '___stack[0]' value mismatch. expected 1.5, actual -2.0" in rs[0]
+    assert [(m["source"], m["type"]) for m in marks(events)] == [("L['___stack'][0]", "float")]
+    assert "automatic dynamic float L['___stack'][0] 1.5 != -2.0" in marks(events)[0]["reason"]
+    guards = [e.payload for e in events if e.name == "guards"][-1]
+    assert "TYPE_MATCH: ___check_type_id(L['___stack'][0], float)" in guards
+    assert "CONSTANT_MATCH: L['___stack'][0]" not in guards
+
+
+def test_int_from_float_crossing_break_is_symbolic(events):
+    xs = [torch.full((2, 2), float(v)) for v in (0.5, 1.25, 2.0, 4.75, 9.0, 1.0)]
+    c = run(item_int, [(x,) for x in xs])
+    assert len(recompiles(events)) == 1
+    # the resume graph takes the float and truncates it in the graph (torch.sym_int: no guard
+    # on its value), so n = trunc(s) % 3 + 1 stays symbolic
+    last = c.graphs[-1]
+    assert any(n.target is torch.sym_int for n in last.graph.nodes), last.code
+
+
+def test_new_shape_and_new_scalar_after_marking(events):
+    # the corpus's schedule: same shape twice, then two new sizes (Dynamo: 3 recompiles)
+    calls = [(torch.randn(3, 4),), (torch.randn(3, 4),), (torch.randn(5, 4),), (torch.randn(6, 4),),
+             (torch.randn(7, 4),)]
+    run(item_scale, calls)
+    assert len(recompiles(events)) == 3
+
+
+# ---- int / float arguments of the compiled function ----------------------------------------
+def scale(x, n):
+    return x * n + 1
+
+
+def test_int_argument_recompiles_once_then_symbolic(events):
+    x = torch.randn(4)
+    c = run(scale, [(x, 2), (x, 3), (x, 4), (x, 5), (x, 0), (x, 1), (x, -7)])
+    assert len(c.graphs) == 2
+    rs = recompiles(events)
+    assert len(rs) == 1
+    assert "L['n'] == 2: 'n' value mismatch. expected 2, actual 3" in rs[0]
+    assert [(m["source"], m["type"], m["expected"], m["actual"]) for m in marks(events)] == \
+        [("L['n']", "int", 2, 3)]
+    placeholders = [n for n in c.graphs[-1].graph.nodes if n.op == "placeholder"]
+    assert len(placeholders) == 2 and isinstance(placeholders[1].meta["example_value"], torch.SymInt)
+
+
+def test_float_argument_recompiles_once(events):
+    x = torch.randn(4)
+    c = run(scale, [(x, 0.5), (x, 0.25), (x, 2.0), (x, -3.5)])
+    assert len(c.graphs) == 2
+    assert len(recompiles(events)) == 1
+    assert isinstance([n for n in c.graphs[-1].graph.nodes if n.op == "placeholder"][1]
+                      .meta["example_value"], torch.SymFloat)
+
+
+def test_type_change_is_not_a_dynamic_mark(events):
+    x = torch.randn(4)
+    run(scale, [(x, 2), (x, 2.0)])
+    assert len(recompiles(events)) == 1
+    assert marks(events) == []
+
+
+def branchy(x, n):
+    if n > 2:
+        return x + n
+    return x - n
+
+
+def test_branch_on_dynamic_int_guards_the_condition(events):
+    x = torch.randn(4)
+    c = run(branchy, [(x, 3), (x, 4), (x, 5), (x, 9), (x, 1), (x, 0), (x, -4)])
+    # 3 -> 4 marks n dynamic (the recompiled entry guards 3 <= n); 1 fails that guard: one
+    # more entry for n < 3, which covers 0 and -4
+    assert len(c.graphs) == 3
+    assert len(recompiles(events)) == 2
+    assert "symbolic shape guard failed: 3 <= n (n = 1)" in recompiles(events)[1]
+
+
+def loop(x, n):
+    for i in range(n):
+        x = x + i
+    return x
+
+
+def test_range_of_dynamic_int_specializes_with_a_guard(events):
+    x = torch.randn(3)
+    c = run(loop, [(x, 2), (x, 3), (x, 3), (x, 2)])
+    # range() needs the value: the symbolic n is specialized (guarded n == 3), no graph break
+    assert len(c.graphs) == 2
+    assert len(recompiles(events)) == 1
+
+
+def break_between(x, n):
+    y = x * 2
+    print("test_dynamic_scalars: break")
+    return y + n, n
+
+
+def test_int_argument_live_across_a_break(events, capsys):
+    x = torch.randn(3)
+    run(break_between, [(x, 1), (x, 2), (x, 3), (x, 10)])
+    rs = recompiles(events)
+    # n is not read before the break (no guard there): only the resume function, which
+    # reads it, recompiles, once
+    assert len(rs) == 1, rs
+    assert "__resume_at_" in rs[0] and "L['n'] == 1: 'n' value mismatch" in rs[0]
+    assert [m["source"] for m in marks(events)] == ["L['n']"]
+
+
+_G = 1
+
+
+def uses_global(x):
+    return x * _G
+
+
+def test_global_int_stays_specialized(events):
+    global _G
+    c = Counter()
+    g = compiler.compile(uses_global, backend=c)
+    x = torch.randn(3)
+    for v in (1, 2, 3, 4):
+        _G = v
+        torch.testing.assert_close(g(x), uses_global(x))
+    _G = 1
+    assert len(c.graphs) == 4           # as Dynamo: ints from globals are specialized
+    assert marks(events) == []
+
+
+# ---- dynamic=False / dynamic=True ----------------------------------------------------------
+def test_dynamic_false_keeps_specializing(events):
+    x = torch.randn(4)
+    c = run(scale, [(x, 2), (x, 3), (x, 4), (x, 5)], dynamic=False)
+    assert len(c.graphs) == 4
+    assert len(recompiles(events)) == 3
+    assert marks(events) == []
+    guards = [e.payload for e in events if e.name == "guards"][-1]
+    assert "CONSTANT_MATCH: L['n'] == 5" in guards
+
+
+def test_dynamic_false_scalar_across_break(events):
+    xs = [torch.full((3,), float(v)) for v in (1.0, 2.0, 3.0)]
+    run(item_scale, [(x,) for x in xs], dynamic=False)
+    assert len(recompiles(events)) == 2       # every new value
+    assert marks(events) == []
+
+
+def test_dynamic_true_scalar_argument_symbolic_at_once(events):
+    x = torch.randn(4)
+    c = run(scale, [(x, 2), (x, 3), (x, 4)], dynamic=True)
+    assert len(c.graphs) == 1
+    assert recompiles(events) == []
+
+
+def test_automatic_dynamic_shapes_off_keeps_scalars_static(events):
+    x = torch.randn(4)
+    with compiler.config.patch(**{"frontend.automatic_dynamic_shapes": False}):
+        c = run(scale, [(x, 2), (x, 3), (x, 4)])
+    assert len(c.graphs) == 3
+    assert marks(events) == []
+
+
+def test_default_backend_matches_eager_with_dynamic_scalars(events):
+    g = compiler.compile(item_int, backend="aot_eager")
+    for v in (0.5, 1.25, 2.0, 4.75):
+        x = torch.full((2, 2), v)
+        torch.testing.assert_close(g(x), item_int(x))
+    h = compiler.compile(scale, backend="aot_eager")
+    x = torch.randn(4)
+    for n in (2, 3, 4):
+        torch.testing.assert_close(h(x, n), scale(x, n))
