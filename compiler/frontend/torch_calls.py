@@ -25,7 +25,22 @@ def _trace_time_answers():
                torch._C._get_tracing_state: None}
     if hasattr(torch._utils, "is_compiling"):
         answers[torch._utils.is_compiling] = True
+    # nn.MultiheadAttention asks it before taking its fast path; a compiled call never runs
+    # under make_fx (our aot stage traces the captured graph, not the user's code)
+    activation = torch.nn.modules.activation
+    if hasattr(activation, "_is_make_fx_tracing"):
+        answers[activation._is_make_fx_tracing] = False
     return answers
+
+
+# Queries of the dispatch / torch-function mode stacks. Capture itself runs under modes of its
+# own (FakeTensorMode), so their answer at capture time is not the compiled call's: baked into
+# the graph or a resume function it was wrong (a stack length of 1 where the call has 0, then
+# "Tried to get stack at idx that's too big"). They run eagerly, at call time, instead.
+_MODE_STACK_QUERIES = {getattr(torch._C, name) for name in (
+    "_len_torch_dispatch_stack", "_get_dispatch_stack_at", "_len_torch_function_stack",
+    "_get_function_stack_at", "_get_dispatch_mode", "_is_torch_function_mode_enabled",
+    "_is_torch_function_enabled", "_is_torch_function_all_disabled") if hasattr(torch._C, name)}
 
 
 TRACE_TIME_ANSWERS = _trace_time_answers()
@@ -88,6 +103,9 @@ def call_torch(tx, fn, args, kwargs):
     if fn in (torch.Size,):
         from compiler.frontend.builtin_calls import call_type
         return call_type(tx, fn, args, kwargs)
+    if fn in _MODE_STACK_QUERIES:
+        raise Unsupported(f"torch._C.{name} reads the dispatch mode stack, which capture itself "
+                          "changes: it runs eagerly at call time")
     if name in _SIDE_EFFECT_NAMES or name.startswith("set_") or name.startswith("_set"):
         raise Unsupported(f"torch.{name} has effects outside the graph")
     if isinstance(fn, type):
