@@ -39,8 +39,18 @@ def _tuple(xs) -> str:
 
 #: extern kernels the output code calls by a cheaper name than the graph's op: the custom op that
 #: keeps attention whole costs ~100 us per call in torch.library's dispatch; at run time the same
-#: function is called directly (its arguments are positional in the same order).
-RUNTIME_NAMES = {"torch.ops.tracetorch.sdpa.default": "scaled_dot_product_attention"}
+#: function is called directly: (name, how many leading arguments go by position, the names of
+#: the ones after them: F.scaled_dot_product_attention takes `scale` by keyword only).
+RUNTIME_NAMES = {"torch.ops.tracetorch.sdpa.default": ("scaled_dot_product_attention", 6, ("scale",))}
+
+
+def _runtime_call(kernel: str, args: list, kwargs: dict):
+    """(callee, rendered arguments) of an extern kernel call in the output code."""
+    name, n_positional, keyword_names = RUNTIME_NAMES.get(kernel, (kernel, len(args), ()))
+    kwargs = {**dict(zip(keyword_names, args[n_positional:])), **kwargs}
+    args = args[:n_positional]
+    return name, [fmt_arg(a) for a in args] + [f"{k}={fmt_arg(v)}" for k, v in kwargs.items()]
+
 
 #: extern kernels whose result is always a new row-major (contiguous) tensor: when the compile-time
 #: layout is row-major too, the output code needs no ensure_layout check after them (a few us each)
@@ -196,9 +206,8 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
             L = s.layout
             body.append(f"{s.name} = ensure_layout({s.name}, {_tuple(L.size)}, {_tuple(L.stride)})")
         else:
-            args = [fmt_arg(a) for a in s.args] + [f"{k}={fmt_arg(v)}" for k, v in s.kwargs.items()]
+            kernel, args = _runtime_call(s.kernel, list(s.args), dict(s.kwargs))
             note = f"  # fallback: {s.reason}" if isinstance(s, ir.FallbackKernel) else "  # extern kernel"
-            kernel = RUNTIME_NAMES.get(s.kernel, s.kernel)
             body.append(f"{s.name} = {kernel}({', '.join(args)}){note}")
             if s.layout is not None and not (s.kernel in ALWAYS_CONTIGUOUS and _row_major(s.layout)):
                 L = s.layout   # kernels index this buffer with the strides decided here
