@@ -127,6 +127,15 @@ def _wrap(tx, value, source, guard: bool = True):
     if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
         self_var = wrap(tx, value.__self__, AttrSource(source, "__self__") if source else None, guard)
         return V.UserMethodVariable(value.__func__, self_var, source)
+    if isinstance(value, types.BuiltinMethodType) and source is not None and guard \
+            and type(getattr(value, "__self__", None)) in (list, dict, collections.OrderedDict):
+        # a bound method of a list/dict passed in (e.g. `_LOG.append` on the stack across a
+        # graph break): the method of the wrapped container, so a call is traced (an append
+        # stays a side effect, with no length guard) instead of being an opaque call
+        g("TYPE_MATCH", type(value))
+        out.add_guard(f"{source.name()}.__name__", "CONSTANT_MATCH", value.__name__)
+        self_var = wrap(tx, value.__self__, AttrSource(source, "__self__"))
+        return V.MethodVariable(self_var, value.__name__)
     if source is None:
         raise Unsupported(f"object of type {type(value).__name__} with no source")
     g("TYPE_MATCH", type(value))

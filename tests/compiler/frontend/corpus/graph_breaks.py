@@ -236,8 +236,11 @@ PROGRAMS = [
     P(item_as_scalar),
     P(tolist_loop),
     P(bool_tensor_if),
-    P(tensor_in_while,
-      xfail='capture: bool(tensor) in a while condition breaks inside the loop and the rest of the function runs eagerly from the loop head (2 breaks, Dynamo 0)'),
+    P(tensor_in_while, breaks=2,
+      note="same behaviour as Dynamo: one graph (x.sum() > -100), a break at the first check of the "
+           "condition, and the resume function breaks again at the loop head (a break inside a loop) and "
+           "runs eagerly; Dynamo's graph_breaks log shows the same two breaks ([0/0] and [1/0]) but its "
+           "explain() reports graph_count - 1 = 0"),
     P(numpy_call,
       xfail='capture: numpy is not traced (Dynamo traces numpy through torch._numpy): Tensor.numpy(), the ufunc call and the ndarray operand each break (3 breaks, 2 graphs; Dynamo 1 graph, 0 breaks)'),
     P(numpy_scalar,
@@ -254,8 +257,12 @@ PROGRAMS = [
            "(no guard): 1 recompile, for the new dim-0 size"),
     P(opaque_method),
     P(logging_call),
-    P(list_side_effect,
-      xfail='capture: float(tensor) adds a second break at the list.append of the result, and the global list _LOG gets a LENGTH_CHECK guard although it is only appended to, so every call recompiles (breaks 2 vs 1, recompiles 6 vs 3)'),
+    P(list_side_effect, recompiles=1,
+      note="graphs and breaks as Dynamo (1, 1); recompiles 1 (the new size of x) where Dynamo has 3: "
+           "to rebuild the stack at the float() break Dynamo realizes the global list _LOG and guards its "
+           "length and first item (len(G['_LOG']) == 1), which the eager call before each compiled call "
+           "changes; we pass _LOG.append across the break as the list's method and only append to it, "
+           "so the list's length is never guarded"),
     P(break_in_inlined),
     P(break_in_deeply_inlined, breaks=3,
       note="same 5 graphs as Dynamo; Dynamo's explain reports 4 breaks for them, we report the 3 break sites (a break inside two levels of inlined calls)"),
@@ -274,8 +281,12 @@ PROGRAMS = [
     P(item_then_tensor_op),
     P(break_inside_no_grad, [(T(3, 4, requires_grad=True),)] * 3),
     P(nonzero_data_dependent),
-    P(unsupported_builtin_id,
-      xfail='capture: the int from id(y) crosses the break and the resume function guards it with CONSTANT_MATCH, so every call recompiles (4 recompiles; Dynamo gives up on the whole frame: 0 graphs, 0 recompiles)'),
+    P(unsupported_builtin_id, graphs=2, breaks=1, recompiles=3,
+      note="Dynamo gives up on the whole frame (0 graphs, 0 recompiles): its id() of a graph tensor is a "
+           "compile-time fake id that cannot cross a graph break. We run id(y) eagerly at the break; the "
+           "real int crosses it and, after one change, is a dynamic scalar (SymInt) of the resume "
+           "function: 2 graphs and the recompiles of any one-break program on this schedule (as "
+           "item_as_scalar, which matches Dynamo's 3)"),
     P(tensor_repr_fstring,
       xfail='capture: the f-string of a tensor crosses the break as a str and the resume function guards its value, so every call recompiles (4 recompiles; Dynamo gives up on the whole frame: 0 graphs)'),
     P(input_to_print_in_comprehension),
