@@ -7,6 +7,7 @@ import functools
 import inspect
 import math
 import operator
+import sys
 import types
 import weakref
 
@@ -292,6 +293,16 @@ def call_type(tx, cls, args, kwargs):
         return V.GradModeVariable(None, contextlib.nullcontext)     # a no-op context
     if cls is functools.partial and args:
         return V.PartialVariable(args[0], args[1:], kwargs)
+    np = sys.modules.get("numpy")
+    if np is not None and issubclass(cls, np.generic) and consts(args) and consts(kwargs.values()) \
+            and all(type(a.as_constant()) in (int, float, bool, str) or isinstance(a.as_constant(), np.generic)
+                    for a in list(args) + list(kwargs.values())):
+        # a numpy scalar of constants (np.float32(2.0)): an immutable value, folded now
+        try:
+            return V.ConstantVariable(cls(*[a.as_constant() for a in args],
+                                          **{k: v.as_constant() for k, v in kwargs.items()}))
+        except Exception as e:
+            raise Unsupported(f"{cls.__name__}() raised {type(e).__name__}") from None
     from compiler.frontend import model_outputs
     if model_outputs.is_model_output_class(cls):
         return model_outputs.construct(tx, cls, args, kwargs)
