@@ -80,8 +80,13 @@ def simd_math_declarations() -> str:
 
 def compile_command(src: str, out: str) -> list[str]:
     cxx = config.cpp.cxx
-    # -fno-math-errno: math calls may be vectorised/inlined (torch never reads errno)
-    cmd = [cxx, "-shared", "-fPIC", "-std=c++17", "-w", "-fno-math-errno", *config.cpp.extra_flags]
+    # -fno-math-errno: math calls may be vectorised/inlined (torch never reads errno).
+    # -fno-trapping-math: without it GCC will not if-convert a NaN-aware select such as
+    # tt_relu's `(x != x || x > 0) ? x : 0` (the ordered compare may raise FE_INVALID), so any loop
+    # using one was left scalar ("control flow in loop"), libmvec calls included. No value
+    # changes: rounding stays IEEE (that is -frounding-math's business); torch never reads FP flags.
+    cmd = [cxx, "-shared", "-fPIC", "-std=c++17", "-w", "-fno-math-errno", "-fno-trapping-math",
+           *config.cpp.extra_flags]
     if config.cpp.openmp:
         cmd.append("-fopenmp")
     cmd += [src, "-o", out]
