@@ -189,6 +189,11 @@ def call_builtin(tx, fn, args, kwargs):
             return V.ConstantVariable(fn(*[a.as_constant() for a in args]))
         if all(a.is_constant() or isinstance(a, V.SymNodeVariable) for a in args):
             return record(tx, fn, args)
+    if fn in _PURE_ON_CONSTANTS and any(isinstance(a, V.SymNodeVariable) for a in args) \
+            and all(a.is_constant() or isinstance(a, V.SymNodeVariable) for a in args) \
+            and consts(kwargs.values()):
+        # e.g. round(SymFloat, 2), str(SymInt): Python needs the values (guarded), as Dynamo
+        return call_builtin(tx, fn, [specialize(tx, a) for a in args], kwargs)
     raise Unsupported(f"builtin {getattr(fn, '__name__', fn)}() on {list(args)!r}")
 
 

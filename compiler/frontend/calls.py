@@ -197,6 +197,7 @@ def truthiness(tx, v) -> bool:
 
 
 def contains_op(tx, item, container) -> bool:
+    item = specialize(tx, item)        # `n in (1, 2)` needs n's value (guarded), as Dynamo
     if isinstance(container, (V.BaseListVariable,)):
         if not item.is_constant() or not all(i.is_constant() for i in container.items):
             raise Unsupported("'in' on a sequence of non-constants")
@@ -298,7 +299,7 @@ def get_item(tx, obj, key):
         if not (key.is_constant() or graph_value(key) or _index_ok(key)):
             raise Unsupported(f"tensor indexing with {key!r}")
         return record(tx, operator.getitem, (obj, key))
-    if isinstance(obj, (V.BaseListVariable, V.DictVariable, V.NNModuleVariable)):
+    if isinstance(obj, (V.BaseListVariable, V.DictVariable, V.NNModuleVariable, V.ConstantVariable)):
         key = specialize(tx, key)
     if isinstance(obj, V.BaseListVariable):
         if isinstance(key, V.ConstantVariable):

@@ -58,6 +58,7 @@ class Plan:
     """What earlier passes learned: where to break, where to stop."""
     break_at: dict = dataclasses.field(default_factory=dict)   # offset -> (GraphBreak, via_call)
     stop_at: dict = dataclasses.field(default_factory=dict)    # offset -> GraphBreak
+    static_scalars: bool = False    # a dynamic scalar met code that needs its value: specialize
 
 
 class CaptureContext:
@@ -82,7 +83,10 @@ def capture_frame(fn, args, kwargs, *, compile_id, backend, fullgraph, dynamic_d
     plan = Plan()
     logs.artifact("bytecode", lambda: _bytecode_text("ORIGINAL BYTECODE", fn.__code__))
     for attempt in range(MAX_RESTARTS):
-        ctx = CaptureContext(fn, {} if dynamic_dims is None else dynamic_dims, compile_id, backend, make_compiled_callable,
+        dims = {} if dynamic_dims is None else dynamic_dims
+        if plan.static_scalars:
+            dims = dict(dims)          # the tensor dims only: every scalar a constant again
+        ctx = CaptureContext(fn, dims, compile_id, backend, make_compiled_callable,
                              fullgraph)
         root = RootTracer(ctx, fn, args, kwargs, plan)
         try:
@@ -181,6 +185,16 @@ class RootTracer(Tracer):
         inner = stack[-1]
         gb = GraphBreak(e.reason, inner[3], inner[0], inner[1], inner[2],
                         [f"{f[0]}:{f[1]} in {f[4]}: {f[2]}" for f in stack])
+        if "Sym(" in e.reason and self.ctx.output.dynamic_scalars and not self.plan.static_scalars:
+            # a symbolic scalar reached code that needs its value and cannot specialize it
+            # itself: rather than break the graph, capture again with the scalars constant
+            # (CONSTANT_MATCH, as before they were marked dynamic)
+            self.plan.static_scalars = True
+            from compiler.frontend import dynamic
+            dynamic.log.info("dynamic_scalars_specialized", function=self.fn.__qualname__,
+                             sources=sorted(self.ctx.output.dynamic_scalars), reason=e.reason,
+                             location=f"{gb.filename}:{gb.lineno}")
+            raise RestartAnalysis()
         if self.ctx.fullgraph:
             raise FullgraphError(e.reason, filename=gb.filename, lineno=gb.lineno,
                                  source_line=_raw_line(gb.filename, gb.lineno),

@@ -109,6 +109,9 @@ class DataOps:
     def FORMAT_VALUE(self, inst):
         spec = self.pop().as_constant() if (inst.arg & 0x04) else ""
         value = self.pop()
+        if isinstance(value, V.SymNodeVariable):
+            from compiler.frontend.calls import specialize
+            value = specialize(self, value)     # f"{n}" needs n's value (guarded), as Dynamo
         if not value.is_constant():
             raise Unsupported(f"f-string formatting of {value!r} (only Python constants)")
         v = value.as_constant()

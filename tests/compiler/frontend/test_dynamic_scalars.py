@@ -235,3 +235,59 @@ def test_default_backend_matches_eager_with_dynamic_scalars(events):
     x = torch.randn(4)
     for n in (2, 3, 4):
         torch.testing.assert_close(h(x, n), scale(x, n))
+
+
+# ---- code that needs a dynamic scalar's value ----------------------------------------------
+def _in_tuple(x, n):
+    return x * 2 if n in (1, 2, 3) else x
+
+
+def _fstring(x, n):
+    return x + len(f"{n}")
+
+
+def _round(x, n):
+    return x + round(n / 3, 2)
+
+
+def _str_index(x, n):
+    return x + len("abcdef"[n])
+
+
+def _list_repeat(x, n):
+    return x + sum([1] * n)
+
+
+def _dict_key(x, n):
+    return x + {2: 1.0, 3: 2.0, 4: 3.0}[n]
+
+
+@pytest.mark.parametrize("fn", [_in_tuple, _fstring, _round, _str_index, _list_repeat, _dict_key])
+def test_value_needed_specializes_without_graph_break(events, fn):
+    got = []
+    sink = logs.add_sink(got.append, artifacts={"graph_breaks"})
+    try:
+        for n in (2, 3, 4):
+            x = torch.randn(5)
+            g = compiler.compile(fn, backend="eager") if n == 2 else g
+            torch.testing.assert_close(g(x, n), fn(x, n))
+    finally:
+        logs.remove_sink(sink)
+    assert [e for e in got if e.name == "graph_breaks"] == []
+    assert [m["source"] for m in marks(events)] == ["L['n']"]
+
+
+def _hashed(x, n):
+    return x + hash(n) % 7
+
+
+def test_symbolic_scalar_that_cannot_specialize_is_captured_constant(events):
+    # hash() of a SymInt: no symbolic answer; the capture restarts with the scalar constant
+    # (logged), so the result is still right and nothing worse than before happens
+    g = compiler.compile(_hashed, backend="eager")
+    for n in (2, 3, 40):
+        x = torch.randn(3)
+        torch.testing.assert_close(g(x, n), _hashed(x, n))
+    specialized = [e.fields for e in events if e.name == "dynamic_scalars_specialized"]
+    assert specialized and specialized[0]["sources"] == ["L['n']"]
+    assert "Sym(n)" in specialized[0]["reason"]
