@@ -197,6 +197,8 @@ class TritonOpsHandler(ir.OpsHandler):
                 return x
             raise CodegenUnsupported(f"ops.{name} on {x.dtype}")
         self._check_interp(name)
+        if name == "sqrt" and x.dtype == torch.float64:   # tl.sqrt_rn is fp32-only; fp64 tl.sqrt is IEEE
+            return self._emit(f"tl.sqrt({x})", x.dtype, d)
         return self._emit(_UNARY_FLOAT[name].format(x=x), x.dtype, d)
 
     def _binary(self, name, a, b):
