@@ -46,7 +46,29 @@ def reset_all():
     torch._dynamo.reset()
     try:
         import compiler
+        from compiler.backend import autotune
+        from compiler.backend.runtime import cpp_build
         compiler.reset()
+        autotune.clear_memory_cache()
+        cpp_build.forget_loaded()
+    except Exception:
+        pass
+
+
+CACHE_ENV = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton",
+             "TRACE_BACKEND_CACHE_DIR": "tracetorch", "TRACE_TRITON_KERNEL_DIR": "tracetorch_triton"}
+
+
+def use_variant_caches(base: str, variant: str) -> None:
+    """Point every disk cache at `base/<variant>/...`: each variant's first call is cold. The two
+    ours_* variants compile the same graphs, so with shared caches the second one only read the
+    first one's results (its 'cold' compile was a disk-cache hit). The warm process of a variant
+    inherits these variables and so finds exactly that variant's caches."""
+    for var, sub in CACHE_ENV.items():
+        os.environ[var] = os.path.join(base, variant, sub)
+    try:
+        import compiler
+        compiler.config.reload()      # TRACE_BACKEND_CACHE_DIR / TRACE_TRITON_KERNEL_DIR
     except Exception:
         pass
 
@@ -183,6 +205,7 @@ def run_workload(wl, dtype, args, copy_bw):
     for variant in args.variants:
         row = {"workload": wl.name, "dtype": str(dtype).replace("torch.", ""), "variant": variant}
         rows.append(row)
+        use_variant_caches(args.cache_base, variant)
         reset_all()
         try:
             compiled = make_variant(variant, fn)
@@ -224,6 +247,7 @@ def warm_compile_times(args, dtype_name):
     for variant in [v for v in args.variants if v != "eager"]:
         cmd = [sys.executable, os.path.abspath(__file__), "--device", args.device, "--dtype", dtype_name,
                "--preset", args.preset, "--_warm", variant, "--only", ",".join(args.only)]
+        use_variant_caches(args.cache_base, variant)     # the caches this variant's cold run filled
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.warm_timeout,
                                env=os.environ.copy())
@@ -365,12 +389,10 @@ def main(argv=None):
     if args._warm:
         return warm_main(args)
 
-    # Empty disk caches for the cold numbers; the warm processes inherit these variables.
-    base = tempfile.mkdtemp(prefix="tracetorch_bench_")
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(base, "inductor"))
-    os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(base, "triton"))
-    os.environ.setdefault("TRACE_BACKEND_CACHE_DIR", os.path.join(base, "tracetorch"))
-    os.environ.setdefault("TRACE_TRITON_KERNEL_DIR", os.path.join(base, "tracetorch_triton"))
+    # Empty disk caches for the cold numbers, one set per variant (use_variant_caches); the warm
+    # processes inherit the variables.
+    args.cache_base = base = tempfile.mkdtemp(prefix="tracetorch_bench_")
+    use_variant_caches(base, "warmup")
     if args.device == "cuda":
         torch.ones(1, device="cuda").add_(1)    # CUDA context outside every measurement
     copy_bw = copy_bandwidth_gbps(args.device, args.quick)
