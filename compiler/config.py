@@ -62,6 +62,11 @@ SECTIONS: dict[str, dict[str, Option]] = {
         "cache_enabled": _opt(True, "reuse compiled code across runs (on-disk cache)"),
         "cache_dir": _opt("", "compiled-code cache folder; empty means ~/.cache/tracetorch"),
         "fallback_on_error": _opt(True, "run the ATen op when lowering fails instead of raising"),
+        "conv_layout": _opt("off", "activation layout of convolution graphs: 'auto' = channels_last "
+                                   "on CUDA (cuDNN's NHWC kernels, as Inductor's layout "
+                                   "optimization), 'channels_last' everywhere, 'off' as eager "
+                                   "(default: no measured gain on the suite's small-batch CNNs yet)",
+                            choices=("auto", "channels_last", "off")),
         "cpu_codegen": _opt("cpp", "code generator for CPU tensors; 'triton' runs Triton kernels "
                                    "through its interpreter (tests of the Triton codegen on CPU)",
                             choices=("cpp", "triton")),

@@ -84,6 +84,8 @@ def _exec(code: str, path: str, gm):
 def generate(gm, example_inputs):
     """(output code, number of kernels) for the graph."""
     from compiler.backend.codegen.wrapper import generate_wrapper
+    from compiler.backend.conv_layout import use_channels_last
+    use_channels_last(gm)
     graph = lower_graph(gm, example_inputs)
     sched = schedule(graph)
     codegen = pick_codegen(graph.device)

@@ -1,0 +1,141 @@
+"""Channels-last activations for convolution graphs (Inductor's layout_optimization).
+
+cuDNN's fast bfloat16/float16 convolutions work on NHWC data. Eager PyTorch keeps NCHW tensors,
+so every convolution pays a transpose in and out of NHWC inside cuDNN. Here the graph's first
+convolution input is converted to channels_last once; after that, convolution outputs are
+channels_last, the pointwise ops between convolutions (batch norm, activations, residual adds)
+keep that layout (their fake values say so after re-propagation, and our kernels write what the
+values say), and so every later convolution gets NHWC input with no transpose at all.
+
+Graph outputs keep the strides eager gives them: an output whose layout changed gets a clone back
+to its original (contiguous) format, which fuses into the kernel producing it. When anything
+does not fit (an op that needs the old strides, say a view that is only valid on NCHW data, or an
+output whose eager strides are not contiguous) the graph is left exactly as it was. Every
+decision is logged (`conv_layout_*` events on the backend logger).
+
+config.backend.conv_layout: "auto" (channels_last for CUDA graphs with a 4-d convolution),
+"channels_last" (also on CPU: tests use it to check the pass), "off" (the default).
+Why off by default: on the H100 (bf16, the suite's batch sizes, 2026-11-24) 'auto' against 'off'
+moved the six CNNs' geomean within the run-to-run noise (per-call overhead dominates there), and
+CPU convolutions in channels_last are slower than NCHW. Measure with run_suite.py and
+TRACE_BACKEND_CONV_LAYOUT=auto|off before changing it.
+"""
+from __future__ import annotations
+
+import torch
+from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+import logs
+from compiler import config
+
+log = logs.get_logger(__name__)
+aten = torch.ops.aten
+
+#: re-propagations that each convert one more convolution input before the rest go at once
+MAX_ROUNDS = 4
+
+
+def _val(node):
+    return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+
+
+def _is_4d(v) -> bool:
+    return isinstance(v, torch.Tensor) and v.dim() == 4
+
+
+def _wanted(gm, convs) -> str | None:
+    """None when the pass should run, else why not."""
+    mode = config.backend.conv_layout
+    if mode == "off":
+        return "config.backend.conv_layout is off"
+    if not convs:
+        return "no 4-d convolution"
+    if mode == "auto" and _val(convs[0]).device.type != "cuda":
+        return "not a CUDA graph (conv_layout 'auto' changes CUDA graphs only)"
+    return None
+
+
+def _fake_mode(gm):
+    vals = [_val(n) for n in gm.graph.nodes if n.op == "placeholder"]
+    return torch._guards.detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
+
+
+def use_channels_last(gm: torch.fx.GraphModule) -> bool:
+    """Rewrite `gm` in place as described above; True when it changed."""
+    graph = gm.graph
+    convs = [n for n in graph.nodes
+             if n.target is aten.convolution.default and _is_4d(_val(n.args[0])) and _is_4d(_val(n))]
+    why_not = _wanted(gm, convs)
+    if why_not is not None:
+        if convs:
+            log.debug("conv_layout_unchanged", reason=why_not, convolutions=len(convs))
+        return False
+    fake_mode = _fake_mode(gm)
+    if fake_mode is None:
+        log.debug("conv_layout_unchanged", reason="graph inputs carry no fake values")
+        return False
+
+    saved_vals = {n: n.meta.get("val") for n in graph.nodes}
+    output = next(n for n in graph.nodes if n.op == "output")
+    outs = output.args[0] if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
+    out_strides = [(_val(o).stride() if isinstance(_val(o), torch.Tensor) else None) for o in outs]
+    added = []
+
+    def undo(reason):
+        for n in reversed(added):
+            n.replace_all_uses_with(n.args[0])
+            graph.erase_node(n)
+        for n, v in saved_vals.items():
+            if n.graph is graph:
+                n.meta["val"] = v
+        log.info("conv_layout_unchanged", reason=reason, convolutions=len(convs))
+        return False
+
+    def propagate():
+        with fake_mode:
+            FakeTensorProp(gm, mode=fake_mode).propagate_dont_convert_inputs(
+                *[saved_vals[n] for n in graph.nodes if n.op == "placeholder"])
+
+    def convert(conv):
+        x = conv.args[0]
+        with graph.inserting_before(conv):
+            cl = graph.call_function(aten.clone.default, (x,), {"memory_format": torch.channels_last})
+        added.append(cl)
+        conv.replace_input_with(x, cl)
+
+    def needing():
+        return [c for c in convs if not _val(c.args[0]).is_contiguous(memory_format=torch.channels_last)]
+
+    # Convert the first convolution's input and re-propagate: usually every later convolution's
+    # input is channels_last by then. A few more rounds for inputs that are not (after a reshape,
+    # say); past that, convert all that are left at once.
+    try:
+        for round_ in range(MAX_ROUNDS + 1):
+            todo = needing()
+            if not todo:
+                break
+            for conv in (todo if round_ == MAX_ROUNDS else todo[:1]):
+                convert(conv)
+            propagate()
+    except Exception as e:         # an op that needs the NCHW strides (e.g. a view)
+        return undo(f"re-propagating channels_last failed: {type(e).__name__}: {e}"[:300])
+    converted = added[:]
+    restored = 0
+    for o, stride in zip(list(outs), out_strides):
+        v = _val(o)
+        if stride is None or tuple(v.stride()) == tuple(stride):
+            continue
+        original = saved_vals[o]
+        if not original.is_contiguous():
+            return undo(f"output {o.name} had non-contiguous eager strides {tuple(stride)}")
+        with graph.inserting_before(output):
+            back = graph.call_function(aten.clone.default, (o,), {"memory_format": torch.contiguous_format})
+        back.meta["val"] = original
+        added.append(back)
+        output.replace_input_with(o, back)
+        restored += 1
+    graph.lint()
+    gm.recompile()
+    log.info("conv_layout_channels_last", convolutions=len(convs), converted_inputs=len(converted),
+             outputs_restored=restored)
+    return True

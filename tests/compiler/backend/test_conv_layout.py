@@ -1,0 +1,96 @@
+"""Channels-last activations for convolution graphs (compiler/backend/conv_layout.py): forced on
+for CPU here (config 'channels_last'; 'auto' changes CUDA graphs only). Differential: every result
+equals eager's in value and in strides."""
+import pytest
+import torch
+import torch.nn as nn
+
+import compiler
+from compiler import config
+
+
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.conv2, self.bn2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(y)) + x)
+
+
+def small_resnet():
+    return nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                         Block(8), Block(8), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 5))
+
+
+def feature_map():
+    # the output is a 4-d activation: it must come back with eager's (contiguous) strides
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.GELU(), Block(8))
+
+
+def patch_embed():
+    # a view that is only valid on NCHW data: the pass must leave the graph alone (or cope)
+    class P(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Conv2d(3, 16, 4, stride=4)
+
+        def forward(self, x):
+            return self.proj(x).flatten(2).transpose(1, 2).softmax(-1)
+    return P()
+
+
+@pytest.mark.parametrize("make", [small_resnet, feature_map, patch_embed])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_channels_last_matches_eager(make, dtype):
+    torch.manual_seed(0)
+    model = make().eval().to(dtype)
+    x = torch.randn(2, 3, 16, 16, dtype=dtype)
+    compiler.reset()
+    with config.patch(**{"backend.conv_layout": "channels_last"}), torch.no_grad():
+        out = compiler.compile(model)(x)
+        ref = model(x)
+    torch.testing.assert_close(out, ref)
+    assert out.stride() == ref.stride()
+
+
+def _fake_graph(model, x):
+    """An aten graph of `model` with its parameters and buffers as inputs (as the aot stage makes)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+
+    def run(state, x):
+        return torch.func.functional_call(model, state, (x,))
+    with torch.no_grad():
+        return make_fx(run, tracing_mode="fake")(state, x)
+
+
+def test_conv_graph_is_rewritten():
+    from compiler.backend.conv_layout import use_channels_last
+    torch.manual_seed(0)
+    model = feature_map().eval()
+    x = torch.randn(2, 3, 8, 8)
+    gm = _fake_graph(model, x)
+    with config.patch(**{"backend.conv_layout": "channels_last"}):
+        assert use_channels_last(gm)
+    clones = [n for n in gm.graph.nodes if n.target is torch.ops.aten.clone.default]
+    formats = [n.kwargs.get("memory_format") for n in clones]
+    # one conversion into channels_last (the first convolution's input), one back at the output
+    assert formats.count(torch.channels_last) == 1 and formats.count(torch.contiguous_format) == 1
+    convs = [n for n in gm.graph.nodes if n.target is torch.ops.aten.convolution.default]
+    assert all(c.meta["val"].is_contiguous(memory_format=torch.channels_last) for c in convs)
+    with config.patch(**{"backend.conv_layout": "off"}):
+        assert not use_channels_last(_fake_graph(model, x))
+
+
+def test_auto_leaves_cpu_graphs_alone():
+    from compiler.backend.conv_layout import use_channels_last
+    gm = _fake_graph(feature_map().eval(), torch.randn(1, 3, 8, 8))
+    before = gm.code
+    with config.patch(**{"backend.conv_layout": "auto"}):
+        assert not use_channels_last(gm)
+    assert gm.code == before
