@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from tui.synthetic import write_synthetic_trace
-from tui_trace_fixtures import cached_torch_trace, make_our_debug_run
+from tui_trace_fixtures import cached_torch_trace, make_our_debug_run, normalized_our_run
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +25,13 @@ def torch_trace(tmp_path_factory) -> Path:
 def our_debug_run(tmp_path_factory) -> Path:
     """A debug run folder written by our compiler (compiler.compile, TRACE_COMPILE_DEBUG=1)."""
     return make_our_debug_run(tmp_path_factory.mktemp("ours") / "trace_debug")
+
+
+@pytest.fixture(scope="session")
+def our_trace(our_debug_run) -> Path:
+    """That debug run folder, normalized for snapshots (clock, pid, timings, object ids,
+    addresses, module paths, versions, the machine's libmvec declarations)."""
+    return normalized_our_run(our_debug_run)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -269,3 +269,69 @@ async def test_replay_cursor_is_redrawn_when_the_timeline_is_scrolled(synthetic_
         assert round(timeline.scroll_offset.y) == top
         assert {timeline.cursor, timeline.cursor + 1} <= set(drawn)
         assert list(timeline.render_line(timeline.cursor - top))[0].style.reverse
+
+
+def rendered_text(widget) -> str:
+    """Every line a widget renders (not only the part scrolled into view), as plain text."""
+    from textual.geometry import Region
+
+    return "\n".join(s.text for s in widget.render_lines(Region(0, 0, *widget.size)))
+
+
+def screen_text(app) -> str:
+    """What the terminal shows now (every layer: modal dialogs over the screen below)."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+def shown_of(app, widget) -> str:
+    """The part of the terminal a widget covers (what of it is really on screen)."""
+    r = widget.region
+    return "\n".join(line[r.x:r.right] for line in screen_text(app).splitlines()[r.y:r.bottom])
+
+
+def squeeze(text: str) -> str:
+    return "".join(text.split())
+
+
+async def test_bracket_keys_cycle_tabs(synthetic_trace):
+    """'[' and ']' (as a terminal sends them: keys left/right_square_bracket) change tabs, as
+    the help says; they were bound as 'bracketleft'/'bracketright', which Textual never sends."""
+    app = make_app(synthetic_trace)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        detail = app.screen.query_one(CompileDetail)
+        await pilot.press("3")
+        await pilot.press("]")
+        await pilot.pause()
+        assert detail.active == "guards"
+        await pilot.press("[", "[")
+        await pilot.pause()
+        assert detail.active == "source"
+
+
+async def test_help_shows_keys_as_typed_and_descriptions_beside_them(synthetic_trace):
+    app = make_app(synthetic_trace)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("f1")
+        await pilot.pause()
+        lines = [line for s in app.screen.query(Static) for line in rendered_text(s).splitlines()]
+        text = "\n".join(lines)
+        assert "bracketleft" not in text and "[, h" in text and "], l" in text
+        # the descriptions start in one column, next to the keys (not pushed to the far right)
+        starts = {line.index(d) for line in lines for d in ("Help", "Replay", "Prev tab")
+                  if line.strip().startswith(("f1", "r ", "[")) and d in line}
+        assert len(starts) == 1 and starts.pop() < 30, text
+
+
+async def test_search_dialog_shows_its_whole_hint(synthetic_trace):
+    app = make_app(synthetic_trace)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("slash")
+        await pilot.pause()
+        hint = app.screen.query("Label").first()
+        shown = shown_of(app, hint)
+        assert squeeze(str(hint.render())) == squeeze(
+            "Search the trace (regular expression; enter: go, n/N: next/prev match)")
+        assert squeeze(str(hint.render())) == squeeze(shown), shown

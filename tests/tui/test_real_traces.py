@@ -114,3 +114,24 @@ async def test_our_compiler_kernels_and_source_lines_link_both_ways(our_debug_ru
         await pilot.press("enter")  # kernel -> its source line
         await pilot.pause()
         assert detail.active == "source" and lines.highlighted == row
+
+
+async def test_long_code_lines_are_wrapped_not_cut(our_debug_run):
+    """Every character of a generated kernel shows in the Kernels tab: a line wider than the
+    pane (#pragma omp ... if(parallel: 3 >= 32768)) wraps instead of being cut at the edge
+    (the pane scrolls vertically only)."""
+    from textual.widgets import Static
+
+    from test_app import rendered_text, squeeze
+
+    o = open_path(str(our_debug_run))
+    app = TraceApp(o.trace, o.debug_dir, "run")
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("8")
+        await pilot.pause()
+        kern = app.model.compiles[(0, 0)].kernels[0]
+        shown = squeeze(rendered_text(app.screen.query_one("#kernel-code", Static)))
+        assert any(len(line) > 60 for line in kern.code.splitlines())
+        for line in kern.code.splitlines():
+            assert squeeze(line) in shown, line

@@ -1,7 +1,12 @@
-"""SVG snapshots of every screen and tab (pytest-textual-snapshot). Traces are deterministic:
-the synthetic program through logs' writer (fixed clock), and a PyTorch TORCH_TRACE log made in
-the session and normalized (clock, pid, timings, object ids). Update with --snapshot-update.
-The other tabs (guards, FX graph, IR, metrics) are checked by content in test_app.py."""
+"""SVG snapshots of every screen and tab (pytest-textual-snapshot), on three traces made
+deterministic: the synthetic program through logs' writer (fixed clock); a debug run of OUR
+compiler made in the session (compile with a graph break, a recompile and fused C++ kernels,
+TRACE_COMPILE_DEBUG=1) and a PyTorch TORCH_TRACE log made in the session, both normalized in
+a copy (clock, pid, timings, object ids; for ours also addresses, module paths, versions and the
+machine's libmvec declarations: tui_trace_fixtures.py). Update with --snapshot-update.
+
+Our compiler's snapshots show its real output (guards, FX graphs, IR, C++ kernels): a change
+of that output in compiler/ changes them, on purpose; review the new SVGs and update."""
 
 from pathlib import Path
 
@@ -38,27 +43,29 @@ def test_synthetic_views(snap_compare, synthetic_trace, name, keys):
     assert snap_compare(app_for(synthetic_trace), press=keys, terminal_size=SIZE)
 
 
-def test_command_palette(snap_compare, synthetic_trace):
-    async def open_palette(pilot):
-        from textual.command import CommandList, CommandPalette
-        await pilot.press("ctrl+p", *"Show")
-        await pilot.pause(0.5)
-        # The palette searches its providers asynchronously: on a loaded CI machine 0.5 s may
-        # not be enough, so also wait (up to 10 s) until the result list reads the same 3 times.
-        seen = []
-        for _ in range(50):
-            screen = pilot.app.screen
-            if isinstance(screen, CommandPalette):
-                seen.append(screen.query_one(CommandList).option_count)
-                if len(seen) >= 3 and seen[-1] and seen[-1] == seen[-2] == seen[-3]:
-                    break
-            await pilot.pause(0.2)
-        # The search box's cursor blinks: stop it (shown) so the picture does not depend on
-        # when it is taken.
-        from textual.widgets import Input
-        pilot.app.screen.query_one(Input).cursor_blink = False
-        await pilot.pause()
+async def open_palette(pilot):
+    """ctrl+p, type "Show", wait until the palette's (asynchronous) search has settled."""
+    from textual.command import CommandList, CommandPalette
+    await pilot.press("ctrl+p", *"Show")
+    await pilot.pause(0.5)
+    # The palette searches its providers asynchronously: on a loaded CI machine 0.5 s may
+    # not be enough, so also wait (up to 10 s) until the result list reads the same 3 times.
+    seen = []
+    for _ in range(50):
+        screen = pilot.app.screen
+        if isinstance(screen, CommandPalette):
+            seen.append(screen.query_one(CommandList).option_count)
+            if len(seen) >= 3 and seen[-1] and seen[-1] == seen[-2] == seen[-3]:
+                break
+        await pilot.pause(0.2)
+    # The search box's cursor blinks: stop it (shown) so the picture does not depend on
+    # when it is taken.
+    from textual.widgets import Input
+    pilot.app.screen.query_one(Input).cursor_blink = False
+    await pilot.pause()
 
+
+def test_command_palette(snap_compare, synthetic_trace):
     assert snap_compare(app_for(synthetic_trace), terminal_size=SIZE, run_before=open_palette)
 
 
@@ -91,3 +98,45 @@ TORCH_VIEWS = [
 @pytest.mark.parametrize("name,keys", TORCH_VIEWS, ids=[v[0] for v in TORCH_VIEWS])
 def test_torch_trace_views(snap_compare, torch_trace, name, keys):
     assert snap_compare(app_for(torch_trace), press=keys, terminal_size=SIZE)
+
+
+# The PyTorch trace's other tabs (eager backend: no IR or kernels, which say "not in this trace").
+TORCH_TABS = [
+    ("guards", ["4"]),
+    ("fx_graph", ["6"]),
+    ("metrics", ["9"]),
+]
+
+
+@pytest.mark.parametrize("name,keys", TORCH_TABS, ids=[v[0] for v in TORCH_TABS])
+def test_torch_trace_tabs(snap_compare, torch_trace, name, keys):
+    assert snap_compare(app_for(torch_trace), press=keys, terminal_size=SIZE)
+
+
+# Our compiler's trace (normalized). The tree: frame f (0/0 selected at start, 0/1), then the
+# resume function's frame (1/0, 1/1); digits pick tabs.
+OURS_VIEWS = [
+    ("overview", []),
+    ("source", ["2"]),
+    ("breaks", ["3"]),
+    ("guards", ["4"]),
+    ("recompiles", ["j", "5"]),
+    ("fx_graph", ["6"]),
+    ("ir_fusion", ["7"]),
+    ("kernels", ["8"]),
+    ("metrics", ["9"]),
+    ("replay_break", ["r", "b"]),
+    ("replay_recompile", ["r", "c"]),
+    ("help", ["f1"]),
+    ("search", ["slash", *"rank mismatch"]),
+    ("problems", ["exclamation_mark"]),
+]
+
+
+@pytest.mark.parametrize("name,keys", OURS_VIEWS, ids=[v[0] for v in OURS_VIEWS])
+def test_our_trace_views(snap_compare, our_trace, name, keys):
+    assert snap_compare(app_for(our_trace, "run"), press=keys, terminal_size=SIZE)
+
+
+def test_our_trace_command_palette(snap_compare, our_trace):
+    assert snap_compare(app_for(our_trace, "run"), terminal_size=SIZE, run_before=open_palette)

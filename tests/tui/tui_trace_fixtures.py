@@ -108,7 +108,9 @@ def make_our_debug_run(base: Path) -> Path:
 _PREFIX = re.compile(r"^([A-Z])\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ")
 _VOLATILE = [(re.compile(r"\b\d{9,}\b"), "123456789"),  # object ids, timestamps in us
              (re.compile(r"(latency = )[\d.]+"), r"\g<1>1.0"),
-             (re.compile(r'("ts": )[\d.]+'), r"\g<1>0")]
+             (re.compile(r'("ts": )[\d.]+'), r"\g<1>0"),
+             # torch's GLOBAL_STATE guard records the machine's thread count
+             (re.compile(r'("num_threads":)\d+'), r"\g<1>1")]
 
 
 def _stable_meta(value):
@@ -121,8 +123,10 @@ def _stable_meta(value):
     return value
 
 
-def normalize_trace(src: Path, dst: Path) -> Path:
-    """Copy a trace with clock, pid, timings and object ids fixed (md5s recomputed)."""
+def normalize_trace(src: Path, dst: Path, rules=None, writer_lines: bool = False) -> Path:
+    """Copy a trace with clock, pid, timings and object ids fixed (md5s recomputed). rules:
+    the (regex, replacement) pairs for payloads (default _VOLATILE); writer_lines: the writer's
+    source line in each prefix set to 0 (ours move with every edit of compiler/)."""
     out, tick = [], 0
     records = re.split(r"\n(?=[^\t])", src.read_text())
     for rec in records:
@@ -135,14 +139,57 @@ def normalize_trace(src: Path, dst: Path) -> Path:
         where, _, env_text = rest.partition("] ")
         env = _stable_meta(json.loads(env_text))
         text = "\n".join(line[1:] for line in payload)
-        for rx, rep in _VOLATILE:
+        for rx, rep in (_VOLATILE if rules is None else rules):
             text = rx.sub(rep, text)
+        if writer_lines:
+            where = re.sub(r":\d+$", ":0", where)
         if payload:
             env["has_payload"] = hashlib.md5(text.encode()).hexdigest()
         line = f"V1122 12:00:{tick // 1000:02d}.{tick % 1000:03d}000 4242 {where}] {json.dumps(env)}"
         out.append(line + "".join(f"\n\t{p}" for p in text.split("\n")) if payload else line)
     dst.parent.mkdir(parents=True, exist_ok=True)
     dst.write_text("\n".join(out) + "\n")
+    return dst
+
+
+# What varies in a trace of our compiler between runs or machines, besides the clock, pid and
+# timings (normalize_trace fixes those): object ids, addresses of functions in bytecode listings,
+# where Python modules live (ID_MATCH guards name the module's file), the versions in the
+# tracetorch_version record, and which math functions the machine's glibc has SIMD versions of
+# (libmvec: the C++ module's extern "C" declarations; replaced by ONE line so that the line
+# numbers of later records do not depend on the machine either).
+_OURS_VOLATILE = [
+    # object ids; not the digits of a float constant in kernel code (2.2137376921775787049e-09)
+    (re.compile(r"(?<![.\w])\d{9,}(?![.\w])"), "123456789"),
+    (re.compile(r" at 0x[0-9a-f]+>"), " at 0x7f0000000000>"),
+    (re.compile(r"(<module '[\w.]+' from ')[^'\n\"]*'?"), r"\g<1><site-packages>'"),
+    (re.compile(r'("python": )"[^"]*"'), r'\g<1>"3.x"'),
+    (re.compile(r'("torch_version": )"[^"]*"'), r'\g<1>"2.x"'),
+    (re.compile(r'extern "C" \{\n(__attribute__\(\(__simd__[^\n]*\n)+\}\n'),
+     'extern "C" { /* libmvec SIMD declarations (machine-dependent; normalized) */ }\n'),
+]
+OURS_SNAPSHOT_RUN = FIXTURE_ROOT / "ours_snapshot" / "run_normalized"
+
+
+def normalized_our_run(run: Path) -> Path:
+    """A copy of one of our debug run folders, normalized for snapshots (trace.log as in
+    normalize_trace plus _OURS_VOLATILE; the per-compile source.py files), at a fixed path
+    (shown on screen). Files are replaced atomically: parallel workers and sessions write the
+    same content."""
+    import fcntl
+
+    dst = OURS_SNAPSHOT_RUN
+    dst.mkdir(parents=True, exist_ok=True)
+    with open(dst.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        tmp = dst / f".trace.{os.getpid()}.tmp"
+        normalize_trace(run / "trace.log", tmp, _OURS_VOLATILE, writer_lines=True)
+        os.replace(tmp, dst / "trace.log")
+        for src in sorted(run.glob("*_*/source.py")):
+            (dst / src.parent.name).mkdir(exist_ok=True)
+            tmp = dst / src.parent.name / f".source.{os.getpid()}.tmp"
+            tmp.write_text(src.read_text())
+            os.replace(tmp, dst / src.parent.name / "source.py")
     return dst
 
 

@@ -27,7 +27,8 @@ def code(text: str, language: str = "python", start: int = 1,
     if len(lines) > MAX_LINES:
         note = Text(f"... {len(lines) - MAX_LINES} more lines not shown", style="italic")
         text = "\n".join(lines[:MAX_LINES])
-    syn = Syntax(text, language, line_numbers=True, start_line=start, word_wrap=False,
+    # wrapped: the panes scroll vertically only, so a long line would be cut at the edge
+    syn = Syntax(text, language, line_numbers=True, start_line=start, word_wrap=True,
                  highlight_lines=highlight or set(), theme="monokai")
     return Group(syn, note) if note else syn
 

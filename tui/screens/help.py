@@ -19,14 +19,22 @@ NAVIGATION = [
 ]
 
 
-def bindings_table(app, title: str, bindings) -> Table:
+def help_table(title: str) -> Table:
+    """Keys in a fixed-width column, descriptions in the rest (ratio=1: an expanded table gives
+    its spare width to that column, not to the keys, so every table lines up)."""
     t = Table(title=title, title_justify="left", box=None, expand=True, show_header=False)
     t.add_column(style="bold cyan", width=22)
-    t.add_column()
+    t.add_column(ratio=1)
+    return t
+
+
+def bindings_table(app, title: str, bindings) -> Table:
+    t = help_table(title)
     for b in bindings:
         if isinstance(b, Binding) and b.description:
+            # ", " between alternatives: " / " read wrong next to the "/" key ("/ / ^f")
             keys = [app.get_key_display(Binding(k.strip(), "")) for k in b.key.split(",")]
-            t.add_row(" / ".join(keys), b.description)
+            t.add_row(", ".join(keys), b.description)
     return t
 
 
@@ -43,10 +51,7 @@ class HelpScreen(ModalScreen):
         self.screen_bindings, self.app_bindings = screen_bindings, app_bindings
 
     def compose(self):
-        nav = Table(title="Navigation", title_justify="left", box=None, expand=True,
-                    show_header=False)
-        nav.add_column(style="bold cyan", width=22)
-        nav.add_column()
+        nav = help_table("Navigation")
         for k, d in NAVIGATION:
             nav.add_row(k, d)
         with VerticalScroll():

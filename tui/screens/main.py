@@ -20,8 +20,8 @@ TAB_KEYS = [Binding(str(n), f"tab('{tab_id}')", title, show=False)
 class MainScreen(Screen):
     BINDINGS = [
         Binding("r", "app.replay", "Replay"),
-        Binding("bracketleft,h", "cycle_tab(-1)", "Prev tab", show=False),
-        Binding("bracketright,l", "cycle_tab(1)", "Next tab", show=False),
+        Binding("left_square_bracket,h", "cycle_tab(-1)", "Prev tab", show=False),
+        Binding("right_square_bracket,l", "cycle_tab(1)", "Next tab", show=False),
         Binding("tab", "app.focus_next", "Focus", show=False),
         *TAB_KEYS,
     ]

@@ -19,6 +19,7 @@ class SearchScreen(ModalScreen[tuple[str, bool] | None]):
     SearchScreen > Vertical { width: 70; height: auto; border: thick $primary; background: $surface;
                               padding: 1 2; }
     SearchScreen #search-error { color: $error; height: auto; }
+    SearchScreen #search-hint { width: 100%; }
     """
 
     def __init__(self, last: str = "", **kw):
@@ -27,7 +28,8 @@ class SearchScreen(ModalScreen[tuple[str, bool] | None]):
 
     def compose(self):
         with Vertical():
-            yield Label("Search the trace (regular expression; enter: go, n/N: next/prev match)")
+            yield Label("Search the trace (regular expression; enter: go, n/N: next/prev match)",
+                        id="search-hint")  # wraps: wider than the dialog
             yield Input(value=self.last, placeholder="e.g. graph_break|mismatch", id="search-input")
             yield Checkbox("ignore case", value=True, id="search-case")
             yield Label("", id="search-error")
