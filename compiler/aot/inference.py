@@ -55,7 +55,22 @@ def _needs_grad(gm, example_inputs) -> bool:
 def _has_symbols(v) -> bool:
     if isinstance(v, torch.Tensor):
         return any(isinstance(s, torch.SymInt) for s in list(v.shape) + list(v.stride()))
-    return isinstance(v, torch.SymInt)
+    return isinstance(v, (torch.SymInt, torch.SymFloat))
+
+
+def _is_float(x) -> bool:
+    return isinstance(x, (float, torch.SymFloat))
+
+
+def _fake_matches(f, x) -> bool:
+    """Is the frontend's placeholder value `f` a fake of the example input `x`?"""
+    if isinstance(x, torch.Tensor):
+        return isinstance(f, FakeTensor)
+    if _is_float(x):
+        return isinstance(f, (torch.SymFloat, float))
+    if isinstance(x, (torch.SymInt, int)) and not isinstance(x, bool):
+        return isinstance(f, (torch.SymInt, int))
+    return True
 
 
 def trace_inference(gm, example_inputs, dynamic=None):
@@ -64,9 +79,14 @@ def trace_inference(gm, example_inputs, dynamic=None):
     table = decomposition_table()
     table.update(sdpa_decompositions())
     fakes = _placeholder_fakes(gm)
-    frontend_fakes = (len(fakes) == len(example_inputs) and all(
-        (isinstance(f, FakeTensor) or isinstance(f, (torch.SymInt, int))) if isinstance(x, (torch.Tensor, torch.SymInt, int))
-        else True for f, x in zip(fakes, example_inputs)) and any(_has_symbols(f) for f in fakes))
+    frontend_fakes = (len(fakes) == len(example_inputs)
+                      and all(_fake_matches(f, x) for f, x in zip(fakes, example_inputs))
+                      and any(_has_symbols(f) for f in fakes) and any(isinstance(f, FakeTensor) for f in fakes))
+    if not frontend_fakes and dynamic and any(_is_float(x) for x in example_inputs):
+        # make_fx's symbolic mode keeps Python floats as constants: fake the inputs here (in one
+        # ShapeEnv), floats as SymFloats, and trace them like the frontend's fakes
+        fakes = symbolic_fakes(example_inputs)
+        frontend_fakes = fakes is not None
     with fx_traceback.preserve_node_meta():
         if frontend_fakes and dynamic is not False:
             fake_mode = next(f.fake_mode for f in fakes if isinstance(f, FakeTensor))
@@ -85,10 +105,40 @@ def trace_inference(gm, example_inputs, dynamic=None):
                                  _allow_non_fake_inputs=True)(*example_inputs)
             vals = [n.meta.get("val") for n in traced.graph.nodes if n.op == "placeholder"]
             # non-tensor inputs have no "val": they were traced as the example's value
-            inputs = [v if isinstance(v, (torch.Tensor, torch.SymInt)) else ex for v, ex in zip(vals, example_inputs)]
+            inputs = [v if isinstance(v, (torch.Tensor, torch.SymInt, torch.SymFloat)) else ex
+                      for v, ex in zip(vals, example_inputs)]
             shape_env = _shape_env_of(inputs)
             new_guards = list(shape_env.guards) if shape_env is not None else []
     return traced, flat.spec, inputs, shape_env, new_guards
+
+
+def symbolic_fakes(example_inputs):
+    """Fakes of the example inputs in a fresh ShapeEnv, as make_fx's symbolic mode makes them
+    (tensor sizes and ints symbolic), plus every float as a SymFloat (a runtime scalar: the
+    compiled graph takes its value at each call). None without a tensor input."""
+    if not any(isinstance(x, torch.Tensor) for x in example_inputs):
+        return None
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    shape_env = ShapeEnv()
+    mode = FakeTensorMode(allow_fallback_kernels=True, allow_non_fake_inputs=True, shape_env=shape_env,
+                          static_shapes=False)
+    out = []
+    for i, x in enumerate(example_inputs):
+        src = ConstantSource(f"input{i}")
+        if isinstance(x, torch.Tensor):
+            out.append(mode.from_tensor(x, source=src))
+        elif type(x) is int:
+            out.append(shape_env.create_symintnode(shape_env.create_symbol(x, src, positive=None), hint=x,
+                                                   source=src))
+        elif type(x) is float:
+            out.append(shape_env.create_symfloatnode(shape_env.create_unspecified_symbol(x, src), hint=x,
+                                                     source=src))
+        else:
+            out.append(x)
+    log.debug("aot_symbolic_inputs", floats=sum(type(x) is float for x in example_inputs),
+              ints=sum(type(x) is int for x in example_inputs))
+    return out
 
 
 @contextlib.contextmanager
@@ -106,7 +156,7 @@ def _shape_env_of(vals):
     for v in vals:
         if isinstance(v, FakeTensor) and v.fake_mode.shape_env is not None:
             return v.fake_mode.shape_env
-        if isinstance(v, torch.SymInt):
+        if isinstance(v, (torch.SymInt, torch.SymFloat)):
             return v.node.shape_env
     return None
 
@@ -117,12 +167,23 @@ class InputCheck:
     def __init__(self, traced_inputs, guards, shape_env, check_offsets=False):
         self.check_offsets = check_offsets   # as_strided in the graph bakes in storage offsets
         self.specs = []
+        self.specialized: list[float] = []   # float inputs the trace turned into constants
         for v in traced_inputs:
             if isinstance(v, torch.Tensor):
                 self.specs.append(("t", [_expr(s) for s in v.shape], [_expr(s) for s in v.stride()],
                                    v.dtype, v.device.type, _expr(v.storage_offset())))
             elif isinstance(v, (torch.SymInt, int)) and not isinstance(v, bool):
                 self.specs.append(("i", _expr(v)))
+            elif isinstance(v, torch.SymFloat):
+                expr = v.node.expr
+                if expr.is_number:
+                    # an op took the float as a C++ double while tracing (e.g. pad's `float? value`):
+                    # the ShapeEnv specialized it, the graph holds this value as a constant
+                    self.specialized.append(float(expr))
+                    self.specs.append(("c", float(expr)))
+                else:
+                    # a runtime scalar: any float matches (guards on its symbol are checked below)
+                    self.specs.append(("f", expr))
             elif v is None or isinstance(v, (float, bool, str)):
                 self.specs.append(("c", v))     # traced as a constant: only this value matches
             else:
@@ -138,14 +199,22 @@ class InputCheck:
                 if _is_used(sym, self.specs) and vr.lower is not None and vr.lower > 0 and vr.lower.is_finite:
                     self.guards.append(sympy.Ge(sym, int(vr.lower)))
         self.static = not any(_free(s) for s in self.specs) and not self.guards
+        guarded = set()
+        for g in self.guards:
+            guarded |= g.free_symbols
+        # a float no guard mentions is keyed by its type only: the memo does not grow with its values
+        self.float_by_type = [s[0] == "f" and not (_free(s) & guarded) for s in self.specs]
         self.memo: dict = {}
 
     def key(self, args):
         parts = []
-        for a in args:
+        by_type = self.float_by_type
+        for i, a in enumerate(args):
             if isinstance(a, torch.Tensor):
                 parts.append((tuple(a.shape), a.stride(), a.dtype, a.device.type,
                               a.storage_offset() if self.check_offsets else 0))
+            elif isinstance(a, float) and i < len(by_type) and by_type[i]:
+                parts.append(("float",))
             elif isinstance(a, (int, float, bool, str)) or a is None:
                 parts.append((type(a).__name__, a))
         return tuple(parts)
@@ -177,6 +246,11 @@ class InputCheck:
                 if not isinstance(a, int) or isinstance(a, bool):
                     return f"expected an int input, got {type(a).__name__}"
                 pending.append((spec[1], int(a), "int"))
+            elif spec[0] == "f":
+                if not isinstance(a, float):
+                    return f"expected a float input, got {type(a).__name__}"
+                if isinstance(spec[1], sympy.Symbol):
+                    binds.setdefault(spec[1], sympy.Float(float(a)))
             elif spec[0] == "c":
                 if type(a) is not type(spec[1]) or a != spec[1]:
                     return f"constant input {a!r} differs from the traced {spec[1]!r}"
@@ -198,7 +272,7 @@ class InputCheck:
 
 
 def _expr(s):
-    if isinstance(s, torch.SymInt):
+    if isinstance(s, (torch.SymInt, torch.SymFloat)):
         return s.node.expr
     return sympy.Integer(int(s))
 
@@ -251,6 +325,12 @@ def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynam
     compiled = inner_compile(traced, traced_inputs)
     offsets = any(n.target is torch.ops.aten.as_strided.default for n in traced.graph.nodes)
     check = InputCheck(traced_inputs, guards, shape_env, check_offsets=offsets)
+    for value in check.specialized:
+        log.warning("float_input_specialized", value=value,
+                    action="the compiled graph serves this value only; other values run the graph eagerly")
+        logs.artifact("perf_hints", lambda value=value: (
+            f"a float input was specialized to {value!r} while tracing (an op in the graph takes it as a "
+            "C++ double, e.g. F.pad's value): other values of it run the graph eagerly"))
     return InferenceRuntime(gm, compiled, spec, check)
 
 

@@ -41,6 +41,9 @@ def _spec(v) -> str:
         return f"T({list(map(str, v.shape))},{list(map(str, v.stride()))},{v.storage_offset()},{v.dtype},{v.device.type})"
     if isinstance(v, torch.SymInt):
         return f"S({v.node.expr})"
+    if isinstance(v, (torch.SymFloat, float)):
+        # a float input is a runtime scalar of the compiled code (or unused): never its value
+        return "F"
     return f"V({type(v).__name__}:{v!r})"
 
 

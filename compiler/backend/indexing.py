@@ -66,6 +66,22 @@ def size_symbol(name: str) -> sympy.Symbol:
     return sympy.Symbol(name, integer=True, positive=True)
 
 
+def float_symbol(name: str) -> sympy.Symbol:
+    """A runtime float scalar (a SymFloat/float graph input, or a float computed from scalars in
+    the wrapper): the wrapper holds it as a Python float, kernels take it as a double argument."""
+    return sympy.Symbol(name, real=True)
+
+
+def is_float_symbol(s) -> bool:
+    """A float scalar symbol (every size, index and indirect symbol is an integer symbol)."""
+    return isinstance(s, sympy.Symbol) and s.is_integer is not True
+
+
+def has_float_symbols(e) -> bool:
+    """Does this sympy expression read a float scalar symbol?"""
+    return isinstance(e, sympy.Basic) and any(is_float_symbol(s) for s in e.free_symbols)
+
+
 def _upper_bound(expr: Expr, var_ranges: dict) -> Optional[Expr]:
     """An upper bound of a sum of non-negative terms given var -> range (exclusive), or None."""
     expr = sympy.expand(expr)

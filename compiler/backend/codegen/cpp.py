@@ -228,7 +228,8 @@ class CppCodegen(KernelCodegen):
         source = "\n".join(lines)
         return GeneratedKernel(
             name=group.name, source=source, language="cpp", call_args=call_args,
-            launch={"parallel": "openmp over outer loops", "size_args": [s.name for s in group.size_symbols], "outer_ranges": [str(r) for r in group.ranges],
+            launch={"parallel": "openmp over outer loops", "size_args": [s.name for s in group.size_symbols],
+                    "float_args": [s.name for s in group.size_symbols if ir.is_float_symbol(s)], "outer_ranges": [str(r) for r in group.ranges],
                     "reduction_ranges": [str(r) for r in group.reduction_ranges]},
             provenance=list(group.provenance), group=group)
 
@@ -248,7 +249,8 @@ class CppCodegen(KernelCodegen):
             params.append(f"{CPP_STORAGE[dt]}* {name}")
             call_args.append(name)
         for s in group.size_symbols:
-            params.append(f"int64_t {s.name}")
+            # a float scalar (SymFloat input) arrives as a double, like a Python float
+            params.append(f"double {s.name}" if ir.is_float_symbol(s) else f"int64_t {s.name}")
             call_args.append(s.name)
         for name in group.inputs:
             if group.layouts[name].dtype not in CPP_STORAGE:
@@ -321,7 +323,8 @@ def cpp_module_prelude(kernels: list[GeneratedKernel]) -> str:
         return ""
     from compiler.backend.runtime.cpp_build import simd_math_declarations
     src = cpp_ops.PRELUDE + simd_math_declarations() + "\n\n" + "\n\n".join(k.source for k in kernels)
-    kinds = {k.name: "".join("i" if a in k.launch.get("size_args", ()) else "p" for a in k.call_args)
+    kinds = {k.name: "".join("d" if a in k.launch.get("float_args", ()) else
+                             "i" if a in k.launch.get("size_args", ()) else "p" for a in k.call_args)
              for k in kernels}
     lines = ["cpp_source = r'''" + src + "\n'''",
              f"cpp_module = load_cpp_module(cpp_source, {kinds!r})"]

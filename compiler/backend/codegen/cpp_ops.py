@@ -220,7 +220,19 @@ class CppOpsHandler(ir.OpsHandler):
         return v
 
     def index_expr(self, expr, dtype):
+        if ir.has_float_symbols(expr):
+            return self._float_scalar(expr, dtype)
         return self._emit(f"static_cast<{ctype(dtype)}>({cpp_index(expr)})", dtype)
+
+    def _float_scalar(self, expr, dtype):
+        """A runtime float scalar (a double kernel argument) as a value of dtype: converted as
+        ops.constant converts a Python float (half/bfloat16 compute in float, as constants do)."""
+        if not isinstance(expr, sympy.Symbol):
+            raise CodegenUnsupported(f"float scalar expression {expr} (only float symbols reach kernels)")
+        if dtype == torch.bool:
+            return self._emit(f"({expr.name} != 0)", torch.bool)
+        cdt = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+        return self._emit(f"static_cast<{ctype(cdt)}>({expr.name})", cdt)
 
     def to_dtype(self, x, dtype):
         if dtype == torch.bool:

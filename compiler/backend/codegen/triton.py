@@ -273,9 +273,10 @@ class TritonCodegen(KernelCodegen):
             k.store(node.name, node.store_index(k.xs), v, frozenset({X}))
 
     # assembly ---------------------------------------------------------------------------------
-    def _source(self, k: TritonKernelBuilder, ptrs, sizes) -> str:
+    def _source(self, k: TritonKernelBuilder, ptrs, sizes, floats=()) -> str:
         g = k.group
-        params = ptrs + (["tt_status"] if k.status else []) + sizes + ["xnumel"] + \
+        params = ptrs + (["tt_status"] if k.status else []) + [f"{f}: tl.float64" for f in floats] + \
+            sizes + ["xnumel"] + \
             (["rnumel"] if k.reduction else []) + \
             ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if k.reduction else [])
         kind = "pointwise" if not k.reduction else ("persistent" if k.persistent else "looped")
@@ -309,29 +310,32 @@ class TritonCodegen(KernelCodegen):
         ptrs = list(g.inputs) + [n for n in g.outputs if n not in g.inputs]
         for name in ptrs:
             tl_type(g.layouts[name].dtype)
-        sizes = [s.name for s in g.size_symbols]
+        sizes = [s.name for s in g.size_symbols if not ir.is_float_symbol(s)]
+        # float scalars (SymFloat inputs): fp64 arguments after the pointers, never part of the
+        # launch plan (one compiled kernel and launch config serve every value)
+        floats = [s.name for s in g.size_symbols if ir.is_float_symbol(s)]
         kind = "pointwise" if not k.reduction else ("persistent" if k.persistent else "looped")
-        source = self._source(k, ptrs, sizes)
+        source = self._source(k, ptrs, sizes, floats)
         xnumel = _print(ir.product(g.ranges))
         rnumel = _print(ir.product(g.reduction_ranges)) if k.reduction else "1"
         # Autotuning runs the kernel several times: every written buffer is cloned for the sweep,
         # since the memory planner may hand an output the storage of an input (in-place reuse).
         clone = [i for i, n in enumerate(ptrs) if n in g.outputs]
         define = (f"{g.name} = TritonLauncher({g.name!r}, '''{source}''', kind={kind!r}, "
-                  f"n_ptrs={len(ptrs)}, numel=lambda {', '.join(sizes)}: ({xnumel}, {rnumel}), "
+                  f"n_ptrs={len(ptrs)}, n_floats={len(floats)}, numel=lambda {', '.join(sizes)}: ({xnumel}, {rnumel}), "
                   f"rblock={self._rblock(k)}, interpret={k.interpret}, clone_args={tuple(clone)!r}"
                   + (", status=True" if k.status or (alt is not None and alt.status) else ""))
         if alt is not None:
-            alt_source = self._source(alt, ptrs, sizes)
+            alt_source = self._source(alt, ptrs, sizes, floats)
             define += (f", persistent_source='''{alt_source}''', "
                        f"persistent_max={_opt('persistent_reduction_max', 4096)}")
             source += "\n# persistent variant, used when rnumel <= persistent_max at run time\n" + alt_source
         define += ")"
         return GeneratedKernel(
-            name=g.name, source=source, language="triton", call_args=ptrs + sizes,
+            name=g.name, source=source, language="triton", call_args=ptrs + floats + sizes,
             define_code=define,
             launch={"kind": kind + ("+persistent" if alt is not None else ""), "xnumel": xnumel,
-                    "rnumel": rnumel, "size_args": sizes, "interpret": k.interpret},
+                    "rnumel": rnumel, "size_args": sizes, "float_args": floats, "interpret": k.interpret},
             provenance=list(g.provenance), group=g)
 
     def _rblock(self, k):

@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import sympy
+
 import torch
 
 from compiler.backend import ir
@@ -124,11 +126,25 @@ class TritonOpsHandler(ir.OpsHandler):
                           f"{tl_type(cdt)})", cdt, frozenset())
 
     def index_expr(self, expr, dtype):
+        if ir.has_float_symbols(expr):
+            return self._float_scalar(expr, dtype)
         idx, dims = self.kernel.index(expr)
         cdt = compute_dtype(dtype)
         if not dims:
             idx = f"(tl.full({self.kernel.shape(frozenset())}, 0, tl.int64) + {idx})"
         return self._emit(f"({idx}).to({tl_type(cdt)})", cdt, dims)
+
+    def _float_scalar(self, expr, dtype):
+        """A runtime float scalar (an fp64 kernel argument; a Python float under the interpreter)
+        as a value of dtype, converted as ops.constant converts a Python float."""
+        if not isinstance(expr, sympy.Symbol):
+            raise CodegenUnsupported(f"float scalar expression {expr} (only float symbols reach kernels)")
+        shape = self.kernel.shape(frozenset())
+        if dtype == torch.bool:
+            return self._emit(f"(tl.full({shape}, {expr.name}, tl.float64) != 0)", torch.bool, frozenset())
+        cdt = compute_dtype(dtype)
+        v = f"tl.full({shape}, {expr.name}, tl.float64)"
+        return self._emit(v if cdt == torch.float64 else f"{v}.to({tl_type(cdt)})", cdt, frozenset())
 
     def to_dtype(self, x, dtype):
         if dtype == torch.bool:

@@ -143,6 +143,7 @@ def _example_value(x, default=8) -> int:
 def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(), header: str = "") -> str:
     graph = sched.graph
     lines_top = ['"""tracetorch output code' + (f": {header}" if header else "") + '"""',
+                 "import math",
                  "import torch",
                  "from torch import empty_strided, as_strided",
                  "from torch.nn.functional import scaled_dot_product_attention",
@@ -177,10 +178,19 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
     for v in graph.outputs:
         needed |= _free(v) if not isinstance(v, ir.Buffer) else set()
     binds = symbol_bindings(graph)
-    for sym in sorted(needed, key=lambda s: s.name):
+    # float scalars computed from other scalars: each needs its operands' symbols bound first
+    defs = list(getattr(graph, "scalar_defs", []))
+    for sym, _, operands in reversed(defs):
+        if sym in needed:
+            needed |= _free(operands)
+    defined = {sym for sym, _, _ in defs}
+    for sym in sorted(needed - defined, key=lambda s: s.name):
         if sym not in binds:
             raise CodegenUnsupported(f"size symbol {sym} cannot be read from the graph inputs")
         body.append(f"{sym.name} = {binds[sym]}")
+    for sym, fmt, operands in defs:
+        if sym in needed:
+            body.append(f"{sym.name} = {fmt.format(*[fmt_arg(a) for a in operands])}  # float scalar")
 
     for i, s in enumerate(sched.steps):
         if isinstance(s, ir.KernelGroup):
@@ -239,6 +249,9 @@ def _main_block(graph, example_inputs) -> str:
             specs.append(f"rand_strided({tuple(size)!r}, {tuple(stride)!r}, {ex.dtype}, '{ex.device}')")
         elif isinstance(ex, (int, torch.SymInt)):
             specs.append(repr(_example_value(ex)))
+        elif isinstance(ex, torch.SymFloat):
+            hint = ex.node.hint
+            specs.append(fmt_arg(float(hint)) if hint is not None else "1.0")
         else:
             specs.append(repr(ex))
     return "\n".join([

@@ -38,6 +38,39 @@ _SYM_OPS = {operator.add: operator.add, operator.sub: operator.sub, operator.mul
             operator.mod: lambda a, b: ir.ModularIndexing(a, 1, b)}
 
 
+#: scalar ops whose float results the wrapper computes in Python (exactly as eager's Python does):
+#: target -> format of the expression over the rendered operands
+_FLOAT_SCALAR_OPS = {operator.add: "({0} + {1})", operator.sub: "({0} - {1})", operator.mul: "({0} * {1})",
+                     operator.truediv: "({0} / {1})", operator.floordiv: "({0} // {1})",
+                     operator.mod: "({0} % {1})", operator.pow: "({0} ** {1})", operator.neg: "(-{0})",
+                     operator.pos: "(+{0})", operator.abs: "abs({0})", torch.sym_float: "float({0})",
+                     torch.sym_max: "max({0}, {1})", torch.sym_min: "min({0}, {1})"}
+if hasattr(torch, "_sym_sqrt"):
+    _FLOAT_SCALAR_OPS[torch._sym_sqrt] = "math.sqrt({0})"
+
+
+def has_float_scalar(args, kwargs=None) -> bool:
+    """Is any non-tensor argument a symbolic float (a runtime float scalar)?"""
+    todo = list(args) + list((kwargs or {}).values())
+    while todo:
+        a = todo.pop()
+        if isinstance(a, (list, tuple)):
+            todo.extend(a)
+        elif ir.has_float_symbols(a):
+            return True
+    return False
+
+
+def _takes_float_scalars(fn) -> bool:
+    """Lowerings known to pass scalar arguments through value_loader / _const_node (a symbolic
+    float becomes ops.index_expr of its symbol, a runtime kernel argument) or on to an ATen call
+    as they are: elementwise ops, factories, extern kernels. Any other lowering given a
+    symbolic float falls back to ATen for that op (it may read the scalar's value in Python)."""
+    from compiler.backend.lowering import extern, misc
+    return (getattr(fn, "__module__", "") == "compiler.backend.lowering.pointwise"
+            or fn in (misc.full, misc.full_like, misc.new_full, misc.fill, extern._extern))
+
+
 _SKIP_PREFIXES = (os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep,
                   os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
 
@@ -72,6 +105,9 @@ class GraphLowering:
         self.device = None
         self._n = 0
         self._writebacks: list = []
+        #: float scalars the wrapper computes before the kernels run: (symbol, format, operands)
+        self.scalar_defs: list[tuple] = []
+        self._n_float = 0
 
     # naming and registration ----------------------------------------------------------------
     def new_name(self) -> str:
@@ -108,6 +144,11 @@ class GraphLowering:
         layout = self._layout_for(data.get_size(), data.get_dtype(), data.get_device(), fx_node)
         buf = ir.ComputedBuffer(self.new_name(), layout, data, origins=data.origins)
         return self.register_buffer(buf)
+
+    def new_float_symbol(self):
+        sym = ir.float_symbol(f"fv{self._n_float}")
+        self._n_float += 1
+        return sym
 
     def realize_input(self, value):
         return self.realize(value)
@@ -147,6 +188,13 @@ class GraphLowering:
             expr = to_sympy(v)
             self.graph_inputs.append((name, expr))
             self.env[node] = expr
+        elif isinstance(v, torch.SymFloat) or (isinstance(v, float) and node.users):
+            # a runtime float: kernels take it as a double argument, ATen calls as a Python float
+            sym = self.new_float_symbol()
+            self.graph_inputs.append((name, sym))
+            self.env[node] = sym
+            log.debug("float_scalar_input", input=name, node=node.name, symbol=sym.name,
+                      kind=type(v).__name__, users=len(node.users))
         elif v is None or not node.users:
             # None, or a scalar the trace baked in as a constant (the aot input check makes
             # sure later calls pass the same value)
@@ -179,6 +227,9 @@ class GraphLowering:
         args, kwargs = self._args(node)
         if target is operator.getitem:
             return args[0][args[1]]
+        if target in _FLOAT_SCALAR_OPS and (isinstance(node.meta.get("val"), (torch.SymFloat, float))
+                                            or has_float_scalar(args)):
+            return self._float_scalar(node, args)
         if target in _SYM_OPS:
             return _SYM_OPS[target](*args)
         if target in (aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.default,
@@ -210,6 +261,8 @@ class GraphLowering:
         fn = LOWERINGS.get(target)
         if fn is None:
             return self._fallback(ctx, node, args, kwargs, "no lowering")
+        if has_float_scalar(args, kwargs) and not _takes_float_scalars(fn):
+            return self._fallback(ctx, node, args, kwargs, "symbolic float argument (the lowering needs its value)")
         try:
             result = fn(ctx, *args, **kwargs)
         except NotLowerable as e:
@@ -234,6 +287,21 @@ class GraphLowering:
             if cost > INLINE_MAX_COST or (n_users > 1 and cost > INLINE_MAX_COST_SHARED):
                 return self.realize(result, node)
         return result
+
+    def _float_scalar(self, node, args):
+        """A float-valued scalar op (on SymFloats, or an int division): the wrapper computes it in
+        Python before the kernels run, bound to a new float symbol."""
+        val = node.meta.get("val")
+        if not isinstance(val, (torch.SymFloat, float)):
+            raise GraphFallback(f"{getattr(node.target, '__name__', node.target)} of a float scalar gives "
+                                f"{type(val).__name__} (only float results of float scalars are compiled)")
+        if any(isinstance(a, ir.IRNode) for a in args):
+            raise GraphFallback(f"scalar op {node.name} on a tensor")
+        sym = self.new_float_symbol()
+        self.scalar_defs.append((sym, _FLOAT_SCALAR_OPS[node.target], list(args)))
+        log.debug("float_scalar_op", node=node.name, op=getattr(node.target, "__name__", str(node.target)),
+                  symbol=sym.name)
+        return sym
 
     def _sym_query(self, target, args):
         x = args[0]

@@ -169,11 +169,14 @@ class CppKernel:
         self.name = name
         self.fn = getattr(lib, name)
         self.fn.restype = ctypes.c_int
-        self.fn.argtypes = [ctypes.c_void_p if k == "p" else ctypes.c_int64 for k in arg_kinds]
+        self.fn.argtypes = [ctypes.c_void_p if k == "p" else ctypes.c_double if k == "d" else ctypes.c_int64
+                            for k in arg_kinds]
         self.arg_kinds = arg_kinds
 
     def __call__(self, *args):
-        status = self.fn(*[a.data_ptr() if k == "p" else int(a) for k, a in zip(self.arg_kinds, args)])
+        # "d": a float scalar (ctypes converts the Python float to a double exactly)
+        status = self.fn(*[a.data_ptr() if k == "p" else a if k == "d" else int(a)
+                           for k, a in zip(self.arg_kinds, args)])
         if status != 0:
             raise RuntimeError(f"C++ kernel {self.name} failed: {_STATUS.get(status, f'status {status}')}")
 

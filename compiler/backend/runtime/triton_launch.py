@@ -177,11 +177,13 @@ class TritonLauncher:
     from the sizes, picks the launch config for this size bucket (autotuned on CUDA on the first
     call, remembered afterwards), computes the grid and launches."""
 
-    def __init__(self, name: str, source: str, *, kind: str, n_ptrs: int, numel: Callable,
+    def __init__(self, name: str, source: str, *, kind: str, n_ptrs: int, numel: Callable, n_floats: int = 0,
                  rblock: int | None = None, interpret: bool = False, clone_args: tuple = (),
                  status: bool = False, persistent_source: str | None = None,
                  persistent_max: int = 0):
         self.name, self.kind, self.n_ptrs, self.numel = name, kind, n_ptrs, numel
+        # float scalar arguments (after the pointers): passed at every launch, never in the plan
+        self.n_floats = n_floats
         self.status = status      # kernel reports a failure in an int32 status word
         self.rblock, self.clone_args = rblock, tuple(clone_args)
         self.reduction = kind != "pointwise"
@@ -225,10 +227,11 @@ class TritonLauncher:
         # launched directly. Triton's own JITFunction.run re-binds and re-specialises every argument
         # on every launch (tens of microseconds); the plan makes a steady-state launch a few.
         n = self.n_ptrs
-        sizes = call_args[n:]
+        nf = self.n_floats
+        sizes = call_args[n + nf:] if nf else call_args[n:]
         plan = self._plans.get(sizes)
         if plan is None:
-            plan = self._plan(sizes, call_args[:n])
+            plan = self._plan(sizes, call_args[:n + nf])
             if plan is None:
                 return              # nothing to compute: outputs are empty
         if plan.fast is not None and n:
@@ -243,13 +246,15 @@ class TritonLauncher:
                 stream = current_stream(device)
                 enter, leave = launch_hooks()
                 # what JITFunction.run passes: metadata for the hooks only when a hook wants it
+                if nf:
+                    ptrs = call_args[:n + nf]     # the pointers, then the float scalars
                 meta = None if enter is None else ck.launch_metadata(plan.grid, stream, *ptrs, *plan.tail)
                 run(plan.gx, plan.gy, plan.gz, stream, function, packed, meta, enter, leave, *ptrs, *plan.tail)
                 return
-            ck = plan.kernel.launch(list(ptrs), plan.ints, plan.cfg)
+            ck = plan.kernel.launch(list(call_args[:n + nf]), plan.ints, plan.cfg)
             plan.remember(align, ck)
             return
-        self._launch_slow(plan, list(call_args[:n]))
+        self._launch_slow(plan, list(call_args[:n]), list(call_args[n:n + nf]))
 
     def _plan(self, sizes, ptrs) -> "LaunchPlan | None":
         """Everything about a launch that depends only on the size arguments (cached per sizes)."""
@@ -263,10 +268,11 @@ class TritonLauncher:
         key = (kind,) + size_bucket([xnumel, rnumel])
         cfg = self._configs.get(key)
         if cfg is None:
-            args = list(ptrs)
+            args = list(ptrs[:self.n_ptrs])
             if self.status:
                 import torch
                 args.append(torch.zeros(1, dtype=torch.int32, device=ptrs[0].device))
+            args += list(ptrs[self.n_ptrs:])     # float scalars (ptrs holds them after the pointers)
             cfg = choose_config(kernel, self._candidates(kind, xnumel, rnumel), args, ints,
                                 clone_args=self.clone_args)
             if kind == "persistent":
@@ -278,12 +284,12 @@ class TritonLauncher:
             self._plans[tuple(sizes)] = plan
         return plan
 
-    def _launch_slow(self, plan, ptrs):
+    def _launch_slow(self, plan, ptrs, floats=()):
         if self.status:
             import torch
             status = torch.zeros(1, dtype=torch.int32, device=ptrs[0].device)
             ptrs = ptrs + [status]
-        plan.kernel.launch(ptrs, plan.ints, plan.cfg)
+        plan.kernel.launch(ptrs + list(floats), plan.ints, plan.cfg)
         if self.status and int(status.item()) != 0:
             raise RuntimeError(f"{self.name}: kernel reported a failure (injected relu runtime error)")
 
