@@ -58,7 +58,9 @@ def run(prog: Path, env: dict, cwd: Path) -> None:
 def make_torch_trace(out: Path) -> Path:
     """torch.compile (eager backend: fast) under TORCH_TRACE; returns the trace folder."""
     prog = write_program("torch", 'torch.compile(f, backend="eager")')
-    run(prog, {"TORCH_TRACE": str(out)}, out.parent)
+    # run in the program's (fixed) folder: the trace records the working directory
+    # (inductor_config's xpu.cutlass_dir)
+    run(prog, {"TORCH_TRACE": str(out)}, prog.parent)
     return out
 
 
@@ -106,7 +108,16 @@ def make_our_debug_run(base: Path) -> Path:
 
 # -- determinism --------------------------------------------------------------------------------
 _PREFIX = re.compile(r"^([A-Z])\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ")
-_VOLATILE = [(re.compile(r"\b\d{9,}\b"), "123456789"),  # object ids, timestamps in us
+# In envelope strings and payloads of both traces: addresses and uuids (torch names compiled
+# functions __compiled_fn_5_<uuid>).
+_IDS = [(re.compile(r" at 0x[0-9a-f]+>"), " at 0x7f0000000000>"),
+        (re.compile(r"[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12}"),
+         "00000000_0000_0000_0000_000000000000")]
+_VOLATILE = [*_IDS,
+             # timings in payloads (dynamo's counters, compilation_metrics, chromium events)
+             (re.compile(r'("\w*time\w*_s": )[\d.e-]+'), r"\g<1>0.5"),
+             (re.compile(r'("\w+_us": )\d+'), r"\g<1>0"),
+             (re.compile(r"\b\d{9,}\b"), "123456789"),  # object ids, timestamps in us
              (re.compile(r"(latency = )[\d.]+"), r"\g<1>1.0"),
              (re.compile(r'("ts": )[\d.]+'), r"\g<1>0"),
              # torch's GLOBAL_STATE guard records the machine's thread count
@@ -120,6 +131,9 @@ def _stable_meta(value):
                     else _stable_meta(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [_stable_meta(v) for v in value]
+    if isinstance(value, str):
+        for rx, rep in _IDS:
+            value = rx.sub(rep, value)
     return value
 
 
@@ -159,9 +173,9 @@ def normalize_trace(src: Path, dst: Path, rules=None, writer_lines: bool = False
 # (libmvec: the C++ module's extern "C" declarations; replaced by ONE line so that the line
 # numbers of later records do not depend on the machine either).
 _OURS_VOLATILE = [
+    *_IDS,
     # object ids; not the digits of a float constant in kernel code (2.2137376921775787049e-09)
     (re.compile(r"(?<![.\w])\d{9,}(?![.\w])"), "123456789"),
-    (re.compile(r" at 0x[0-9a-f]+>"), " at 0x7f0000000000>"),
     (re.compile(r"(<module '[\w.]+' from ')[^'\n\"]*'?"), r"\g<1><site-packages>'"),
     (re.compile(r'("python": )"[^"]*"'), r'\g<1>"3.x"'),
     (re.compile(r'("torch_version": )"[^"]*"'), r'\g<1>"2.x"'),
