@@ -170,8 +170,10 @@ def normalize_trace(src: Path, dst: Path, rules=None, writer_lines: bool = False
 # timings (normalize_trace fixes those): object ids, addresses of functions in bytecode listings,
 # where Python modules live (ID_MATCH guards name the module's file), the versions in the
 # tracetorch_version record, and which math functions the machine's glibc has SIMD versions of
-# (libmvec: the C++ module's extern "C" declarations; replaced by ONE line so that the line
-# numbers of later records do not depend on the machine either).
+# (libmvec: the C++ module's extern "C" block of __simd__ declarations, removed: the module
+# then reads as on a machine without libmvec, and the line numbers of later records do not
+# depend on the machine either). Nothing else in the generated C++ asks the machine (-march and
+# the thread count are compiler flags and runtime settings, not in the source).
 _OURS_VOLATILE = [
     *_IDS,
     # object ids; not the digits of a float constant in kernel code (2.2137376921775787049e-09)
@@ -179,8 +181,7 @@ _OURS_VOLATILE = [
     (re.compile(r"(<module '[\w.]+' from ')[^'\n\"]*'?"), r"\g<1><site-packages>'"),
     (re.compile(r'("python": )"[^"]*"'), r'\g<1>"3.x"'),
     (re.compile(r'("torch_version": )"[^"]*"'), r'\g<1>"2.x"'),
-    (re.compile(r'extern "C" \{\n(__attribute__\(\(__simd__[^\n]*\n)+\}\n'),
-     'extern "C" { /* libmvec SIMD declarations (machine-dependent; normalized) */ }\n'),
+    (re.compile(r'extern "C" \{\n(__attribute__\(\(__simd__[^\n]*\n)+\}\n'), ""),
 ]
 OURS_SNAPSHOT_RUN = FIXTURE_ROOT / "ours_snapshot" / "run_normalized"
 
