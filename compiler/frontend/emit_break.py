@@ -21,6 +21,7 @@ from compiler.frontend.bytecode_info import PY312
 from compiler.frontend.graph_compile import compile_graph
 from compiler.frontend.codegen import GRAPH_OUT, PyCodegen
 from compiler.frontend.errors import Unsupported
+from compiler.frontend.static_inputs import StaticInputCall
 from compiler.frontend.resume import (STACK_ARG, abstract_instr_at, assemble, make_function,
                                       make_resume_code, transformed_function)
 
@@ -69,15 +70,17 @@ def _begin(tx, values, lineno):
     cg = PyCodegen(lineno=lineno, graph_outputs=outputs, code=tx.code)
     if compiled is not None:
         srcs = tx.output.input_sources
+        call = StaticInputCall(compiled, srcs)
+        passed = call.roots + call.others
         cg.emit("PUSH_NULL")
-        cg.emit("LOAD_CONST", compiled)
-        args = []
-        for s in srcs:
+        cg.emit("LOAD_CONST", call)
+        for s in passed:
             s.reconstruct(cg)
-            args.append(s.render())
-        cg.call(len(srcs))
+        cg.call(len(passed))
         cg.emit("STORE_FAST", GRAPH_OUT)
-        cg.lines.append(f"{GRAPH_OUT} = {compiled.__name__}({', '.join(args)})")
+        note = (f"  # inputs read from {', '.join(r.render() for r in call.roots)} once, "
+                f"again after a module mutation" if call.roots else "")
+        cg.lines.append(f"{GRAPH_OUT} = {call.render_call()}{note}")
     if tx.ctx.side_effects:
         logs.artifact("side_effects", tx.ctx.side_effects.describe)
         cg.replay_side_effects(tx.ctx.side_effects)
