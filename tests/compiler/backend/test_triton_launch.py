@@ -142,3 +142,26 @@ def test_launcher_plans_per_size_and_alignment_match_eager(kdir):
     assert set(launcher._plans) == {(1000,), (4096,), (7,)}
     if not INTERPRET:   # direct launches were recorded for both alignments of the 1000-element plan
         assert len(launcher._plans[(1000,)].fast) == 2
+
+
+def test_launch_hooks_pass_empty_chains_as_none():
+    """An empty HookChain is passed to the launcher as None (no metadata built, nothing called);
+    a profiler's hook is passed on."""
+    from triton import knobs
+    from compiler.backend.runtime.triton_launch import launch_hooks
+    chain = knobs.runtime.launch_enter_hook
+    if not hasattr(chain, "add"):         # an older Triton: the knob is a plain callable or None
+        assert launch_hooks()[0] is chain
+        return
+    assert launch_hooks() == (None, None)
+    seen = []
+    hook = seen.append
+    chain.add(hook)
+    try:
+        enter, _ = launch_hooks()
+        assert enter is chain
+        enter("metadata")
+        assert seen == ["metadata"]
+    finally:
+        chain.remove(hook)
+    assert launch_hooks() == (None, None)
