@@ -73,8 +73,36 @@ def _fake_matches(f, x) -> bool:
     return True
 
 
+def _scalar_tensor_calls(gm, example_inputs=()):
+    """gm with `torch.tensor(s)` / `torch.as_tensor(s)` of a symbolic float `s` written as
+    `torch.scalar_tensor(s)` (same value, dtype and device): torch.tensor reads a Python float (a
+    C++ double), which would specialize the SymFloat while tracing; scalar_tensor takes a Scalar
+    and keeps it symbolic. A new GraphModule sharing gm's attributes; gm itself is left as is."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    float_inputs = {n for n, x in zip(placeholders, example_inputs) if _is_float(x)}
+
+    def symfloat(a):
+        return isinstance(a, torch.fx.Node) and (
+            a in float_inputs or isinstance(a.meta.get("val", a.meta.get("example_value")), torch.SymFloat))
+    hits = [n for n in gm.graph.nodes
+            if n.op == "call_function" and n.target in (torch.tensor, torch.as_tensor)
+            and len(n.args) == 1 and symfloat(n.args[0]) and set(n.kwargs) <= {"dtype", "device"}]
+    if not hits:
+        return gm
+    import copy
+    graph = copy.deepcopy(gm.graph)
+    for n in graph.nodes:
+        if n.op == "call_function" and n.target in (torch.tensor, torch.as_tensor) and n.name in {h.name for h in hits}:
+            n.target = torch.scalar_tensor
+    new = torch.fx.GraphModule(gm, graph)
+    log.debug("aot_scalar_tensor_rewrite", nodes=[h.name for h in hits],
+              reason="torch.tensor of a SymFloat would specialize it; scalar_tensor keeps it symbolic")
+    return new
+
+
 def trace_inference(gm, example_inputs, dynamic=None):
     """(traced aten GraphModule, output spec, fake inputs, shape_env or None, guards)."""
+    gm = _scalar_tensor_calls(gm, example_inputs)
     fn, flat = functional_flat_fn(gm)
     table = decomposition_table()
     table.update(sdpa_decompositions())

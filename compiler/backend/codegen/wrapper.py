@@ -190,7 +190,8 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
         body.append(f"{sym.name} = {binds[sym]}")
     for sym, fmt, operands in defs:
         if sym in needed:
-            body.append(f"{sym.name} = {fmt.format(*[fmt_arg(a) for a in operands])}  # float scalar")
+            kind = "float scalar" if ir.is_float_symbol(sym) else "int of a float scalar"
+            body.append(f"{sym.name} = {fmt.format(*[fmt_arg(a) for a in operands])}  # {kind}")
 
     for i, s in enumerate(sched.steps):
         if isinstance(s, ir.KernelGroup):

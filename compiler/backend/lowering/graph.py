@@ -8,6 +8,7 @@ Ops without a lowering become FallbackKernels (the ATen call), logged as perf hi
 
 from __future__ import annotations
 
+import math
 import operator
 import os
 import re
@@ -47,6 +48,11 @@ _FLOAT_SCALAR_OPS = {operator.add: "({0} + {1})", operator.sub: "({0} - {1})", o
                      torch.sym_max: "max({0}, {1})", torch.sym_min: "min({0}, {1})"}
 if hasattr(torch, "_sym_sqrt"):
     _FLOAT_SCALAR_OPS[torch._sym_sqrt] = "math.sqrt({0})"
+
+#: scalar ops giving an int from a float scalar (`s // 0.3` traces as math.floor(s / 0.3)): the
+#: wrapper computes them too, into an integer symbol kernels take as an int64 argument
+_INT_FROM_FLOAT_OPS = {math.floor: "math.floor({0})", math.ceil: "math.ceil({0})", math.trunc: "math.trunc({0})",
+                       torch.sym_int: "int({0})", int: "int({0})", round: "round({0})"}
 
 
 def has_float_scalar(args, kwargs=None) -> bool:
@@ -230,6 +236,8 @@ class GraphLowering:
         if target in _FLOAT_SCALAR_OPS and (isinstance(node.meta.get("val"), (torch.SymFloat, float))
                                             or has_float_scalar(args)):
             return self._float_scalar(node, args)
+        if target in _INT_FROM_FLOAT_OPS and len(args) == 1 and has_float_scalar(args):
+            return self._int_of_float(node, args)
         if target in _SYM_OPS:
             return _SYM_OPS[target](*args)
         if target in (aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.default,
@@ -300,6 +308,18 @@ class GraphLowering:
         sym = self.new_float_symbol()
         self.scalar_defs.append((sym, _FLOAT_SCALAR_OPS[node.target], list(args)))
         log.debug("float_scalar_op", node=node.name, op=getattr(node.target, "__name__", str(node.target)),
+                  symbol=sym.name)
+        return sym
+
+    def _int_of_float(self, node, args):
+        """An int computed from a float scalar (floor/ceil/trunc/int/round): by the wrapper, into
+        an integer symbol (a value in kernels; a size of it has no binding and runs eagerly)."""
+        if not isinstance(node.meta.get("val"), (torch.SymInt, int)):
+            raise GraphFallback(f"{node.target} of a float scalar gives {type(node.meta.get('val')).__name__}")
+        sym = sympy.Symbol(f"iv{self._n_float}", integer=True)
+        self._n_float += 1
+        self.scalar_defs.append((sym, _INT_FROM_FLOAT_OPS[node.target], list(args)))
+        log.debug("int_of_float_scalar", node=node.name, op=getattr(node.target, "__name__", str(node.target)),
                   symbol=sym.name)
         return sym
 

@@ -58,8 +58,9 @@ def names(events):
 
 
 def compile_with_float(fn, inputs):
-    """The backend on a symbolic_trace graph, floats as runtime scalars (dynamic=True)."""
-    gm = torch.fx.symbolic_trace(fn)
+    """The backend on a symbolic_trace graph (or an fx.GraphModule), floats as runtime scalars
+    (dynamic=True)."""
+    gm = fn if isinstance(fn, torch.fx.GraphModule) else torch.fx.symbolic_trace(fn)
     return backend(gm, list(inputs), dynamic=True)
 
 
@@ -104,6 +105,30 @@ def test_scalar_arithmetic_is_computed_in_the_wrapper(codegen, events, dtype):
         return x * t + (s + 0.1) * (s - 0.2)
     rt = check_values(f, lambda s, d: [tensor((33,), dtype, d), s], codegen, events)
     assert "# float scalar" in compiled_graph(rt).code
+
+
+def test_ints_of_a_float(codegen, events):
+    import math
+
+    def f(x, s):   # s // 0.3 traces as float(math.floor(s / 0.3)); all computed by the wrapper
+        return x * (s // 0.3) + x * math.floor(s) - math.ceil(s * 3)
+    rt = check_values(f, lambda s, d: [tensor((20,), torch.float32, d), s], codegen, events)
+    assert "math.floor(" in compiled_graph(rt).code
+
+
+def test_torch_tensor_of_a_float_stays_symbolic(codegen, events):
+    import operator
+    # x + torch.tensor(s, device=x.device) * 2, built by hand (symbolic_trace cannot trace
+    # torch.tensor of a Proxy). torch.tensor reads a C++ double, which would specialize the
+    # SymFloat: the aot stage writes it as scalar_tensor
+    g = torch.fx.Graph()
+    x, s = g.placeholder("x"), g.placeholder("s")
+    t = g.call_function(torch.tensor, (s,), {"device": torch.device(codegen[1])})
+    g.output(g.call_function(operator.add, (x, g.call_function(operator.mul, (t, 2)))))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    check_values(gm, lambda s, d: [tensor((9,), torch.float32, d), s], codegen, events)
+    assert "aot_scalar_tensor_rewrite" in names(events)
+    assert "float_input_specialized" not in names(events)
 
 
 def test_integer_tensor_times_float(codegen, events):
@@ -211,7 +236,7 @@ def test_output_code_runs_standalone(tmp_path):
         rt = compile_with_float(f, [torch.randn(8), 0.25])
     p = tmp_path / "out.py"
     p.write_text(compiled_graph(rt).code)
-    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p))
     r = subprocess.run([sys.executable, str(p)], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "(8,)" in r.stdout
