@@ -259,3 +259,25 @@ def test_compile_end_to_end_one_graph_for_every_value(events):
     assert len(recompiles) == 1, recompiles   # automatic dynamic: the float's first change only
     assert "float_scalar_input" in names(events)
     assert not set(names(events)) & set(SKIPPED), [e for e in events if e.name in SKIPPED]
+
+
+def test_input_check_evaluates_guards_on_a_float():
+    # a guard the trace put on the float's symbol is checked at run time with its value, and the
+    # memo is keyed by value then (unguarded floats share one entry: see the cache-key test)
+    import sympy
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    from compiler.aot.inference import InputCheck
+
+    env = ShapeEnv()
+    s = env.create_symfloatnode(env.create_unspecified_symbol(0.5, ConstantSource("s")), hint=0.5)
+    sym = s.node.expr
+
+    class Guard:
+        expr = sympy.Gt(sym, 0)
+    check = InputCheck([torch.empty(3), s], [Guard()], env)
+    assert check([torch.empty(3), 0.5]) == "" and check([torch.empty(3), 7.25]) == ""
+    assert "fails" in check([torch.empty(3), -1.0])
+    assert "expected a float" in check([torch.empty(3), 2])
+    assert len(check.memo) == 4
