@@ -70,7 +70,18 @@ def sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask:
 
 @sdpa.register_fake
 def _sdpa_fake(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
-    return query.new_empty((*query.shape[:-1], value.shape[-1]))
+    """The output's memory order follows the query's, as ATen's fused kernels allocate it: a GPT's
+    query is a (B, S, H, D) buffer seen as (B, H, S, D), and so is the output. Planning it
+    contiguous made the output code copy every attention result into the planned strides."""
+    shape = (*query.shape[:-1], value.shape[-1])
+    strides = query.stride()
+    if all(isinstance(s, int) for s in strides) and all(isinstance(n, int) for n in query.shape):
+        order = sorted(range(query.dim()), key=lambda d: (strides[d], d), reverse=True)
+        if order[-1] == query.dim() - 1:
+            out = query.new_empty([shape[d] for d in order])
+            inverse = [order.index(d) for d in range(query.dim())]
+            return out.permute(inverse)
+    return query.new_empty(shape)
 
 
 def sdpa_call(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
