@@ -1,0 +1,37 @@
+"""The aot runtime's input check: the fast comparison with the last accepted call must accept
+exactly what the full check accepts. Inputs with other strides/dtypes/shapes than traced run the
+graph eagerly; every result is compared with eager."""
+import torch
+
+import compiler
+from compiler.aot.inference import InputCheck
+
+
+def f(x, y):
+    return (x * 2 + y).sin()
+
+
+def test_fast_path_agrees_with_the_full_check():
+    gm = torch.fx.symbolic_trace(f)
+    x, y = torch.randn(4, 5), torch.randn(4, 5)
+    compiled = compiler.backend(gm, [x, y])
+    cases = [
+        (x, y),
+        (torch.randn(4, 5), torch.randn(4, 5)),                 # same metadata, new values
+        (torch.randn(5, 4).t(), y),                             # other strides
+        (x.double(), y.double()),                               # other dtype
+        (x, y),                                                 # back to the traced metadata
+    ]
+    for a, b in cases:
+        torch.testing.assert_close(compiled(a, b), f(a, b))
+
+
+def test_input_check_memo_and_last_call():
+    x = torch.randn(3, 3)
+    check = InputCheck([x, x], guards=[], shape_env=None)
+    assert check((x, x)) == ""
+    assert check.last is not None and check.last[2] == ""
+    bad = check((x.t().contiguous().t(), x))      # transposed strides
+    assert bad, "a strided input must not pass as the traced contiguous one"
+    assert check((torch.randn(3, 3), torch.randn(3, 3))) == ""
+    assert check((x, 1.0)) != ""                  # not a tensor where a tensor was traced
