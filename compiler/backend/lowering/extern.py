@@ -77,6 +77,13 @@ def make_extern(ctx, args, kwargs, *, cls=ir.ExternKernel, reason=None):
             else:
                 outs.append(v)
         return tuple(outs)
+    if val is None:
+        # called for its effect only (e.g. _linalg_check_errors, which raises on a singular
+        # input as eager does): the wrapper still makes the call, in graph order
+        node = cls(graph.new_name(), None, kernel, args, kwargs, origins=ctx.origins, **extra)
+        graph.register_buffer(node)
+        graph.side_effects.append(node.name)     # no reader: dead-code elimination must keep it
+        return None
     raise NotImplementedError(f"extern call with output {type(val).__name__}")
 
 

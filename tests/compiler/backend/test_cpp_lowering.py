@@ -148,9 +148,10 @@ def test_fallback_is_logged_and_correct():
     events = []
     sink = logs.add_sink(events.append, artifacts=["perf_hint", "perf_hints"])
     try:
-        # ops without a lowering (scatter stores and bit-level float ops need codegen support)
+        # ops without a lowering (scatter stores need codegen support; cdist has no lowering)
         idx = torch.tensor([[0, 1, 2, 0], [1, 2, 0, 1]])
-        rt = check(lambda x: x.scatter_add(0, idx, x[:2].cos()).sin() + torch.nextafter(x, x + 1), [torch.randn(5, 4)])
+        rt = check(lambda x: x.scatter_add(0, idx, x[:2].cos()).sin()
+                   + torch.cdist(x, x).sum(), [torch.randn(5, 4)])
     finally:
         logs.remove_sink(sink)
     assert fallback_count(rt) >= 2
@@ -245,3 +246,23 @@ def test_as_strided_of_computed_tensors():
     f = lambda x: torch.as_strided(x.t() + 1, (2, 2), (1, 4))  # noqa: E731
     rt = compile_fn(f, [x])
     assert_same(rt(x), f(x))
+
+
+def test_fallback_with_no_output_is_kept_and_raises_like_eager():
+    """linalg.inv decomposes to linalg_inv_ex + _linalg_check_errors, a call made for its effect
+    (it raises on a singular matrix, returns None): the graph still compiles, keeps the call, and
+    raises where eager raises."""
+    import compiler
+
+    def f(x):
+        return torch.linalg.inv(x) + 1
+
+    compiler.reset()
+    opt = compiler.compile(f)
+    x = torch.randn(4, 4) + 4 * torch.eye(4)
+    torch.testing.assert_close(opt(x), f(x))
+    singular = torch.zeros(4, 4)
+    with pytest.raises(torch.linalg.LinAlgError):
+        f(singular)
+    with pytest.raises(torch.linalg.LinAlgError):
+        opt(singular)
