@@ -211,10 +211,17 @@ def nextafter(ctx, x, other):
         step_up = ops.where(ops.ge(a, m.c(0.0)), away, toward)      # +: away from zero
         step_down = ops.where(ops.gt(a, m.c(0.0)), toward, away)    # -: toward zero when a > 0
         out = ops.where(up, ops.add(a, step_up), ops.sub(a, step_down))
+        out = ops.copysign(out, a)    # -tiny stepped toward zero is -0.0 (a = 0 is handled below)
         out = ops.where(ops.eq(a, m.c(0.0)), ops.copysign(m.c(tiny), b), out)
         out = ops.where(ops.isinf(a), ops.copysign(m.c(finfo.max), a), out)
         out = ops.where(ops.eq(a, b), b, out)
         return ops.where(ops.logical_or(ops.isnan(a), ops.isnan(b)), ops.add(a, b), out)
+    if ctx.dtype in (torch.float16, torch.bfloat16):
+        # load and store through float32 (both conversions exact): the Triton interpreter turns a
+        # bfloat16 tile converted straight to float64 into garbage
+        def fn32(a, b, fn64=fn):
+            return ops.to_dtype(fn64(ops.to_dtype(a, F64), ops.to_dtype(b, F64)), torch.float32)
+        return make_pointwise(ctx, [x, other], fn32, compute_dtype=torch.float32)
     return make_pointwise(ctx, [x, other], fn, compute_dtype=F64)
 
 
@@ -236,5 +243,10 @@ def frexp(ctx, x):
 
     def exponent(a):
         return ops.where(special(a), m.c(0.0), ops.add(safe_exponent(a), m.c(1.0)))
+    if ctx.dtype in (torch.float16, torch.bfloat16):   # through float32, as nextafter does
+        return (make_pointwise(ctx, [x], lambda a: ops.to_dtype(mantissa(ops.to_dtype(a, F64)), torch.float32),
+                               compute_dtype=torch.float32),
+                make_pointwise(ctx, [x], lambda a: exponent(ops.to_dtype(a, F64)), compute_dtype=torch.float32,
+                               out_dtype=torch.int32))
     return (make_pointwise(ctx, [x], mantissa, compute_dtype=F64),
             make_pointwise(ctx, [x], exponent, compute_dtype=F64, out_dtype=torch.int32))
