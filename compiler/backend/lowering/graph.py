@@ -266,6 +266,12 @@ class GraphLowering:
             return args[0]
         if _is_complex(val) or any(isinstance(a, ir.IRNode) and a.get_dtype().is_complex for a in args):
             return self._fallback(ctx, node, args, kwargs, "complex dtype")
+        if _is_empty(val):
+            # nothing to compute: an empty buffer of the right size and dtype (its loop runs zero
+            # times). Lowering the op itself would index zero-size inputs (divisions by a zero
+            # size in views/strides gave NaN index expressions).
+            from compiler.backend.lowering.misc import zeros
+            return self._after_lowering(zeros(ctx), node)
         fn = LOWERINGS.get(target)
         if fn is None:
             return self._fallback(ctx, node, args, kwargs, "no lowering")
@@ -400,6 +406,14 @@ _VIEW_OPS |= {aten.squeeze.dim, aten.squeeze.dims, aten.transpose.int, aten.slic
 
 def _is_view(n) -> bool:
     return n.op == "call_function" and (n.target in _VIEW_OPS or n.target is operator.getitem)
+
+
+def _is_empty(val) -> bool:
+    """A tensor value with a static zero element count."""
+    if not isinstance(val, torch.Tensor):
+        return False
+    n = val.numel()
+    return isinstance(n, int) and n == 0
 
 
 def _dead_after_copy(copy_node: torch.fx.Node) -> bool:

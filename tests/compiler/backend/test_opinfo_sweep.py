@@ -100,3 +100,21 @@ def test_opinfo_subset_never_wrong(db):
     bad = [(r["op"], r["status"], r["detail"]) for r in records if r["status"] in ("wrong", "error")]
     assert not bad, bad
     assert summary["considered"] >= len(CI_OPS) - 2   # the subset must actually exercise ops
+
+
+@pytest.mark.parametrize("name", ["stack", "tile", "unflatten", "matmul"])
+def test_every_sample_with_empty_results_is_lowered(db, name):
+    """All samples of ops whose samples include zero-element results: each is lowered (an empty
+    buffer, nothing computed) and equal to eager, not run eagerly after a NaN index expression."""
+    import compiler.backend
+    rec = H.run_op(compiler.backend, db[name])
+    assert rec["status"] == "lowered", rec
+
+
+def test_random_samples_are_skipped(db):
+    """OpInfo reseeds eager on every call for sdpa with dropout (wrapper_set_seed): those samples
+    draw random numbers and are skipped, the deterministic ones are compared and lowered."""
+    import compiler.backend
+    rec = H.run_op(compiler.backend, db["nn.functional.scaled_dot_product_attention"])
+    assert rec["counts"].get("skipped", 0) >= 1 and rec["counts"].get("wrong", 0) == 0, rec
+    assert rec["counts"].get("lowered", 0) >= 1, rec
