@@ -7,6 +7,17 @@ import torch
 from compiler.frontend.capture import capture_frame
 
 
+class CountingBackend:
+    """A torch.compile-style backend that runs each graph as captured and counts the graphs."""
+
+    def __init__(self):
+        self.graphs = 0
+
+    def __call__(self, gm, example_inputs):
+        self.graphs += 1
+        return gm.forward
+
+
 class Recorder:
     def __init__(self):
         self.graphs = []

@@ -8,18 +8,10 @@ import pytest
 import torch
 
 import compiler
+from tests.compiler.frontend.capture_harness import CountingBackend
 import logs
 
 LOG = []
-
-
-class Counter:
-    def __init__(self):
-        self.graphs = 0
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        return gm.forward
 
 
 @pytest.fixture
@@ -41,7 +33,7 @@ def log_sum(x):
 
 
 def test_append_across_break_is_traced_without_length_guard(events):
-    g = compiler.compile(log_sum, backend=Counter())
+    g = compiler.compile(log_sum, backend=CountingBackend())
     for i in range(4):
         x = torch.randn(3, 4)
         LOG.clear()
@@ -62,7 +54,7 @@ def push_sum(x, push):
 
 
 def test_bound_append_argument_goes_to_its_own_list(events):
-    c = Counter()
+    c = CountingBackend()
     g = compiler.compile(push_sum, backend=c)
     a, b = [], []
     ea, eb = [], []
@@ -78,7 +70,7 @@ def test_bound_append_argument_goes_to_its_own_list(events):
 
 
 def test_other_bound_method_name_recompiles(events):
-    g = compiler.compile(push_sum, backend=Counter())
+    g = compiler.compile(push_sum, backend=CountingBackend())
     a, ea = [], []
     for name in ("append", "count", "append"):
         x = torch.randn(3)

@@ -7,16 +7,8 @@ import pytest
 import torch
 
 import compiler
+from tests.compiler.frontend.capture_harness import CountingBackend
 import logs
-
-
-class Counter:
-    def __init__(self):
-        self.graphs = 0
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        return gm.forward
 
 
 @pytest.fixture
@@ -34,7 +26,7 @@ def scale(x):
 
 
 def test_numpy_scalar_of_constants_folds(metrics):
-    c = Counter()
+    c = CountingBackend()
     g = compiler.compile(scale, backend=c)
     for _ in range(2):
         x = torch.randn(4)
@@ -48,7 +40,7 @@ def from_tensor(x):
 
 
 def test_numpy_scalar_of_a_tensor_still_breaks(metrics):
-    g = compiler.compile(from_tensor, backend=Counter())
+    g = compiler.compile(from_tensor, backend=CountingBackend())
     x = torch.randn(4)
     torch.testing.assert_close(g(x), from_tensor(x))
     assert sum(e.payload["graph_break_count"] for e in metrics if e.name == "compile_metrics") >= 1

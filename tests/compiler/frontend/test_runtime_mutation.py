@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 import compiler
+from tests.compiler.frontend.capture_harness import CountingBackend
 import logs
 from compiler.frontend import mutation
 
@@ -32,15 +33,6 @@ class Net(nn.Module):
         return self.drop(self.norm(x)) * self.scale
 
 
-class Counting:
-    def __init__(self):
-        self.graphs = 0
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        return gm.forward
-
-
 @pytest.fixture
 def events():
     got = []
@@ -57,7 +49,7 @@ def _setup(events):
     compiler.reset()
     torch.manual_seed(0)
     model = Net().eval()
-    backend = Counting()
+    backend = CountingBackend()
     compiled = compiler.compile(model, backend=backend)
     x = torch.randn(2, 4)
     with torch.no_grad():
@@ -229,7 +221,7 @@ class Stack(nn.Module):
 
 def test_train_eval_without_training_reads_keeps_the_entry_fresh_and_containers_watched(events):
     compiler.reset()
-    model, backend = Stack(), Counting()
+    model, backend = Stack(), CountingBackend()
     compiled = compiler.compile(model, backend=backend)
     x = torch.randn(2, 4)
     _check(compiled, model, x)
