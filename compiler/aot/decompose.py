@@ -90,10 +90,28 @@ def sdpa_call(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     return torch.ops.tracetorch.sdpa.default(query, key, value, attn_mask, dropout_p, is_causal, scale)
 
 
+def _addbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """addbmm = beta * input + alpha * (sum over the batch of batch1[i] @ batch2[i]): the bmm stays
+    an extern kernel and the batch sum plus the scaling fuse into one reduction kernel. (torch's
+    decomposition tables have none for it.) Like ATen, beta == 0 ignores input (NaN included)."""
+    summed = aten.bmm.default(batch1, batch2).sum(0)
+    if alpha != 1:
+        summed = summed * alpha
+    if beta == 0:
+        return summed
+    scaled = input if beta == 1 else input * beta
+    return scaled + summed
+
+
+#: decompositions of our own, for ops torch's tables leave whole
+OWN = {aten.addbmm.default: _addbmm}
+
+
 @functools.lru_cache(maxsize=1)
 def _table() -> dict:
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(EXTRA))
+    table.update(OWN)
     keep = set()
     for op in KEEP_WHOLE:
         keep |= set(op.overloads() and [getattr(op, o) for o in op.overloads()]) \

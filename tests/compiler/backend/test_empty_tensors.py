@@ -42,3 +42,4 @@ def test_empty_results_match_eager(name, codegen):
     out = out[0] if isinstance(out, (tuple, list)) else out
     torch.testing.assert_close(out, ref)
     assert out.shape == ref.shape and out.dtype == ref.dtype
+
