@@ -24,10 +24,14 @@ Capture side (frontend-capture), in the order data flows:
   codegen.py        bytecode that rebuilds values at runtime (+ readable source rendering)
   graph_compile.py  the GraphModule handed to the backend, graph/graph_code/graph_sizes logs
   emit_break.py     graph breaks and returns: the transformed function's bytecode
+  static_inputs.py  the graph call: module parameters passed from chains walked once, re-walked
+                    after a watched module mutation
   resume.py         resume functions and assembly of transformed code objects
   eager_calls.py    a frame that runs eagerly gets its call sites routed to compiled callees
                     (Dynamo's frame hook, emulated)
   errors.py         Unsupported (internal), FullgraphError (public, a GraphBreakError)
 
-Runtime side (frontend-runtime): eval_frame.py, cache.py, guards.py, dynamic.py, explain.py.
+Runtime side (frontend-runtime): eval_frame.py, cache.py, guards.py, dynamic.py, explain.py;
+guards.py reads module-tree sources once through static_sources.py and watches the modules with
+mutation.py (patched nn.Module setters that notify the cache entries depending on them).
 """
