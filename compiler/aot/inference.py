@@ -92,8 +92,9 @@ def _scalar_tensor_calls(gm, example_inputs=()):
         return gm
     import copy
     graph = copy.deepcopy(gm.graph)
+    names = {h.name for h in hits}
     for n in graph.nodes:
-        if n.op == "call_function" and n.target in (torch.tensor, torch.as_tensor) and n.name in {h.name for h in hits}:
+        if n.name in names:
             n.target = torch.scalar_tensor
     new = torch.fx.GraphModule(gm, graph)
     log.debug("aot_scalar_tensor_rewrite", nodes=[h.name for h in hits],

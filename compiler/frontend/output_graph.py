@@ -85,15 +85,7 @@ class OutputGraph:
                                               symbolic_context=ctx)
         else:
             fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
-        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
-        target = _safe_name(source.render() if hasattr(source, "render") else name)
-        if placeholders:
-            ctx_mgr = self.graph.inserting_after(placeholders[-1])
-        else:
-            first = next(iter(self.graph.nodes), None)
-            ctx_mgr = self.graph.inserting_before(first)
-        with ctx_mgr:
-            node = self.graph.placeholder(target)
+        node = self._placeholder(_safe_name(source.render() if hasattr(source, "render") else name))
         node.meta["example_value"] = fake
         node.meta["source"] = name
         var = V.TensorVariable(node, source)
@@ -133,6 +125,7 @@ class OutputGraph:
         return var
 
     def _placeholder(self, target):
+        """A new placeholder after the existing ones (inputs are met in the middle of tracing)."""
         placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
         if placeholders:
             ctx_mgr = self.graph.inserting_after(placeholders[-1])

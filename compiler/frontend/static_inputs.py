@@ -27,7 +27,7 @@ import torch
 import logs
 from compiler.frontend import mutation
 from compiler.frontend.source import AttrSource, GetItemSource, GlobalSource, LocalSource
-from compiler.frontend.static_sources import _STOCK_GETITEM, _module_attr_is_static
+from compiler.frontend.static_sources import static_read
 
 log = logs.get_logger(__name__)
 
@@ -60,20 +60,6 @@ def split_sources(sources):
             roots.append(root)
         plan.append(("chain", roots.index(root), steps))
     return roots, others, plan
-
-
-def _static_step(obj, kind, key):
-    """(True, value, module read, dependency name) when the read is fixed until a watched
-    mutation of that module; (False, value, None, None) for a read that must run every call."""
-    if kind == ".":
-        if isinstance(obj, torch.nn.Module) and _module_attr_is_static(obj, key):
-            return True, getattr(obj, key), obj, key
-        return False, getattr(obj, key), None, None
-    if isinstance(obj, torch.nn.Module) and type(obj).__getitem__ in _STOCK_GETITEM:
-        return True, obj[key], obj, mutation.ITEMS
-    if type(obj) in (tuple, torch.Size) and type(key) is int:
-        return True, obj[key], None, None
-    return False, obj[key], None, None
 
 
 def _render(base: str, steps) -> str:
@@ -131,7 +117,7 @@ class StaticInputCall:
             _, ri, steps = p
             obj, fixed = roots[ri], 0
             for kind, key in (steps if ri in cached_roots else ()):
-                ok, obj, module, name = _static_step(obj, kind, key)
+                ok, obj, module, name = static_read(obj, kind, key)
                 if not ok:
                     break
                 fixed += 1

@@ -116,22 +116,12 @@ class StaticSources:
     def _step(self, obj, step: str, path: str):
         """(True, value) when reading `step` from obj is fixed until a watched mutation."""
         if step[0] == ".":
-            name = step[1:]
-            if isinstance(obj, _Module) and _module_attr_is_static(obj, name):
-                self._depend(obj, path, name)
-                return True, getattr(obj, name)
-            return False, None
-        key = ast.literal_eval(step[1:-1])
-        try:
-            if isinstance(obj, _Module) and type(obj).__getitem__ in _STOCK_GETITEM:
-                value = obj[key]
-                self._depend(obj, path, ITEMS)
-                return True, value
-            if type(obj) in (tuple, torch.Size) and type(key) is int:
-                return True, obj[key]
-        except (IndexError, KeyError, TypeError, AttributeError):
-            pass
-        return False, None
+            ok, value, module, name = static_read(obj, ".", step[1:])
+        else:
+            ok, value, module, name = static_read(obj, "[]", ast.literal_eval(step[1:-1]))
+        if ok and module is not None:
+            self._depend(module, path, name)
+        return ok, value
 
     # ---- guards implied by the static structure ---------------------------------------
     def static_value(self, source: str):
@@ -174,6 +164,24 @@ class StaticSources:
             self._depend(v, source, ITEMS)
             return len(v) == exp
         return False
+
+
+def static_read(obj, kind: str, key):
+    """Read `obj.key` (kind ".") or `obj[key]` (kind "[]") if the read is one that only a watched
+    mutation can change: (True, value, module the read depends on or None, its dependency name).
+    Any other read: (False, None, None, None), and nothing is read."""
+    if kind == ".":
+        if isinstance(obj, _Module) and _module_attr_is_static(obj, key):
+            return True, getattr(obj, key), obj, key
+        return False, None, None, None
+    try:
+        if isinstance(obj, _Module) and type(obj).__getitem__ in _STOCK_GETITEM:
+            return True, obj[key], obj, ITEMS
+        if type(obj) in (tuple, torch.Size) and type(key) is int:
+            return True, obj[key], None, None
+    except (IndexError, KeyError, TypeError, AttributeError):
+        pass
+    return False, None, None, None
 
 
 def _module_attr_is_static(m: _Module, name: str) -> bool:
