@@ -18,6 +18,17 @@ class CountingBackend:
         return gm.forward
 
 
+class GraphListBackend:
+    """A torch.compile-style backend that runs each graph as captured and keeps the graphs."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(gm)
+        return gm.forward
+
+
 class Recorder:
     def __init__(self):
         self.graphs = []

@@ -11,6 +11,7 @@ import torch
 
 import compiler
 import logs
+from tests.compiler.frontend.capture_harness import CountingBackend
 from tests.compiler.frontend.corpus import all_programs, make_args
 
 PROGRAMS = all_programs()
@@ -28,15 +29,6 @@ def expected_counts(prog):
             value = d[key]
         out.append(value)
     return tuple(out)
-
-
-class CountingBackend:
-    def __init__(self):
-        self.graphs = 0
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        return gm.forward
 
 
 def clone(v):

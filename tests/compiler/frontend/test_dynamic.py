@@ -1,39 +1,16 @@
 """Dynamic shapes with the real capture: automatic (None), True, False; symbolic guards shown."""
-import logging
-
-import pytest
 import torch
 
 import compiler
-import logs
-
-
-class Counter:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs.append(gm)
-        return gm.forward
+from tests.compiler.frontend.capture_harness import GraphListBackend
 
 
 def f(x):
     return (x * 2).sum(0)
 
 
-@pytest.fixture
-def events():
-    got = []
-    sink = logs.add_sink(got.append, level=logging.DEBUG,
-                         artifacts={"recompiles", "guards", "recompile"})
-    compiler.reset()
-    yield got
-    logs.remove_sink(sink)
-    compiler.reset()
-
-
 def _run(dynamic, sizes):
-    c = Counter()
+    c = GraphListBackend()
     g = compiler.compile(f, backend=c, dynamic=dynamic)
     for n in sizes:
         x = torch.randn(n, 3)
@@ -67,7 +44,7 @@ def test_dynamic_false_recompiles_every_size(events):
 
 
 def test_symbolic_guard_failure_is_explained(events):
-    c = Counter()
+    c = GraphListBackend()
     g = compiler.compile(f, backend=c, dynamic=True)
     for n in [4, 5, 1]:        # size 1 is specialised (0/1 specialisation), as in Dynamo
         x = torch.randn(n, 3)

@@ -3,33 +3,12 @@
 its CONSTANT_MATCH guard fails on a new value; the recompile makes it a SymInt/SymFloat graph
 input guarded by its type, so later values need no recompile. Every call is checked against
 eager."""
-import logging
-
 import pytest
 import torch
 
 import compiler
+from tests.compiler.frontend.capture_harness import GraphListBackend
 import logs
-
-
-class Counter:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs.append(gm)
-        return gm.forward
-
-
-@pytest.fixture
-def events():
-    got = []
-    sink = logs.add_sink(got.append, level=logging.DEBUG,
-                         artifacts={"recompiles", "recompile", "guards"})
-    compiler.reset()
-    yield got
-    logs.remove_sink(sink)
-    compiler.reset()
 
 
 def recompiles(events):
@@ -42,7 +21,7 @@ def marks(events):
 
 def run(fn, calls, dynamic=None):
     """Call the compiled fn with each argument tuple; compare with eager every time."""
-    c = Counter()
+    c = GraphListBackend()
     g = compiler.compile(fn, backend=c, dynamic=dynamic)
     for args in calls:
         torch.testing.assert_close(g(*args), fn(*args))
@@ -182,7 +161,7 @@ def uses_global(x):
 
 def test_global_int_stays_specialized(events):
     global _G
-    c = Counter()
+    c = GraphListBackend()
     g = compiler.compile(uses_global, backend=c)
     x = torch.randn(3)
     for v in (1, 2, 3, 4):
