@@ -1,11 +1,13 @@
 """A compiled optimizer step: `compiler.compile(optimizer.step)` for SGD, Adam and AdamW.
 
 The update of every parameter of a param group (same device and dtype) is traced with make_fx
-into ONE functional graph over flat lists (params, grads, optimizer state, per-step scalars)
-and compiled by the backend, which fuses the per-parameter pointwise chains into kernels. New
-parameter values are copied back into the parameters (one `torch._foreach_copy_`); new state
-tensors (exp_avg, momentum buffers, ...) replace the old ones in `optimizer.state`, which the
-optimizer alone owns, so they cost no copy. The formulas follow
+into ONE graph over flat lists (params, grads, optimizer state, per-step scalars) that writes
+the new parameters and state into its inputs (copy_), and compiled by the backend, which fuses
+each parameter's pointwise chain into one kernel that updates the parameter and its state in
+place (the input-mutation write-backs are stored by that kernel: see
+backend/scheduler/memory.py). So a step allocates nothing the size of the parameters (eager's
+foreach Adam allocates one copy for its temporaries) and copies nothing afterwards. Only SGD's
+first step creates state: its momentum buffers are graph outputs. The formulas follow
 torch.optim's foreach implementations (non-capturable) op by op, so with the "eager" backend
 the parameters match eager bit for bit, and within float rounding with generated code.
 
@@ -70,8 +72,10 @@ def compile_optimizer_step(step, backend="default") -> Callable:
 # -- the functional updates (traced) -------------------------------------------------------------
 def _sgd_update(params, grads, bufs, *, has_buf, lr, momentum, dampening, weight_decay,
                 nesterov, maximize):
-    """Returns (new params, new momentum buffers). Mirrors torch.optim.sgd._multi_tensor_sgd."""
-    new_params, new_bufs = [], []
+    """Mirrors torch.optim.sgd._multi_tensor_sgd. Writes the new parameters and existing
+    momentum buffers into the inputs, one parameter at a time; returns the momentum buffers
+    created by this (first) step."""
+    new_bufs = []
     for i, (p, g) in enumerate(zip(params, grads)):
         if maximize:
             g = aten.neg.default(g)
@@ -80,19 +84,21 @@ def _sgd_update(params, grads, bufs, *, has_buf, lr, momentum, dampening, weight
         if momentum != 0:
             if has_buf[i]:
                 buf = aten.add.Tensor(aten.mul.Tensor(bufs[i], momentum), g, alpha=1 - dampening)
+                _write_back([bufs[i]], [buf])
             else:
                 buf = aten.clone.default(g)            # first step: the buffer starts as the grad
-            new_bufs.append(buf)
+                new_bufs.append(buf)
             g = aten.add.Tensor(g, buf, alpha=momentum) if nesterov else buf
-        new_params.append(aten.add.Tensor(p, g, alpha=-lr))
-    return new_params, new_bufs
+        _write_back([p], [aten.add.Tensor(p, g, alpha=-lr)])
+    return new_bufs
 
 
 def _adam_update(params, grads, exp_avgs, exp_avg_sqs, max_sqs, scalars, *, lr, beta1, beta2,
                  eps, weight_decay, decoupled, amsgrad, maximize):
     """Mirrors torch.optim.adam._multi_tensor_adam (capturable=False). scalars[i] holds
-    (step_size, bias_correction2_sqrt) of parameter i, computed from its step as eager does."""
-    new_p, new_m, new_v, new_max = [], [], [], []
+    (step_size, bias_correction2_sqrt) of parameter i, computed from its step as eager does.
+    Writes the new parameter and state values into the inputs, one parameter at a time (so
+    that run op by op, by the "eager" backend, only one parameter's temporaries are alive)."""
     for i, (p, g, m, v) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
         if maximize:
             g = aten.neg.default(g)
@@ -105,7 +111,6 @@ def _adam_update(params, grads, exp_avgs, exp_avg_sqs, max_sqs, scalars, *, lr, 
         v = aten.addcmul.default(aten.mul.Tensor(v, beta2), g, g, value=1 - beta2)
         if amsgrad:
             vmax = aten.maximum.default(max_sqs[i], v)
-            new_max.append(vmax)
             denom = aten.sqrt.default(vmax)
         else:
             denom = aten.sqrt.default(v)
@@ -114,48 +119,13 @@ def _adam_update(params, grads, exp_avgs, exp_avg_sqs, max_sqs, scalars, *, lr, 
         denom = aten.add.Tensor(aten.div.Tensor(denom, bc2_sqrt), eps)
         # addcdiv(p, m, denom, value=step_size) computes p + (value * m) / denom
         p = aten.add.Tensor(p, aten.div.Tensor(aten.mul.Tensor(m, step_size), denom))
-        new_p.append(p)
-        new_m.append(m)
-        new_v.append(v)
-    return new_p, new_m, new_v, new_max
+        _write_back([params[i], exp_avgs[i], exp_avg_sqs[i]] + ([max_sqs[i]] if amsgrad else []),
+                    [p, m, v] + ([vmax] if amsgrad else []))
 
 
 # -- the compiled step ---------------------------------------------------------------------------
 class _Fallback(Exception):
     pass
-
-
-# The graph returns new parameters and new state (it cannot write its inputs in place), so
-# until they are copied/swapped in, a step holds up to 3 extra copies (Adam: p, exp_avg,
-# exp_avg_sq) of the parameters it updates. Compiling the update in chunks of about 1/CHUNKS
-# of a group's bytes bounds that to 3/CHUNKS of the parameters' bytes: below the 1x that
-# torch.optim's foreach step allocates for its temporaries (Adam's sqrt(exp_avg_sq)), at the
-# cost of CHUNKS graph calls instead of one (the kernels are per parameter either way).
-# Below MIN_CHUNK_BYTES the memory is not worth an extra graph call.
-CHUNKS = 4
-MIN_CHUNK_BYTES = 1 << 20
-
-
-def memory_chunks(params: list, chunks: int = CHUNKS) -> list[list]:
-    """Split `params` into few chunks of at most max(1/chunks of their bytes, the largest
-    parameter's bytes, MIN_CHUNK_BYTES) each: first-fit decreasing bin packing (each
-    parameter's update is independent of the others', so any grouping computes the same
-    values). Parameters keep their relative order inside a chunk; chunks are ordered by their
-    first parameter."""
-    sizes = [p.numel() * p.element_size() for p in params]
-    budget = max(sum(sizes) / chunks, max(sizes, default=0), MIN_CHUNK_BYTES)
-    bins: list[list[int]] = []
-    room: list[float] = []
-    for i in sorted(range(len(params)), key=lambda i: -sizes[i]):
-        for b, free in enumerate(room):
-            if sizes[i] <= free:
-                bins[b].append(i)
-                room[b] -= sizes[i]
-                break
-        else:
-            bins.append([i])
-            room.append(budget - sizes[i])
-    return [[params[i] for i in sorted(b)] for b in sorted(bins, key=min)]
 
 
 class CompiledOptimizerStep:
@@ -212,11 +182,10 @@ class CompiledOptimizerStep:
                     if p.grad is not None:
                         by_key.setdefault((p.device, p.dtype), []).append(p)
                 for params in by_key.values():
-                    for ci, chunk in enumerate(memory_chunks(params)):
-                        if isinstance(self.optimizer, torch.optim.SGD):
-                            self._sgd((gi, ci), group, chunk)
-                        else:
-                            self._adam((gi, ci), group, chunk)
+                    if isinstance(self.optimizer, torch.optim.SGD):
+                        self._sgd(gi, group, params)
+                    else:
+                        self._adam(gi, group, params)
         # what an LR scheduler's wrapper around optimizer.step records (else it warns that
         # scheduler.step() ran before optimizer.step())
         self.optimizer._opt_called = True
@@ -240,7 +209,7 @@ class CompiledOptimizerStep:
         self.cache[(kind,) + key[:1]] = (key, compiled)
         return compiled
 
-    def _sgd(self, gi, group, params):       # gi: (param group index, chunk index)
+    def _sgd(self, gi, group, params):
         opt = self.optimizer
         grads = [p.grad for p in params]
         momentum = group["momentum"]
@@ -258,17 +227,14 @@ class CompiledOptimizerStep:
             full = [None] * len(params)
             for i, b in zip(idx, bufs):
                 full[i] = b
-            new_p, new_b = _sgd_update(params, grads, full, has_buf=has_buf, **hyper)
-            return new_p + new_b
+            return _sgd_update(params, grads, full, has_buf=has_buf, **hyper)  # first step: new buffers
 
         compiled = self._compiled(key, "sgd", fn, [list(params), grads, buf_in])
-        outs = list(compiled(*params, *grads, *buf_in))
-        n = len(params)
-        torch._foreach_copy_(params, outs[:n])
-        if momentum != 0:
+        fresh = list(compiled(*params, *grads, *buf_in))
+        if fresh:
             owned = _Fresh(params, grads, buf_in)
-            for p, new in zip(params, outs[n:]):
-                opt.state[p]["momentum_buffer"] = owned(new)  # optimizer-owned: swap, no copy
+            for p, new in zip([p for i, p in enumerate(params) if not has_buf[i]], fresh):
+                opt.state[p]["momentum_buffer"] = owned(new)  # optimizer-owned: kept, no copy
 
     def _adam(self, gi, group, params):
         opt = self.optimizer
@@ -288,10 +254,10 @@ class CompiledOptimizerStep:
         hyper = dict(lr=lr, beta1=beta1, beta2=beta2, eps=group["eps"],
                      weight_decay=group["weight_decay"], decoupled=decoupled, amsgrad=amsgrad,
                      maximize=group.get("maximize", False))
+        steps = [s["step"] for s in states]
+        torch._foreach_add_(steps, 1)                     # as torch.optim's foreach Adam does
         scalars = []
-        for s in states:
-            s["step"] += 1
-            step = s["step"].item()
+        for step in torch.stack(steps).tolist():          # one host read for every counter
             bc1, bc2 = 1 - beta1 ** step, 1 - beta2 ** step
             scalars.append(((lr / bc1) * -1, bc2 ** 0.5))
         # eager converts these Python doubles to the op's compute type: float32 for float32 and
@@ -309,19 +275,20 @@ class CompiledOptimizerStep:
                tuple(sorted(hyper.items())))
 
         def fn(params, grads, m, v, vmax, scal):
-            new_p, new_m, new_v, new_max = _adam_update(params, grads, m, v, vmax, scal, **hyper)
-            return new_p + new_m + new_v + new_max
+            _adam_update(params, grads, m, v, vmax, scal, **hyper)
+            return []
 
         compiled = self._compiled(key, "adam", fn, [list(params), grads, m, v, vmax, scal])
-        outs = list(compiled(*params, *grads, *m, *v, *vmax, scal))
-        n = len(params)
-        torch._foreach_copy_(params, outs[:n])
-        owned = _Fresh(params, grads, m, v, vmax)
-        for i, state in enumerate(states):             # optimizer-owned: swap, no copy
-            state["exp_avg"] = owned(outs[n + i])
-            state["exp_avg_sq"] = owned(outs[2 * n + i])
-            if amsgrad:
-                state["max_exp_avg_sq"] = owned(outs[3 * n + i])
+        compiled(*params, *grads, *m, *v, *vmax, scal)
+
+
+def _write_back(targets, values) -> None:
+    """The traced update writes its results into the parameters and state in place (copy_ on the
+    graph inputs). The aot stage turns that into input mutations, which the backend stores
+    straight into the inputs' memory from the kernel that computes them: no second copy of the
+    parameters or state is ever allocated, and there is nothing to copy or swap afterwards."""
+    for t, v in zip(targets, values):
+        aten.copy_.default(t, v)
 
 
 class _Fresh:

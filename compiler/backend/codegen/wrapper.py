@@ -216,6 +216,9 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
             body.append(f"{s.name} = {s.parent.name}[{s.index}]")
             L = s.layout
             body.append(f"{s.name} = ensure_layout({s.name}, {_tuple(L.size)}, {_tuple(L.stride)})")
+        elif s.name in sched.plan.inplace_writebacks:
+            body.append(f"# {s.name}: input mutation written in place by {sched.plan.inplace_writebacks[s.name]} "
+                        f"(copy_({s.args[0].name}, {s.args[1].name}) needs no copy)")
         else:
             kernel, args = _runtime_call(s.kernel, list(s.args), dict(s.kwargs))
             note = f"  # fallback: {s.reason}" if isinstance(s, ir.FallbackKernel) else "  # extern kernel"

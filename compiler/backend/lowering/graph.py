@@ -8,6 +8,8 @@ Ops without a lowering become FallbackKernels (the ATen call), logged as perf hi
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 import operator
 import os
@@ -111,6 +113,8 @@ class GraphLowering:
         self.device = None
         self._n = 0
         self._writebacks: list = []
+        #: input mutations: the copy_ step that writes each mutated input's final value back
+        self.writebacks: list[Writeback] = []
         #: float scalars the wrapper computes before the kernels run: (symbol, format, operands)
         self.scalar_defs: list[tuple] = []
         self._n_float = 0
@@ -361,6 +365,19 @@ class GraphLowering:
         for ctx, args, kwargs in self._writebacks:
             out = make_extern(ctx, args, kwargs, cls=ir.FallbackKernel, reason="input mutation write-back")
             self.side_effects.append(out.name)
+            dst, src = out.args[0], out.args[1]
+            if isinstance(dst, ir.InputBuffer) and isinstance(src, ir.ComputedBuffer):
+                # memory planning may let src's kernel store straight into dst, which makes
+                # this copy_ a no-op (see scheduler/memory.py: writeback_in_place)
+                self.writebacks.append(Writeback(out.name, dst.name, src.name))
+
+
+@dataclasses.dataclass(frozen=True)
+class Writeback:
+    """`step` (an aten.copy_ FallbackKernel) copies buffer `src` into graph input `dst`."""
+    step: str
+    dst: str
+    src: str
 
 
 def constant_name(node) -> str:

@@ -2,6 +2,12 @@
 a new one reuses (same size, stride, dtype, device), including in-place reuse of a kernel's own
 input when the kernel reads it only at the point it writes.
 
+Input mutations (the aot stage's `copy_(input, new_value)` write-backs) are done in place where
+that is safe: the kernel that computes the new value stores it straight into the input's memory,
+and the write-back copy becomes a no-op. Safe means: nothing reads the input after that kernel,
+the kernel reads it only at the element it writes (and before writing it), the layouts match,
+and the new value is not also a graph output (the output would alias the input, unlike eager).
+
 Buffers handed to a FallbackKernel never go back to the pool: the ATen op may return a view of
 them, so their storage may still be alive after their last use in our graph.
 """
@@ -24,6 +30,8 @@ class Plan:
     frees: dict      # step index -> [buffer names whose last use is this step]
     reused: int = 0
     inplace: int = 0
+    #: write-back steps (aten.copy_ into a mutated input) made no-ops by an in-place store
+    inplace_writebacks: dict = dataclasses.field(default_factory=dict)   # step -> kernel name
 
 
 def _key(layout: ir.Layout):
@@ -36,15 +44,25 @@ def _step_reads(s) -> list[str]:
     return s.reads()
 
 
-def plan(steps: list, graph, graph_outs: set) -> Plan:
+def _last_uses(steps, skip=()) -> dict[str, int]:
     last_use: dict[str, int] = {}
-    aliased: set = set()
-    input_names = {n for n, v in graph.graph_inputs if isinstance(v, ir.InputBuffer)}
     for i, s in enumerate(steps):
+        if getattr(s, "name", None) in skip:
+            continue
         for r in _step_reads(s):
             last_use[r] = i
+    return last_use
+
+
+def plan(steps: list, graph, graph_outs: set) -> Plan:
+    aliased: set = set()
+    input_buffers = {n: v for n, v in graph.graph_inputs if isinstance(v, ir.InputBuffer)}
+    input_names = set(input_buffers)
+    for s in steps:
         if isinstance(s, ir.FallbackKernel):
             aliased |= set(s.reads())
+    writebacks = _writebacks_in_place(steps, graph, graph_outs, input_buffers)
+    last_use = _last_uses(steps, skip={w.step for w in writebacks.values()})
     produced: dict[str, tuple] = {}   # name -> (step, layout, poolable)
     for i, s in enumerate(steps):
         if isinstance(s, ir.KernelGroup):
@@ -68,6 +86,13 @@ def plan(steps: list, graph, graph_outs: set) -> Plan:
             taken = set()
             for o in s.outputs:
                 key = _key(s.layouts[o])
+                wb = writebacks.get(o)
+                if wb is not None:
+                    taken.add(wb.dst)
+                    entries.append((o, wb.dst))
+                    inplace += 1
+                    log.debug("writeback_in_place", buffer=o, input=wb.dst, kernel=s.name, copy=wb.step)
+                    continue
                 src = _inplace_candidate(s, o, i, last_use, poolable, taken)
                 if src is not None:
                     taken.add(src)
@@ -95,29 +120,60 @@ def plan(steps: list, graph, graph_outs: set) -> Plan:
         for d in dead:
             if poolable(d):
                 pool.setdefault(_key(produced[d][1]), []).append(d)
-    return Plan(allocs, frees, reused, inplace)
+    return Plan(allocs, frees, reused, inplace,
+                {w.step: next(s.name for s in steps if isinstance(s, ir.KernelGroup) and o in s.outputs)
+                 for o, w in writebacks.items()})
+
+
+def _writebacks_in_place(steps, graph, graph_outs, input_buffers) -> dict:
+    """src buffer -> Writeback, for each input mutation whose new value's kernel may store it
+    straight into the input (see the module docstring for the conditions)."""
+    pending = {w.src: w for w in getattr(graph, "writebacks", ())}
+    if not pending:
+        return {}
+    last_use = _last_uses(steps, skip={w.step for w in pending.values()})
+    chosen: dict = {}
+    for i, s in enumerate(steps):
+        if not isinstance(s, ir.KernelGroup) or s.reduction_ranges:
+            continue
+        for o in s.outputs:
+            w = pending.get(o)
+            if w is None or o in graph_outs or w.dst in graph_outs or last_use.get(w.dst, -1) > i:
+                continue
+            dst = input_buffers.get(w.dst)
+            if dst is None or _key(dst.layout) != _key(s.layouts[o]):
+                continue
+            if w.dst in s.inputs and not _reads_only_at_store(s, o, w.dst):
+                continue
+            chosen[o] = w
+    return chosen
+
+
+def _reads_only_at_store(group: ir.KernelGroup, out: str, name: str) -> bool:
+    """Does `group` read buffer `name` only at the element where it stores `out`, and never after
+    that store (a later node of the kernel would see the new value)?"""
+    out_node = next(n for n in group.nodes if n.name == out)
+    xs = [ir.index_var("x", k) for k in range(len(group.ranges))]
+    pos_out = group.nodes.index(out_node)
+    store = out_node.store_index(xs)
+    for pos, n in enumerate(group.nodes):
+        for rname, index in n.read_deps():
+            if rname != name:
+                continue
+            mapped = index.xreplace(dict(zip(n.data.index_vars(), xs)))
+            if pos > pos_out or sympy.expand(mapped - store) != 0:
+                return False
+    return True
 
 
 def _inplace_candidate(group: ir.KernelGroup, out: str, step: int, last_use, poolable, taken):
     """An input of `group` that dies here, with out's layout, read only at out's store point."""
     if group.reduction_ranges:
         return None
-    out_node = next(n for n in group.nodes if n.name == out)
     key = _key(group.layouts[out])
-    xs = [ir.index_var("x", k) for k in range(len(group.ranges))]
-    pos_out = group.nodes.index(out_node)
-    store = out_node.store_index(xs)
     for name in group.inputs:
         if name in taken or last_use.get(name) != step or not poolable(name) or _key(group.layouts[name]) != key:
             continue
-        ok = True
-        for pos, n in enumerate(group.nodes):
-            for rname, index in n.read_deps():
-                if rname != name:
-                    continue
-                mapped = index.xreplace(dict(zip(n.data.index_vars(), xs)))
-                if pos > pos_out or sympy.expand(mapped - store) != 0:
-                    ok = False
-        if ok:
+        if _reads_only_at_store(group, out, name):
             return name
     return None

@@ -1,0 +1,81 @@
+"""Input mutations stored in place (scheduler/memory.py): the kernel that computes a mutated
+input's new value stores it straight into the input, and the aot stage's write-back copy_
+becomes a no-op, where that is safe; elsewhere the copy stays. Every case runs the compiled
+graph on copies of the inputs and compares outputs AND the mutated inputs with eager, with the
+C++ code generator and with the Triton one (interpreter on CPU)."""
+import os
+
+import torch
+
+if not torch.cuda.is_available():   # before triton is imported (see tests/conftest.py)
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+
+from compiler import config  # noqa: E402
+from tests.compiler.backend.cpp_test_utils import assert_same, compile_fn, compiled_graph  # noqa: E402
+
+IN_PLACE = "needs no copy"
+COPY = "# fallback: input mutation write-back"
+
+
+def lerp_then_add(x, m, g):          # an optimizer-like update: both inputs written in place
+    m.lerp_(g, 0.1)
+    x.add_(m * 0.5)
+    return None
+
+
+def mutate_and_return_other(x, y):
+    x.add_(1)
+    return y * 2
+
+
+def read_after_mutation(x, y):       # x's old value is read after the kernel writing it
+    z = x + 1
+    x.copy_(z * y)
+    return z.sum() + x.sum()
+
+
+def mutated_input_returned(x, y):    # the output is its own buffer (stored by the same kernel)
+    x.add_(y)
+    return x
+
+
+def transposed_write(x, y):          # new value computed at another element: not in place
+    x.copy_(x.t() + y)
+    return None
+
+
+CASES = [(lerp_then_add, 3, 2, 0), (mutate_and_return_other, 2, 1, 0),
+         (read_after_mutation, 2, 0, 1), (mutated_input_returned, 2, 1, 0),
+         (transposed_write, 2, 0, 1)]
+
+
+def _run(fn, n_inputs, in_place, copies, codegen):
+    def make(seed):
+        g = torch.Generator().manual_seed(seed)
+        return [torch.randn(16, 16, generator=g) for _ in range(n_inputs)]
+    with config.patch(**{"backend.cpu_codegen": codegen}):
+        rt = compile_fn(fn, make(0))
+        code = compiled_graph(rt).code
+        for seed in range(3):
+            ours, ref = make(seed), make(seed)
+            out = rt(*ours)
+            expect = fn(*ref)
+            assert_same([o for o in (out if isinstance(out, (list, tuple)) else [out]) if o is not None],
+                        [e for e in (expect if isinstance(expect, (list, tuple)) else [expect]) if e is not None])
+            assert_same(ours, ref)       # every mutated input holds eager's value
+    assert code.count(IN_PLACE) == in_place, code
+    assert code.count(COPY) == copies, code
+    return rt
+
+
+@pytest.mark.parametrize("fn,n_inputs,in_place,copies", CASES, ids=[c[0].__name__ for c in CASES])
+def test_input_mutation_cpp(fn, n_inputs, in_place, copies):
+    _run(fn, n_inputs, in_place, copies, "cpp")
+
+
+@pytest.mark.parametrize("fn,n_inputs,in_place,copies", CASES, ids=[c[0].__name__ for c in CASES])
+def test_input_mutation_triton(fn, n_inputs, in_place, copies):
+    pytest.importorskip("triton")
+    _run(fn, n_inputs, in_place, copies, "triton")
