@@ -165,6 +165,41 @@ class Loops(IRNode):
         return [index_var("i", k) for k in range(len(self.ranges))]
 
 
+def sympy_product(xs) -> Expr:
+    out = sympy.Integer(1)
+    for x in xs:
+        out = out * x
+    return out
+
+
+def split_into(ranges, dims) -> Optional[list[tuple[int, int]]]:
+    """[(start, end)] of consecutive `dims` whose products are `ranges` (in order), or None.
+    A range of 1 takes an empty run; dims of 1 join the current run."""
+    chunks, j = [], 0
+    for r in ranges:
+        start, prod = j, sympy.Integer(1)
+        while sympy.simplify(prod - r) != 0:
+            if j >= len(dims):
+                return None
+            prod = prod * dims[j]
+            j += 1
+            if prod.is_number and r.is_number and prod > r:
+                return None
+        chunks.append((start, j))
+    while j < len(dims):               # trailing dims of 1 belong to the last run
+        if sympy.simplify(dims[j] - 1) != 0 or not chunks:
+            return None
+        chunks[-1] = (chunks[-1][0], j + 1)
+        j += 1
+    return chunks
+
+
+def merge_points(idx, chunks, dims) -> list:
+    """Point over `dims` -> point over the ranges that split_into() split into those chunks."""
+    return [sum((idx[j] * sympy_product(dims[j + 1:end]) for j in range(start, end)), sympy.Integer(0))
+            for start, end in chunks]
+
+
 class Pointwise(Loops):
     """out[i] = inner_fn(i) for every i in ranges."""
 
@@ -272,10 +307,34 @@ class ComputedBuffer(Buffer):
         super().__init__(name, layout, origins or data.origins)
         self.data = data
         self._reads = None
+        #: set by resplit(): iteration point over data.ranges -> point over the layout's size
+        self._merge: Optional[Callable] = None
 
     def store_index(self, idx: Sequence[Expr]) -> Expr:
         """Flat index where iteration point `idx` (over data.ranges) is stored."""
-        return self.layout.index(idx)
+        return self.layout.index(self._merge(idx) if self._merge else idx)
+
+    def resplit(self, dims) -> Optional["ComputedBuffer"]:
+        """This pointwise node iterated over `dims` instead of its ranges, where each of its
+        ranges is the product of consecutive dims (e.g. [256, 128] as [4, 64, 128], which lets
+        the pointwise half of a layernorm after a view fuse into its [4, 64] x [128] reduction).
+        The same buffer (name, layout): only the loop nest changes. None if `dims` is no such split."""
+        if not isinstance(self.data, Pointwise):
+            return None
+        chunks = split_into(self.data.ranges, dims)
+        if chunks is None:
+            return None
+        old_merge, inner = self._merge, self.data.inner_fn
+
+        def merge(idx):
+            flat = merge_points(idx, chunks, dims)
+            return old_merge(flat) if old_merge else flat
+
+        data = Pointwise(dims, lambda idx: inner(merge_points(idx, chunks, dims)), self.data.dtype,
+                         self.data.device, origins=self.data.origins, cost=self.data.cost)
+        out = ComputedBuffer(self.name, self.layout, data, origins=self.origins)
+        out._merge = merge
+        return out
 
     def read_deps(self) -> list[tuple[str, Expr]]:
         """(buffer, index) of every load, over the node's own index vars i*/r* (cached)."""

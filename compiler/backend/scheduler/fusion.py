@@ -20,6 +20,7 @@ import sympy
 import logs
 from compiler import config
 from compiler.backend import ir
+from compiler.backend.indexing import simplify_index
 
 log = logs.get_logger(__name__)
 
@@ -109,6 +110,8 @@ def check_deps(group: Group, node, plan) -> str:
     n_outer = len(ranges)
     members = {n.name: n for n in group.nodes}
     nmap = var_map(node, kinds[node.name], n_outer)
+    var_ranges = {ir.index_var("x", k): r for k, r in enumerate(ranges)}
+    var_ranges.update({ir.index_var("r", k): r for k, r in enumerate(rranges)})
     for name, index in node.read_deps():
         if name not in members:
             continue
@@ -119,8 +122,9 @@ def check_deps(group: Group, node, plan) -> str:
         if pkind == ir.NODE_INNER and kinds[node.name] == ir.NODE_OUTER:
             return f"{node.name} (outer) needs a whole row of {name} (inner)"
         pmap = var_map(producer, pkind, n_outer)
-        store = producer.store_index(producer.data.index_vars()).xreplace(pmap)
-        load = index.xreplace(nmap)
+        # floor/mod terms of a re-split or viewed index simplify only with the loop ranges
+        store = simplify_index(producer.store_index(producer.data.index_vars()).xreplace(pmap), var_ranges)
+        load = simplify_index(index.xreplace(nmap), var_ranges)
         if sympy.expand(store - load) != 0:
             return f"{node.name} reads {name}[{load}] but it is stored at [{store}] (not the same point)"
     return ""
@@ -159,11 +163,11 @@ def fuse(steps_in: list, readers_of) -> list:
                     if len(g.nodes) >= max_size:
                         decide(buf.name, names, False, f"group already has {max_size} nodes", kind)
                         continue
-                    plan, why = prospective(g, buf)
+                    node, members, plan, why = _fit(g, buf)
                     if plan is None:
                         decide(buf.name, names, False, why, kind)
                         continue
-                    why = check_deps(g, buf, plan)
+                    why = check_deps(_Trial(g, members), node, plan)
                     if why:
                         decide(buf.name, names, False, why, kind)
                         continue
@@ -171,10 +175,13 @@ def fuse(steps_in: list, readers_of) -> list:
                     if why:
                         decide(buf.name, names, False, why, kind)
                         continue
+                    resplit = node is not buf or members is not g.nodes
                     g.ranges, g.rranges, g.kinds = plan
-                    g.nodes.append(buf)
-                    decide(buf.name, names, True, "same iteration point" if kind == "vertical"
-                           else "same iteration space, shared reads", kind)
+                    g.nodes = members + [node]
+                    decide(buf.name, names, True, ("same iteration point" if kind == "vertical"
+                                                   else "same iteration space, shared reads")
+                           + (f" (loops re-split as {list(plan[0])} x {list(plan[1])})" if resplit else ""),
+                           kind)
                     chosen = g
                     break
                 if chosen:
@@ -184,6 +191,43 @@ def fuse(steps_in: list, readers_of) -> list:
             steps.append(chosen)
         where[buf.name] = chosen
     return steps
+
+
+class _Trial:
+    """A group's nodes as they would be after a re-split, for check_deps before committing."""
+
+    def __init__(self, g: Group, members: list):
+        self.nodes = members
+
+
+def _fit(g: Group, buf):
+    """(node, group members, plan, reason): how `buf` can join g. Where the iteration spaces
+    differ only in how the same loops are split (a view between them: [256, 128] vs
+    [4, 64] x [128]), the pointwise side is re-split to the finer loops (ir.ComputedBuffer.resplit):
+    `node` is then buf re-split, or the members are the group's nodes re-split."""
+    plan, why = prospective(g, buf)
+    if plan is not None:
+        return buf, g.nodes, plan, ""
+    d = buf.data
+    if isinstance(d, ir.Pointwise):
+        for dims in ([list(g.ranges) + list(g.rranges)] if g.rranges else []) + [list(g.ranges)]:
+            node = buf.resplit(dims)
+            if node is not None:
+                plan2, _ = prospective(g, node)
+                if plan2 is not None:
+                    return node, g.nodes, plan2, ""
+    elif isinstance(d, ir.Reduction) and not g.rranges:
+        # a pure pointwise group over coarser loops than the reduction's split
+        dims = list(d.ranges) + list(d.reduction_ranges)
+        members = [n.resplit(dims) for n in g.nodes]
+        if all(m is not None for m in members):
+            trial = Group(members[0])
+            trial.nodes, trial.kinds = members, {m.name: ir.NODE_OUTER for m in members}
+            trial.device = g.device
+            plan2, _ = prospective(trial, buf)
+            if plan2 is not None:
+                return buf, members, plan2, ""
+    return None, g.nodes, None, why
 
 
 def _group_reads(g: Group) -> set:

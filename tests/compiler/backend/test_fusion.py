@@ -100,3 +100,23 @@ def test_inplace_reuse_of_a_dying_input():
         return (y.sin() + 1) @ w
     rt = check(f, [torch.randn(8, 8), torch.randn(8, 8)])
     assert "# in-place" in rt.compiled.code
+
+
+def test_pointwise_over_a_view_fuses_into_the_reduction_it_reads():
+    # the normalisation is computed over the [256, 128] view while its statistics reduce
+    # [4, 64] x [128]: the pointwise loops are re-split as [4, 64, 128] to join the reduction
+    def f(x, w):
+        m = x.mean(-1, keepdim=True)
+        z = (x - m).view(256, 128) * w
+        return z, m
+    rt = check(f, [torch.randn(4, 64, 128), torch.randn(128)])
+    assert kernel_count(rt) == 1
+
+
+def test_reduction_fuses_into_pointwise_producer_over_coarser_loops():
+    # the producer is computed over [256, 128] and its sum over [4, 64] x [128] after a view
+    def f(x):
+        y = (x * 2).sin()
+        return y, y.view(4, 64, 128).sum(-1)
+    rt = check(f, [torch.randn(256, 128)])
+    assert kernel_count(rt) == 1
