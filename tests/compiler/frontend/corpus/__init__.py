@@ -8,7 +8,10 @@ for the eager and the compiled run), anything else is passed as is.
 Expected counts are TorchDynamo's: scripts/check_corpus_vs_dynamo.py runs every program under
 torch.compile and writes Dynamo's numbers to dynamo_counts.json (committed), which the test
 uses wherever a Program does not set its own. `graphs` and `breaks` are the graphs compiled and
-the graph breaks seen during the FIRST call; `recompiles` counts recompiles of any frame
+the distinct graph-break SITES seen during the FIRST call (`break_sites`: the user file:line of
+each `graph_break` event, as Dynamo's counts are the distinct file:line of its own graph_breaks
+log, so a break met again on a second capture attempt, or in a callee inlined twice, counts
+once); `recompiles` counts recompiles of any frame
 (resume functions included) over all calls: the records of the `recompiles` log. A Program that sets its own numbers must say why in `note` (e.g. Dynamo makes a
 changed int argument a SymInt where we specialise).
 """
@@ -97,6 +100,16 @@ def make_args(call) -> tuple[tuple, dict]:
         kwargs = {k: (v() if isinstance(v, In) else v) for k, v in call[-1].items()}
         call = call[:-1]
     return tuple(a() if isinstance(a, In) else a for a in call), kwargs
+
+
+def break_sites(events) -> int:
+    """Distinct user file:line of the `graph_break` events (ours): the corpus's break count.
+
+    Dynamo's number (scripts/check_corpus_vs_dynamo.py) is the same measure taken from its
+    TORCH_LOGS=graph_breaks records, including breaks in frames it then skips as a whole."""
+    import os
+    return len({(os.path.realpath(e.payload["filename"]), e.payload["lineno"])
+                for e in events if e.name == "graph_break"})
 
 
 def all_programs() -> list[Program]:

@@ -236,11 +236,7 @@ PROGRAMS = [
     P(item_as_scalar),
     P(tolist_loop),
     P(bool_tensor_if),
-    P(tensor_in_while, breaks=2,
-      note="same behaviour as Dynamo: one graph (x.sum() > -100), a break at the first check of the "
-           "condition, and the resume function breaks again at the loop head (a break inside a loop) and "
-           "runs eagerly; Dynamo's graph_breaks log shows the same two breaks ([0/0] and [1/0]) but its "
-           "explain() reports graph_count - 1 = 0"),
+    P(tensor_in_while),
     P(numpy_call,
       xfail='capture: numpy is not traced (Dynamo traces numpy through torch._numpy): Tensor.numpy(), the ufunc call and the ndarray operand each break (3 breaks, 2 graphs; Dynamo 1 graph, 0 breaks)'),
     P(numpy_scalar),
@@ -263,12 +259,9 @@ PROGRAMS = [
            "changes; we pass _LOG.append across the break as the list's method and only append to it, "
            "so the list's length is never guarded"),
     P(break_in_inlined),
-    P(break_in_deeply_inlined, breaks=3,
-      note="same 5 graphs as Dynamo; Dynamo's explain reports 4 breaks for them, we report the 3 break sites (a break inside two levels of inlined calls)"),
-    P(break_in_loop, breaks=1,
-      note='neither compiles anything (0 graphs): Dynamo skips the frame and reports 0 breaks, we report the print() break inside the loop that makes the rest of the frame run eagerly'),
-    P(break_in_while_loop, breaks=2,
-      note='neither compiles anything (0 graphs): Dynamo skips the frame and reports 0 breaks, we report the break inside the loop (seen on two capture attempts)'),
+    P(break_in_deeply_inlined),
+    P(break_in_loop),
+    P(break_in_while_loop),
     P(two_breaks),
     P(three_breaks_mixed),
     P(break_then_return_container),
