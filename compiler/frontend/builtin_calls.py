@@ -311,6 +311,9 @@ def call_type(tx, cls, args, kwargs):
     from compiler.frontend import model_outputs
     if model_outputs.is_model_output_class(cls):
         return model_outputs.construct(tx, cls, args, kwargs)
+    from compiler.frontend import new_modules
+    if new_modules.simple_module_class(cls):
+        return new_modules.construct(tx, cls, args, kwargs)
     if _plain_class(cls):
         obj = V.NewObjectVariable(cls)
         init = inspect.getattr_static(cls, "__init__", object.__init__)

@@ -494,6 +494,9 @@ def call_function(tx, fn, args, kwargs):
         return wrap(tx, target, CallSource(fn.source))
     if isinstance(fn, V.WeakRefVariable) and not args and not kwargs:
         return fn.target
+    if isinstance(fn, V.NewModuleVariable):
+        from compiler.frontend import new_modules
+        return new_modules.call(tx, fn, args, kwargs)
     if isinstance(fn, V.NewObjectVariable):
         from compiler.frontend.attributes import get_attr
         return call_function(tx, get_attr(tx, fn, "__call__"), args, kwargs)

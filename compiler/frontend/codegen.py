@@ -181,13 +181,24 @@ class PyCodegen:
                 return self._built[key]
             name = self.new_tmp()
             self._built[key] = name
-            self.emit("PUSH_NULL")
-            self.emit("LOAD_CONST", object.__new__)
-            self.emit("LOAD_CONST", var.cls)
-            self.call(1)
+            attrs = dict(var.attrs)
+            if isinstance(var, V.NewModuleVariable):
+                # cls() runs nn.Module.__init__, which has no other effect (new_modules.py)
+                self.emit("PUSH_NULL")
+                self.emit("LOAD_CONST", var.cls)
+                self.call(0)
+                self.lines.append(f"{name} = {var.cls.__qualname__}()")
+                if attrs.get("training") is not None and attrs["training"].is_constant() \
+                        and attrs["training"].as_constant() is True:
+                    del attrs["training"]
+            else:
+                self.emit("PUSH_NULL")
+                self.emit("LOAD_CONST", object.__new__)
+                self.emit("LOAD_CONST", var.cls)
+                self.call(1)
+                self.lines.append(f"{name} = object.__new__({var.cls.__qualname__})")
             self.emit("STORE_FAST", name)
-            self.lines.append(f"{name} = object.__new__({var.cls.__qualname__})")
-            for attr, value in var.attrs.items():
+            for attr, value in attrs.items():
                 text = self.reconstruct(value, side_effects)
                 self.emit("LOAD_FAST", name)
                 self.emit("STORE_ATTR", attr)

@@ -429,6 +429,13 @@ class NewObjectVariable(Variable):
         return f"New({self.cls.__name__})"
 
 
+class NewModuleVariable(NewObjectVariable):
+    """A simple user nn.Module created while tracing (new_modules.py): rebuilt as cls()."""
+
+    def __repr__(self):
+        return f"NewModule({self.cls.__name__})"
+
+
 class ModelOutputVariable(Variable):
     """An instance of a Hugging Face ModelOutput class (a dataclass subclassing OrderedDict
     whose dict items mirror its non-None fields) created while tracing (model_outputs.py).
