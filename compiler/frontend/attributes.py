@@ -60,6 +60,9 @@ def get_attr(tx, obj, name):
         return super_attr(tx, obj, name)
     if isinstance(obj, V.ModelOutputVariable):
         return model_outputs.get_attr(tx, obj, name)
+    if isinstance(obj, V.NDArrayVariable):
+        from compiler.frontend import numpy_calls
+        return numpy_calls.get_attr(tx, obj, name)
     if isinstance(obj, V.NewModuleVariable):
         from compiler.frontend import new_modules
         return new_modules.get_attr(tx, obj, name)

@@ -86,6 +86,9 @@ class PyCodegen:
                 var.source.reconstruct(self)
                 return var.source.render()
             raise Unsupported(f"internal: {var!r} is neither a graph output nor sourced")
+        if isinstance(var, V.NDArrayVariable):
+            from compiler.frontend import numpy_calls
+            return numpy_calls.reconstruct(self, var, side_effects)
         if isinstance(var, V.ConstantVariable):
             if var.source is not None and not _plain_constant(var.value):
                 var.source.reconstruct(self)
@@ -377,6 +380,8 @@ def collect_graph_values(values, out, seen=None):
             collect_graph_values(v.parts, out, seen)
         elif isinstance(v, V.MethodVariable):
             collect_graph_values([v.obj], out, seen)
+        elif isinstance(v, V.NDArrayVariable):
+            collect_graph_values([v.tensor], out, seen)
         elif isinstance(v, V.UserMethodVariable):
             collect_graph_values([v.obj], out, seen)
         elif isinstance(v, (V.NewObjectVariable, V.ModelOutputVariable)):

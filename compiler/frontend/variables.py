@@ -82,6 +82,23 @@ class TensorVariable(Variable):
         return f"Tensor({self.node.name})"
 
 
+class NDArrayVariable(Variable):
+    """A numpy array (or numpy scalar, `scalar`) computed from tensors while tracing
+    (numpy_calls.py): `tensor` holds its data; operations on it follow numpy's semantics."""
+
+    def __init__(self, tensor: "TensorVariable", scalar: bool = False):
+        self.tensor = tensor
+        self.scalar = scalar
+
+    def python_type(self):
+        import numpy as np
+        return np.dtype(str(self.tensor.example.dtype).replace("torch.", "")).type if self.scalar \
+            else np.ndarray
+
+    def __repr__(self):
+        return f"NDArray({self.tensor.node.name})"
+
+
 class SymNodeVariable(Variable):
     """A symbolic int/float/bool (SymInt...) computed in the graph, from dynamic sizes."""
 
@@ -323,6 +340,13 @@ class BuiltinVariable(Variable):
 
     def __repr__(self):
         return f"Builtin({getattr(self.fn, '__name__', self.fn)})"
+
+
+class NumpyFunctionVariable(BuiltinVariable):
+    """A top-level numpy function or ufunc that torch._numpy implements (numpy_calls.py)."""
+
+    def __repr__(self):
+        return f"Numpy({getattr(self.fn, '__name__', self.fn)})"
 
 
 class TorchFunctionVariable(Variable):

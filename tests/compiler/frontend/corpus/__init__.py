@@ -1,7 +1,7 @@
 """The frontend corpus: small programs as data, run eagerly and compiled by test_corpus.py.
 
 Each group module (tensor_ops, python_values, containers, control_flow, functions, modules,
-graph_breaks) defines PROGRAMS: a list of `Program`s. A program's `calls` is a list of argument
+graph_breaks, numpy_ops) defines PROGRAMS: a list of `Program`s. A program's `calls` is a list of argument
 tuples; an item that is an `In` (e.g. `T(3, 4)`) is made fresh for each call (the same values
 for the eager and the compiled run), anything else is passed as is.
 
@@ -114,9 +114,10 @@ def break_sites(events) -> int:
 
 def all_programs() -> list[Program]:
     from tests.compiler.frontend.corpus import (containers, control_flow, functions, graph_breaks,
-                                                modules, python_values, tensor_ops)
+                                                modules, numpy_ops, python_values, tensor_ops)
     out = []
-    for mod in (tensor_ops, python_values, containers, control_flow, functions, modules, graph_breaks):
+    for mod in (tensor_ops, python_values, containers, control_flow, functions, modules, graph_breaks,
+                numpy_ops):
         for p in mod.PROGRAMS:
             p.name = f"{mod.__name__.rsplit('.', 1)[-1]}.{p.name}"
             out.append(p)
