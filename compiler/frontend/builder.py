@@ -69,6 +69,10 @@ def _wrap(tx, value, source, guard: bool = True):
     if out.dynamic_scalars and guard and source is not None and dynamic_scalar_value(value) \
             and source.name() in out.dynamic_scalars:
         return out.add_scalar_input(value, source)     # automatic dynamic (frontend/dynamic.py)
+    if out.dynamic_scalars and guard and source is not None and type(value) is str \
+            and source.name() in out.dynamic_scalars:
+        g("TYPE_MATCH", str)          # a str left unspecialized after its value changed
+        return V.RuntimeStrVariable(value, source)
     if isinstance(value, _CONSTANT_TYPES) and type(value) in _CONSTANT_TYPES:
         g("CONSTANT_MATCH", value)
         return V.ConstantVariable(value, source)

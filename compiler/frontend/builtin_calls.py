@@ -241,6 +241,9 @@ def _len(tx, v):
         return record(tx, torch.ops.aten.sym_size.int, (v, V.ConstantVariable(0)))
     if isinstance(v, V.NNModuleVariable) and hasattr(v.value, "__len__"):
         return V.ConstantVariable(len(v.value))
+    if isinstance(v, V.RuntimeStrVariable):
+        from compiler.frontend.source import LenSource
+        return tx.output.add_scalar_input(len(v.value), LenSource(v.source))
     if v.is_constant():
         return V.ConstantVariable(len(v.as_constant()))
     raise Unsupported(f"len() of {v!r}")

@@ -259,15 +259,17 @@ def get_attr(tx, arr, name):
     if name in ("T", "real", "imag", "mT"):
         return record(tx, _Method(name, attribute=True), name, [arr], {}, array_result=True)
     if name.startswith("_") or name in _METHODS_NOT_TRACED:
-        raise Unsupported(f"ndarray.{name}")
+        raise Unsupported(f"numpy ndarray.{name} (changes the array in place, or needs its data "
+                          "in Python)")
     if callable(getattr(_tnp().ndarray, name, None)):
         return V.MethodVariable(arr, name)
-    raise Unsupported(f"ndarray attribute {name}")
+    raise Unsupported(f"numpy ndarray attribute {name} (not in torch._numpy)")
 
 
 def call_method(tx, arr, name, args, kwargs):
     if name in _METHODS_NOT_TRACED or name.startswith("__") and name not in ("__getitem__",):
-        raise Unsupported(f"ndarray.{name}() (in place, or needs the data in Python)")
+        raise Unsupported(f"numpy ndarray.{name}() (changes the array in place, or needs its data "
+                          "in Python)")
     return record(tx, _Method(name), name, [arr, *args], kwargs, array_result=name in _ARRAY_RESULT)
 
 

@@ -214,7 +214,8 @@ class OutputGraph:
         """ShapeEnv's guards (s0 >= 2, equalities between sizes, ...) as SYMBOLIC guards."""
         if self.shape_env is None or not any(self.dynamic_dims.get(s.name())
                                              or s.name() in self.dynamic_scalars
-                                             for s in self.input_sources):
+                                             or isinstance(f, (torch.SymInt, torch.SymFloat))
+                                             for s, f in zip(self.input_sources, self.input_fakes)):
             return []
         sources = [shape_env_source(s.name()) for s in self.input_sources]
         try:

@@ -118,6 +118,22 @@ class SymNodeVariable(Variable):
         return f"Sym({self.node.name})"
 
 
+class RuntimeStrVariable(Variable):
+    """A str read from the frame whose value is not guarded (dynamic.py: a str computed
+    eagerly at a graph break, e.g. f"{tensor}", that changed between calls): only its type is
+    guarded; len() of it is a symbolic graph input; anything needing the text breaks."""
+
+    def __init__(self, value: str, source):
+        self.value = value          # this call's value: a hint, never baked into the graph
+        self.source = source
+
+    def python_type(self):
+        return str
+
+    def __repr__(self):
+        return f"RuntimeStr({self.source.name()})"
+
+
 class BaseListVariable(Variable):
     def __init__(self, items, source=None):
         self.items = list(items)

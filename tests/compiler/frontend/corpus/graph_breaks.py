@@ -281,7 +281,11 @@ PROGRAMS = [
            "real int crosses it and, after one change, is a dynamic scalar (SymInt) of the resume "
            "function: 2 graphs and the recompiles of any one-break program on this schedule (as "
            "item_as_scalar, which matches Dynamo's 3)"),
-    P(tensor_repr_fstring,
-      xfail='capture: the f-string of a tensor crosses the break as a str and the resume function guards its value, so every call recompiles (4 recompiles; Dynamo gives up on the whole frame: 0 graphs)'),
+    P(tensor_repr_fstring, graphs=2, recompiles=3,
+      note="1 break site as Dynamo (the f-string of a tensor), but Dynamo then gives up on the whole frame "
+           "(0 graphs, 0 recompiles); we compile both sides (2 graphs). The str crosses the break on the "
+           "stack; when its value changes the resume function recompiles once with it unspecialized "
+           "(dynamic.py: a str computed at a break; len(s) a symbolic input), so values no longer "
+           "recompile: 3 recompiles = that one + the new dim-0 size of the frame and of its resume"),
     P(input_to_print_in_comprehension),
 ]
