@@ -43,18 +43,19 @@ def _tnp():
 
 
 def is_numpy_callable(value) -> bool:
-    """A top-level numpy function or ufunc that torch._numpy implements (np.cos, np.sum, ...)."""
+    """A top-level numpy function or ufunc that torch._numpy implements (np.cos, np.sum, ...).
+    Asked of every value capture wraps: the cheap tests come first, torch._numpy (imported on
+    first use) only for numpy's own callables."""
     np = _np()
-    if np is None or isinstance(value, type) or not callable(value):
+    if np is None or not callable(value) or isinstance(value, type):
+        return False
+    if not isinstance(value, np.ufunc) and \
+            not str(getattr(value, "__module__", None) or "").startswith("numpy"):
         return False
     name = getattr(value, "__name__", None)
-    if not isinstance(name, str) or name.startswith("_"):
+    if not isinstance(name, str) or name.startswith("_") or getattr(np, name, None) is not value:
         return False
-    try:
-        top = getattr(np, name, None) is value
-    except Exception:
-        return False
-    return top and callable(getattr(_tnp(), name, None))
+    return callable(getattr(_tnp(), name, None))
 
 
 class _Slot:
