@@ -324,6 +324,12 @@ def as_numpy_scalar(t):
 
 def reconstruct(cg, arr, side_effects):
     """Emit as_ndarray(<tensor>) / as_numpy_scalar(<tensor>)."""
+    from compiler.frontend.source import NumpyTensorSource
+    src = arr.tensor.source
+    if isinstance(src, NumpyTensorSource) and arr.tensor.node.op == "placeholder" and not arr.scalar:
+        # an array read from the frame, unchanged: the same object, not a new view of it
+        src.base.reconstruct(cg)
+        return src.base.render()
     helper = as_numpy_scalar if arr.scalar else as_ndarray
     text = []
     cg.call_const(helper, lambda: text.append(cg.reconstruct(arr.tensor, side_effects)), 1)

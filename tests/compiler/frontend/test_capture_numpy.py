@@ -106,3 +106,19 @@ def test_through_aot_eager():
     x = torch.randn(3, 3)
     compiled, _ = _compile(f, backend="aot_eager")
     _same(compiled(x), f(x))
+
+
+def test_ndarray_argument_traced_and_returned_as_itself():
+    def f(a, x):
+        b = np.tanh(a) * 2
+        return a, torch.from_numpy(b) + x, b
+
+    compiled, backend = _compile(f)
+    a, x = np.random.default_rng(0).standard_normal((3, 2)).astype(np.float32), torch.randn(3, 2)
+    got = compiled(a, x)
+    assert got[0] is a                   # the caller's array, not a new view of it
+    _same(got[1:], f(a, x)[1:])
+    assert backend.graphs == 1
+    # an array torch.from_numpy rejects (negative strides): the guard misses, then a break
+    b = np.arange(6.0).reshape(2, 3)[:, ::-1]
+    _same(compiled(b, torch.randn(2, 3))[2], f(b, torch.randn(2, 3))[2])

@@ -5,7 +5,7 @@ numpy's dtypes: float32 stays float32, Python floats make float64) must equal ea
 import numpy as np
 import torch
 
-from tests.compiler.frontend.corpus import STD, P, T, shapes
+from tests.compiler.frontend.corpus import In, P, T
 
 
 def ufuncs(x):
@@ -52,6 +52,15 @@ def array_returned(x):
     return np.cos(x.numpy()) * 2
 
 
+def ndarray_argument(a, x):
+    b = np.tanh(a) * 2                 # an ndarray passed in: traced as torch.from_numpy(a)
+    return torch.from_numpy(b) + x, b
+
+
+def _array(*shape):
+    return In(lambda: torch.randn(*shape).numpy())
+
+
 PROGRAMS = [
     P(ufuncs),
     P(reductions),
@@ -65,4 +74,6 @@ PROGRAMS = [
       note="Dynamo breaks (1 site) at comparing the array's numpy dtype with np.float32; the dtype "
            "is a constant of the traced array here, so the comparison folds (0 breaks)"),
     P(array_returned),
+    P(ndarray_argument, [(_array(3, 4), T(3, 4)), (_array(3, 4), T(3, 4)), (_array(5, 4), T(5, 4)),
+                         (_array(6, 4), T(6, 4))]),
 ]
