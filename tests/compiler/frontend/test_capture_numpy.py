@@ -122,3 +122,14 @@ def test_ndarray_argument_traced_and_returned_as_itself():
     # an array torch.from_numpy rejects (negative strides): the guard misses, then a break
     b = np.arange(6.0).reshape(2, 3)[:, ::-1]
     _same(compiled(b, torch.randn(2, 3))[2], f(b, torch.randn(2, 3))[2])
+
+
+def test_builtins_on_arrays():
+    def f(x):
+        a = x.numpy()
+        return torch.from_numpy(abs(a) * len(a)), isinstance(a, np.ndarray), type(a) is np.ndarray
+
+    x = torch.randn(3, 2)
+    compiled, backend = _compile(f)
+    _same(compiled(x), f(x))
+    assert backend.graphs == 1 and compiler.explain(f)(x).graph_break_count == 0
