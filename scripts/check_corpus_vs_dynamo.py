@@ -3,8 +3,16 @@
 Not part of the pipeline (it calls torch.compile / torch._dynamo on purpose): it sets the
 corpus expectations. For each program, with backend = a counting "eager" backend:
   graphs      graphs compiled during the first call (torch._dynamo.explain's graph_count)
-  breaks      graph breaks during the first call (torch._dynamo.explain's graph_break_count, or
-              counters["graph_break"] when larger: explain says -1 when Dynamo skips a frame)
+  breaks      distinct graph-break SITES during the first call, as Dynamo's own
+              TORCH_LOGS=graph_breaks log reports them: every record of a `graph_breaks` artifact
+              logger (torch._dynamo.symbolic_convert.__graph_breaks, ...convert_frame.__graph_breaks)
+              names the user file:line of the break ("Graph break in user code at FILE:LINE", the
+              duplicate-suppressed variant, or the "cannot properly resume ... skip" record's
+              innermost user frame); the count is the number of distinct FILE:LINE. This is the
+              honest measure: explain()/counters undercount when Dynamo gives up on a whole frame
+              (e.g. a break inside a loop: 0 graphs, explain says 0 breaks, but the log has it).
+  explain_breaks  the old number, kept for reference: max(explain's graph_break_count,
+              counters["graph_break"])
   recompiles  "Recompiling function ..." records (the `recompiles` log) over all calls
 
     PYTHONPATH=. python scripts/check_corpus_vs_dynamo.py            # print a table
@@ -19,6 +27,7 @@ import io
 import json
 import logging
 import os
+import re
 import sys
 
 import torch
@@ -44,11 +53,44 @@ class _Recompiles(logging.Handler):
 
 RECOMPILES = _Recompiles()
 
+# "Graph break in user code at F:L" and "Graph break (user stack suppressed ...) in user code at F:L"
+_AT = re.compile(r"in user code at (.+):(\d+)")
+# the frame-skip record carries a formatted user stack: its last `File "F", line L` is the break
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+class _BreakSites(logging.Handler):
+    """Distinct user file:line of the records of Dynamo's graph_breaks artifact loggers."""
+
+    def __init__(self):
+        super().__init__(level=logging.DEBUG)
+        self.sites: set = set()
+
+    def emit(self, record):
+        msg = record.getMessage()
+        if not msg.startswith("Graph break"):
+            return
+        m = _AT.search(msg)
+        if m is None:
+            frames = _FRAME.findall(msg)
+            m_site = frames[-1] if frames else None
+        else:
+            m_site = m.groups()
+        if m_site is not None:
+            self.sites.add((os.path.realpath(m_site[0]), int(m_site[1])))
+
+
+BREAKS = _BreakSites()
+GRAPH_BREAK_LOGGERS = ("torch._dynamo.symbolic_convert.__graph_breaks",
+                       "torch._dynamo.convert_frame.__graph_breaks",
+                       "torch._dynamo.exc.__graph_breaks")
+
 
 def dynamo_counts(prog) -> dict:
     torch._dynamo.reset()
     counters.clear()
     RECOMPILES.count = 0
+    BREAKS.sites = set()
     compiles = []
 
     def backend(gm, example_inputs):
@@ -67,7 +109,7 @@ def dynamo_counts(prog) -> dict:
                 prog.before_call(prog.fn, i)
             f(*args, **kwargs)
             if i == 0:
-                first = (len(compiles), sum(counters["graph_break"].values()))
+                first = (len(compiles), sum(counters["graph_break"].values()), len(BREAKS.sites))
     recompiled = RECOMPILES.count
     # explain() on the first call's inputs, for the graph and graph-break counts
     torch._dynamo.reset()
@@ -78,8 +120,9 @@ def dynamo_counts(prog) -> dict:
     with contextlib.redirect_stdout(io.StringIO()):
         ex = torch._dynamo.explain(prog.fn)(*args, **kwargs)
     # explain() reports -1 breaks when Dynamo gave up on the whole frame (0 graphs); the
-    # graph_break counter still saw the break: take the larger of the two.
-    return {"graphs": ex.graph_count, "breaks": max(ex.graph_break_count, first[1]), "recompiles": recompiled,
+    # graph_break counter still saw the break: the old number is the larger of the two.
+    return {"graphs": ex.graph_count, "breaks": first[2], "recompiles": recompiled,
+            "explain_breaks": max(ex.graph_break_count, first[1]),
             "backend_graphs": first[0], "break_reasons": [str(r.reason)[:100] for r in ex.break_reasons]}
 
 
@@ -90,13 +133,19 @@ def main():
     a = ap.parse_args()
     from tests.compiler.frontend.corpus import functions
     functions._DYNAMO_MODE[0] = True       # the program's inner compiled function uses torch.compile
-    torch._logging.set_logs(recompiles=True)
+    torch._logging.set_logs(recompiles=True, graph_breaks=True)    # before taking the handlers over
     logger = logging.getLogger("torch._dynamo.guards.__recompiles")
     logger.addHandler(RECOMPILES)
     logger.propagate = False     # counted, not printed
     for h in list(logger.handlers):
         if h is not RECOMPILES:
             logger.removeHandler(h)
+    for name in GRAPH_BREAK_LOGGERS:
+        logger = logging.getLogger(name)
+        for h in list(logger.handlers):
+            logger.removeHandler(h)
+        logger.addHandler(BREAKS)
+        logger.propagate = False
     results = {}
     for prog in all_programs():
         if a.k not in prog.name:
@@ -106,14 +155,15 @@ def main():
         except Exception as e:  # report, keep going
             results[prog.name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
         r = results[prog.name]
-        print(f"{prog.name:55s} " + (f"graphs={r['graphs']} breaks={r['breaks']} "
+        print(f"{prog.name:55s} " + (f"graphs={r['graphs']} breaks={r['breaks']} (explain {r['explain_breaks']}) "
                                      f"recompiles={r['recompiles']} (backend graphs={r['backend_graphs']}) {r['break_reasons'][:2]}" if "error" not in r else r["error"]),
               flush=True)
     if a.write:
         old = {}
         if a.k and os.path.exists(OUT):
             old = json.load(open(OUT))
-        old.update({k: {kk: v[kk] for kk in ("graphs", "breaks", "recompiles")} for k, v in results.items()
+        old.update({k: {kk: v[kk] for kk in ("graphs", "breaks", "recompiles", "explain_breaks")}
+                    for k, v in results.items()
                     if "error" not in v})
         with open(OUT, "w") as fh:
             json.dump(dict(sorted(old.items())), fh, indent=1)

@@ -19,6 +19,10 @@ Capture side (frontend-capture), in the order data flows:
                     tree walkers (modules(), named_parameters(), ...)
   model_outputs.py  Hugging Face ModelOutput dataclasses built in traced code (modelled, rebuilt
                     by calling the class)
+  new_modules.py    user nn.Modules with no __init__ of their own created in traced code
+                    (forward inlined, rebuilt as cls())
+  numpy_calls.py    numpy on tensors traced into the graph through torch._numpy (ndarrays as
+                    tensors with numpy's dtypes), rebuilt as tensor.numpy() when they escape
   output_graph.py   the FX graph being built, fake-tensor propagation, ShapeEnv, guards
   side_effects.py   mutations of pre-existing objects, replayed after the graph
   codegen.py        bytecode that rebuilds values at runtime (+ readable source rendering)
@@ -31,7 +35,9 @@ Capture side (frontend-capture), in the order data flows:
                     (Dynamo's frame hook, emulated)
   errors.py         Unsupported (internal), FullgraphError (public, a GraphBreakError)
 
-Runtime side (frontend-runtime): eval_frame.py, cache.py, guards.py, dynamic.py, explain.py;
+Runtime side (frontend-runtime): eval_frame.py, cache.py, guards.py, dynamic.py (automatic
+dynamic sizes and scalars; a str a graph break computed is left unspecialized once it changes),
+explain.py;
 guards.py reads module-tree sources once through static_sources.py and watches the modules with
 mutation.py (patched nn.Module setters that notify the cache entries depending on them).
 """

@@ -60,6 +60,12 @@ def get_attr(tx, obj, name):
         return super_attr(tx, obj, name)
     if isinstance(obj, V.ModelOutputVariable):
         return model_outputs.get_attr(tx, obj, name)
+    if isinstance(obj, V.NDArrayVariable):
+        from compiler.frontend import numpy_calls
+        return numpy_calls.get_attr(tx, obj, name)
+    if isinstance(obj, V.NewModuleVariable):
+        from compiler.frontend import new_modules
+        return new_modules.get_attr(tx, obj, name)
     if isinstance(obj, V.NewObjectVariable):
         if name in obj.attrs:
             return obj.attrs[name]
@@ -289,6 +295,10 @@ def _class_attr(tx, obj_var, value, name, src):
 def store_attr(tx, obj, name, value):
     if isinstance(obj, V.ModelOutputVariable):
         model_outputs.set_attr(tx, obj, name, value)
+        return
+    if isinstance(obj, V.NewModuleVariable):
+        from compiler.frontend import new_modules
+        new_modules.store_attr(tx, obj, name, value)
         return
     if isinstance(obj, V.NewObjectVariable):
         obj.attrs[name] = value        # a new object: no side effect to replay

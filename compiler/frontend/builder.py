@@ -14,6 +14,7 @@ import types
 
 import torch
 
+from compiler.frontend import numpy_calls
 from compiler.frontend import variables as V
 from compiler.frontend.dynamic import dynamic_scalar_value
 from compiler.frontend.errors import Unsupported
@@ -54,6 +55,9 @@ def _wrap(tx, value, source, guard: bool = True):
     if any(value is c for c in _GRAD_CTORS):
         g("ID_MATCH", value)
         return V.TorchFunctionVariable(value, source)
+    if numpy_calls.is_ndarray(value) and source is not None and guard:
+        g("TYPE_MATCH", type(value))
+        return numpy_calls.wrap_ndarray(tx, value, source)
     if isinstance(value, torch.nn.Module):
         if source is None:
             raise Unsupported("an nn.Module with no source")
@@ -65,6 +69,10 @@ def _wrap(tx, value, source, guard: bool = True):
     if out.dynamic_scalars and guard and source is not None and dynamic_scalar_value(value) \
             and source.name() in out.dynamic_scalars:
         return out.add_scalar_input(value, source)     # automatic dynamic (frontend/dynamic.py)
+    if out.dynamic_scalars and guard and source is not None and type(value) is str \
+            and source.name() in out.dynamic_scalars:
+        g("TYPE_MATCH", str)          # a str left unspecialized after its value changed
+        return V.RuntimeStrVariable(value, source)
     if isinstance(value, _CONSTANT_TYPES) and type(value) in _CONSTANT_TYPES:
         g("CONSTANT_MATCH", value)
         return V.ConstantVariable(value, source)
@@ -113,6 +121,9 @@ def _wrap(tx, value, source, guard: bool = True):
     if isinstance(value, type):
         g("ID_MATCH", value)
         return V.ConstantVariable(value, source)
+    if numpy_calls.is_numpy_callable(value):
+        g("ID_MATCH", value)
+        return V.NumpyFunctionVariable(value, source)
     if callable(value) and _is_builtin(value):
         g("ID_MATCH", value)
         return V.BuiltinVariable(value, source)
@@ -208,6 +219,8 @@ def _wrap_foreign(tx, value):
         return V.ConstantVariable(value)
     if any(value is c for c in _GRAD_CTORS):
         return V.TorchFunctionVariable(value)
+    if numpy_calls.is_numpy_callable(value):
+        return V.NumpyFunctionVariable(value)
     if _is_builtin(value):
         return V.BuiltinVariable(value)
     if is_torch_object(value) and not isinstance(value, types.FunctionType):

@@ -153,6 +153,9 @@ def call_builtin(tx, fn, args, kwargs):
         if all(isinstance(a, V.SymNodeVariable) or a.is_constant() for a in items) and len(items) == 2:
             return record(tx, torch.sym_max if fn is max else torch.sym_min, items)
         raise Unsupported(f"{fn.__name__}() over tensors (Python comparison of data)")
+    if fn is abs and len(args) == 1 and isinstance(args[0], V.NDArrayVariable):
+        from compiler.frontend import numpy_calls
+        return numpy_calls.operator_call(tx, "abs", [args[0]])
     if fn is abs and graph_value(args[0]):
         return record(tx, operator.abs, args)
     if fn in (int, float) and isinstance(args[0], V.SymNodeVariable) and len(args) == 1:
@@ -241,6 +244,11 @@ def _len(tx, v):
         return record(tx, torch.ops.aten.sym_size.int, (v, V.ConstantVariable(0)))
     if isinstance(v, V.NNModuleVariable) and hasattr(v.value, "__len__"):
         return V.ConstantVariable(len(v.value))
+    if isinstance(v, V.NDArrayVariable) and not v.scalar:
+        return _len(tx, v.tensor)         # an array's len() is its first dim, as a tensor's
+    if isinstance(v, V.RuntimeStrVariable):
+        from compiler.frontend.source import LenSource
+        return tx.output.add_scalar_input(len(v.value), LenSource(v.source))
     if v.is_constant():
         return V.ConstantVariable(len(v.as_constant()))
     raise Unsupported(f"len() of {v!r}")
@@ -311,6 +319,9 @@ def call_type(tx, cls, args, kwargs):
     from compiler.frontend import model_outputs
     if model_outputs.is_model_output_class(cls):
         return model_outputs.construct(tx, cls, args, kwargs)
+    from compiler.frontend import new_modules
+    if new_modules.simple_module_class(cls):
+        return new_modules.construct(tx, cls, args, kwargs)
     if _plain_class(cls):
         obj = V.NewObjectVariable(cls)
         init = inspect.getattr_static(cls, "__init__", object.__init__)

@@ -54,6 +54,9 @@ def binary_op(tx, symbol, a, b):
     fn = INPLACE_OPS.get(symbol) or BINARY_OPS.get(symbol)
     if fn is None:
         raise Unsupported(f"binary operator {symbol}")
+    if isinstance(a, V.NDArrayVariable) or isinstance(b, V.NDArrayVariable):
+        from compiler.frontend import numpy_calls
+        return numpy_calls.operator_call(tx, symbol, [a, b])
     if graph_value(a) or graph_value(b):
         if isinstance(a, V.TensorVariable) or isinstance(b, V.TensorVariable):
             other = b if isinstance(a, V.TensorVariable) else a
@@ -95,6 +98,9 @@ def _const_apply(fn, *args):
 
 def unary_op(tx, name, a):
     fn = UNARY_OPS[name]
+    if isinstance(a, V.NDArrayVariable):
+        from compiler.frontend import numpy_calls
+        return numpy_calls.operator_call(tx, name, [a])
     if graph_value(a):
         return record(tx, fn, (a,))
     if a.is_constant():
@@ -109,6 +115,9 @@ def compare_op(tx, symbol, a, b):
             raise Unsupported(f"'{symbol}' between {a!r} and {b!r}")
         return V.ConstantVariable(same if symbol == "is" else not same)
     fn = COMPARE_OPS[symbol]
+    if isinstance(a, V.NDArrayVariable) or isinstance(b, V.NDArrayVariable):
+        from compiler.frontend import numpy_calls
+        return numpy_calls.operator_call(tx, symbol, [a, b])
     if graph_value(a) or graph_value(b):
         return record(tx, fn, (a, b))
     if a.is_constant() and b.is_constant():
@@ -281,6 +290,9 @@ def specialize(tx, v):
     guard_if_dyn). Other Variables pass unchanged."""
     if isinstance(v, V.SymNodeVariable):
         from torch.fx.experimental.symbolic_shapes import guard_scalar
+        expr = getattr(v.example.node, "expr", None)
+        if expr is not None:      # the sizes it depends on get a value guard (output_graph)
+            tx.output.specialized_symbols |= set(expr.free_symbols)
         try:
             value = guard_scalar(v.example)
         except Exception as e:
@@ -295,6 +307,9 @@ def specialize(tx, v):
 
 
 def get_item(tx, obj, key):
+    if isinstance(obj, V.NDArrayVariable):
+        from compiler.frontend import numpy_calls
+        return numpy_calls.get_item(tx, obj, key)
     if isinstance(obj, V.TensorVariable):
         if not (key.is_constant() or graph_value(key) or _index_ok(key)):
             raise Unsupported(f"tensor indexing with {key!r}")
@@ -437,6 +452,9 @@ def call_function(tx, fn, args, kwargs):
         known, answer = torch_calls.trace_time_answer(real)
         if known:
             return V.ConstantVariable(answer)
+    if isinstance(fn, V.NumpyFunctionVariable):
+        from compiler.frontend import numpy_calls
+        return numpy_calls.call(tx, fn.fn, args, kwargs)
     if isinstance(fn, V.BuiltinVariable):
         return builtin_calls.call_builtin(tx, fn.fn, args, kwargs)
     if isinstance(fn, V.TorchFunctionVariable):
@@ -494,6 +512,9 @@ def call_function(tx, fn, args, kwargs):
         return wrap(tx, target, CallSource(fn.source))
     if isinstance(fn, V.WeakRefVariable) and not args and not kwargs:
         return fn.target
+    if isinstance(fn, V.NewModuleVariable):
+        from compiler.frontend import new_modules
+        return new_modules.call(tx, fn, args, kwargs)
     if isinstance(fn, V.NewObjectVariable):
         from compiler.frontend.attributes import get_attr
         return call_function(tx, get_attr(tx, fn, "__call__"), args, kwargs)

@@ -86,6 +86,9 @@ class PyCodegen:
                 var.source.reconstruct(self)
                 return var.source.render()
             raise Unsupported(f"internal: {var!r} is neither a graph output nor sourced")
+        if isinstance(var, V.NDArrayVariable):
+            from compiler.frontend import numpy_calls
+            return numpy_calls.reconstruct(self, var, side_effects)
         if isinstance(var, V.ConstantVariable):
             if var.source is not None and not _plain_constant(var.value):
                 var.source.reconstruct(self)
@@ -181,13 +184,24 @@ class PyCodegen:
                 return self._built[key]
             name = self.new_tmp()
             self._built[key] = name
-            self.emit("PUSH_NULL")
-            self.emit("LOAD_CONST", object.__new__)
-            self.emit("LOAD_CONST", var.cls)
-            self.call(1)
+            attrs = dict(var.attrs)
+            if isinstance(var, V.NewModuleVariable):
+                # cls() runs nn.Module.__init__, which has no other effect (new_modules.py)
+                self.emit("PUSH_NULL")
+                self.emit("LOAD_CONST", var.cls)
+                self.call(0)
+                self.lines.append(f"{name} = {var.cls.__qualname__}()")
+                if attrs.get("training") is not None and attrs["training"].is_constant() \
+                        and attrs["training"].as_constant() is True:
+                    del attrs["training"]
+            else:
+                self.emit("PUSH_NULL")
+                self.emit("LOAD_CONST", object.__new__)
+                self.emit("LOAD_CONST", var.cls)
+                self.call(1)
+                self.lines.append(f"{name} = object.__new__({var.cls.__qualname__})")
             self.emit("STORE_FAST", name)
-            self.lines.append(f"{name} = object.__new__({var.cls.__qualname__})")
-            for attr, value in var.attrs.items():
+            for attr, value in attrs.items():
                 text = self.reconstruct(value, side_effects)
                 self.emit("LOAD_FAST", name)
                 self.emit("STORE_ATTR", attr)
@@ -366,6 +380,8 @@ def collect_graph_values(values, out, seen=None):
             collect_graph_values(v.parts, out, seen)
         elif isinstance(v, V.MethodVariable):
             collect_graph_values([v.obj], out, seen)
+        elif isinstance(v, V.NDArrayVariable):
+            collect_graph_values([v.tensor], out, seen)
         elif isinstance(v, V.UserMethodVariable):
             collect_graph_values([v.obj], out, seen)
         elif isinstance(v, (V.NewObjectVariable, V.ModelOutputVariable)):

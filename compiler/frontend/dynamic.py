@@ -57,6 +57,10 @@ class DynamicSpec(dict):
 _LOCAL_SCALAR_SOURCE = re.compile(r"^L\[('[^']*'|\d+)\](\[('[^']*'|-?\d+)\])*$")
 
 
+# a value a graph break left on the stack for the resume function (resume.STACK_ARG)
+_RESUME_STACK_SOURCE = re.compile(r"^L\['___stack'\]\[\d+\]$")
+
+
 def scalar_source_ok(source: str) -> bool:
     return bool(_LOCAL_SCALAR_SOURCE.match(source))
 
@@ -109,6 +113,8 @@ class DynamicDims:
 
     def _compare_scalar(self, g: Guard, env, globals_, func_name):
         """A local int/float whose value changed (same type): mark its source dynamic."""
+        if type(g.expected) is str:
+            return self._compare_str(g, env, globals_, func_name)
         if g.source in self.scalars or not dynamic_scalar_value(g.expected) \
                 or not scalar_source_ok(g.source):
             return []
@@ -125,6 +131,26 @@ class DynamicDims:
                  expected=g.expected, actual=value,
                  reason=f"automatic dynamic {kind} {g.source} {g.expected!r} != {value!r}: "
                         f"recompiling it as a symbolic graph input (Sym{kind.capitalize()})")
+        return [(g.source, None)]
+
+    def _compare_str(self, g: Guard, env, globals_, func_name):
+        """A str on a resume function's saved stack (computed eagerly at the graph break, e.g.
+        f"{tensor}": data, so it changes every call) whose value changed: left unspecialized
+        from now on (RuntimeStrVariable), instead of one recompile per value. Strs of the
+        user's own locals and arguments stay constants (code branches on them)."""
+        if g.source in self.scalars or not _RESUME_STACK_SOURCE.match(g.source):
+            return []
+        try:
+            value = evaluate_source(g.source, env, globals_)
+        except Exception:
+            return []
+        if type(value) is not str or value == g.expected:
+            return []
+        self.scalars.add(g.source)
+        log.info("automatic_dynamic_scalar", function=func_name, source=g.source, type="str",
+                 expected=g.expected, actual=value,
+                 reason=f"automatic dynamic str {g.source} {g.expected!r} != {value!r}: a str "
+                        "computed at a graph break, recompiling with its value unguarded")
         return [(g.source, None)]
 
     def _compare(self, g: Guard, env, globals_, func_name):

@@ -6,6 +6,7 @@ before an instruction from which a resume function simply continues (`finish_sto
 """
 from __future__ import annotations
 
+import inspect
 import types
 
 import torch
@@ -354,6 +355,10 @@ def _compiled_callable(tx, target):
         forward = type(target.args[0].value).forward
         if isinstance(forward, types.FunctionType):
             return _MethodOf(make(forward), target.args[0])
+    if isinstance(target, V.NewModuleVariable):
+        # a module created in the frame (new_modules.py): no hooks of its own, global ones
+        # were checked when the call was traced; its forward is compiled
+        return _MethodOf(make(inspect.getattr_static(target.cls, "forward")), target)
     if isinstance(target, V.NestedFunctionVariable) and not target.closure \
             and target.kwdefaults is None and (target.defaults is None or target.defaults.is_constant()):
         defaults = target.defaults.as_constant() if target.defaults is not None else None

@@ -104,6 +104,8 @@ def _reachable(tx, extra) -> set:
             todo += list(v.attrs.values())
         elif isinstance(v, V.CellVariable) and v.contents is not None:
             todo.append(v.contents)
+        elif isinstance(v, V.NDArrayVariable):
+            todo.append(v.tensor)
         elif isinstance(v, (V.NestedFunctionVariable,)) and v.closure:
             todo += list(getattr(v.closure, "items", v.closure))
     return seen

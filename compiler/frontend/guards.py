@@ -449,7 +449,8 @@ class GuardSet:
         ns = dict(gen.consts, ___Tensor=torch.Tensor, ___is_grad_enabled=torch.is_grad_enabled,
                   ___get_default_dtype=torch.get_default_dtype, ___cells=fn.__closure__ or (),
                   G=fn.__globals__, math=math, ___L=_Unreachable(), ___list=list, ___map=map,
-                  ___tensor_meta=_TENSOR_META, ___stride=torch.Tensor.stride)
+                  ___tensor_meta=_TENSOR_META, ___stride=torch.Tensor.stride,
+                  ___from_numpy=torch.from_numpy)
         exec(compile(source, f"<guards of {fn.__code__.co_name}>", "exec"), ns)
         check = ns["___make_check"](tuple(refs)) if refs else ns["___check_guards"]
         check.__defaults__ = fn.__defaults__
@@ -559,7 +560,7 @@ def frame_locals(fn: types.FunctionType, args: tuple, kwargs: dict, strict: bool
 
 
 def evaluate_source(source: str, env: dict, globals_: dict):
-    return eval(source, {"L": env, "G": globals_, "math": math}, {})
+    return eval(source, {"L": env, "G": globals_, "math": math, "___from_numpy": torch.from_numpy}, {})
 
 
 _DTYPE_NAMES = {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
@@ -587,7 +588,8 @@ def explain_failure(g: Guard, env: dict, globals_: dict) -> str | None:
     if kind == "SYMBOLIC":
         text = symbolic_python(g)
         try:
-            ok = bool(eval(text, {"L": env, "G": globals_, "math": math}, {}))
+            ok = bool(eval(text, {"L": env, "G": globals_, "math": math,
+                                  "___from_numpy": torch.from_numpy}, {}))
         except Exception as e:
             return f"{text} could not be evaluated: {type(e).__name__}: {e}"
         return None if ok else f"symbolic shape guard failed: {pretty_source(text)} ({_symbolic_values(text, env, globals_)})"

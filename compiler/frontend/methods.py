@@ -19,6 +19,9 @@ def call_method(tx, obj, name, args, kwargs):
         return tensor_method(tx, obj, name, args, kwargs)
     if isinstance(obj, V.ListVariable):
         return list_method(tx, obj, name, args, kwargs)
+    if isinstance(obj, V.NDArrayVariable):
+        from compiler.frontend import numpy_calls
+        return numpy_calls.call_method(tx, obj, name, args, kwargs)
     if isinstance(obj, V.DictVariable):
         return dict_method(tx, obj, name, args, kwargs)
     if isinstance(obj, V.TupleVariable) and name in ("index", "count") and consts(args) and obj.is_constant():
@@ -56,6 +59,9 @@ def call_method(tx, obj, name, args, kwargs):
 
 
 def tensor_method(tx, t, name, args, kwargs):
+    if name == "numpy":
+        from compiler.frontend import numpy_calls
+        return numpy_calls.tensor_numpy(tx, t, args, kwargs)
     if name in _TENSOR_METHODS_BREAK:
         raise Unsupported(f"Tensor.{name}() (needs the tensor's data in Python)")
     if name in ("size", "stride") and not kwargs:

@@ -46,6 +46,7 @@ class OutputGraph:
         self.shape_env = ShapeEnv() if any(self.dynamic_dims.values()) or self.dynamic_scalars \
             else None
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=False)
+        self.specialized_symbols = set()  # sympy symbols calls.specialize() fixed to a value
         self.input_sources = []          # Source per placeholder, in order
         self.example_inputs = []         # the real tensors, in order
         self.input_fakes = []
@@ -213,7 +214,8 @@ class OutputGraph:
         """ShapeEnv's guards (s0 >= 2, equalities between sizes, ...) as SYMBOLIC guards."""
         if self.shape_env is None or not any(self.dynamic_dims.get(s.name())
                                              or s.name() in self.dynamic_scalars
-                                             for s in self.input_sources):
+                                             or isinstance(f, (torch.SymInt, torch.SymFloat))
+                                             for s, f in zip(self.input_sources, self.input_fakes)):
             return []
         sources = [shape_env_source(s.name()) for s in self.input_sources]
         try:
@@ -221,7 +223,28 @@ class OutputGraph:
                                                   source_ref=lambda s: str(s.name))
         except TypeError:
             exprs = self.shape_env.produce_guards(self.input_fakes, sources)
+        exprs = list(exprs) + self._specialized_size_guards()
         return [Guard(e, "SYMBOLIC", e, self.location) for e in exprs]
+
+    def _specialized_size_guards(self) -> list[str]:
+        """`L['x'].size()[0] == 3` for each dynamic size that capture specialized because
+        Python needed its value (calls.specialize: a list index, a numpy operand).
+        produce_guards leaves these to Dynamo's TENSOR_MATCH, which reads the sizes after
+        tracing; ours was built when the input was added (the dim still symbolic), so without
+        this a new size reused the old value. Only the symbols specialize() saw: a size an op's
+        meta function pinned (F.pad does) does not change the graph, which stays generic."""
+        out = []
+        if not self.specialized_symbols:
+            return out
+        for src, fake in zip(self.input_sources, self.input_fakes):
+            if not isinstance(fake, torch.Tensor) or not self.dynamic_dims.get(src.name()):
+                continue
+            for i, size in enumerate(fake.shape):
+                raw = getattr(getattr(size, "node", None), "_expr", None)
+                if isinstance(size, torch.SymInt) and raw is not None \
+                        and raw.free_symbols & self.specialized_symbols:
+                    out.append(f"{src.name()}.size()[{i}] == {int(size)}")
+        return out
 
 
 def _has_unbacked(example) -> bool:

@@ -114,6 +114,43 @@ class CallSource(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class LenSource(Source):
+    """len(base): the length of a runtime str, a symbolic graph input (dynamic.py)."""
+    base: Source
+
+    def name(self):
+        return f"len({self.base.name()})"
+
+    def reconstruct(self, cg):
+        cg.emit("PUSH_NULL")
+        cg.emit("LOAD_CONST", len)
+        self.base.reconstruct(cg)
+        cg.call(1)
+
+    def render(self):
+        return f"len({self.base.render()})"
+
+
+@dataclasses.dataclass(frozen=True)
+class NumpyTensorSource(Source):
+    """torch.from_numpy(base): the tensor view of a numpy array read from the frame (numpy
+    arrays are traced as tensors, numpy_calls.py); guards evaluate it with ___from_numpy."""
+    base: Source
+
+    def name(self):
+        return f"___from_numpy({self.base.name()})"
+
+    def reconstruct(self, cg):
+        cg.emit("PUSH_NULL")
+        cg.emit("LOAD_CONST", torch.from_numpy)
+        self.base.reconstruct(cg)
+        cg.call(1)
+
+    def render(self):
+        return f"torch.from_numpy({self.base.render()})"
+
+
+@dataclasses.dataclass(frozen=True)
 class DefaultSource(Source):
     """A default argument value of a function that was inlined (guarded by the function's id)."""
     fn_source: Source

@@ -71,6 +71,12 @@ def _cloned_grad_mode(fn):
 
 def call_torch(tx, fn, args, kwargs):
     out = tx.output
+    if any(isinstance(a, V.NDArrayVariable) for a in list(args) + list(kwargs.values())):
+        from compiler.frontend import numpy_calls
+        result = numpy_calls.torch_call(tx, fn, args, kwargs)
+        if result is None:
+            raise Unsupported(f"torch.{getattr(fn, '__name__', fn)} with a numpy array argument")
+        return result
     name = getattr(fn, "__name__", "")
     if fn is torch.no_grad:
         return V.GradModeVariable(False, fn)

@@ -82,6 +82,23 @@ class TensorVariable(Variable):
         return f"Tensor({self.node.name})"
 
 
+class NDArrayVariable(Variable):
+    """A numpy array (or numpy scalar, `scalar`) computed from tensors while tracing
+    (numpy_calls.py): `tensor` holds its data; operations on it follow numpy's semantics."""
+
+    def __init__(self, tensor: "TensorVariable", scalar: bool = False):
+        self.tensor = tensor
+        self.scalar = scalar
+
+    def python_type(self):
+        import numpy as np
+        return np.dtype(str(self.tensor.example.dtype).replace("torch.", "")).type if self.scalar \
+            else np.ndarray
+
+    def __repr__(self):
+        return f"NDArray({self.tensor.node.name})"
+
+
 class SymNodeVariable(Variable):
     """A symbolic int/float/bool (SymInt...) computed in the graph, from dynamic sizes."""
 
@@ -99,6 +116,22 @@ class SymNodeVariable(Variable):
 
     def __repr__(self):
         return f"Sym({self.node.name})"
+
+
+class RuntimeStrVariable(Variable):
+    """A str read from the frame whose value is not guarded (dynamic.py: a str computed
+    eagerly at a graph break, e.g. f"{tensor}", that changed between calls): only its type is
+    guarded; len() of it is a symbolic graph input; anything needing the text breaks."""
+
+    def __init__(self, value: str, source):
+        self.value = value          # this call's value: a hint, never baked into the graph
+        self.source = source
+
+    def python_type(self):
+        return str
+
+    def __repr__(self):
+        return f"RuntimeStr({self.source.name()})"
 
 
 class BaseListVariable(Variable):
@@ -325,6 +358,13 @@ class BuiltinVariable(Variable):
         return f"Builtin({getattr(self.fn, '__name__', self.fn)})"
 
 
+class NumpyFunctionVariable(BuiltinVariable):
+    """A top-level numpy function or ufunc that torch._numpy implements (numpy_calls.py)."""
+
+    def __repr__(self):
+        return f"Numpy({getattr(self.fn, '__name__', self.fn)})"
+
+
 class TorchFunctionVariable(Variable):
     """A function of torch / torch.nn.functional / a torch.Tensor method (unbound)."""
 
@@ -427,6 +467,13 @@ class NewObjectVariable(Variable):
 
     def __repr__(self):
         return f"New({self.cls.__name__})"
+
+
+class NewModuleVariable(NewObjectVariable):
+    """A simple user nn.Module created while tracing (new_modules.py): rebuilt as cls()."""
+
+    def __repr__(self):
+        return f"NewModule({self.cls.__name__})"
 
 
 class ModelOutputVariable(Variable):

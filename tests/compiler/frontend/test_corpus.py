@@ -1,6 +1,6 @@
 """The frontend corpus (tests/compiler/frontend/corpus/): every program run eagerly and
 compiled over several calls with changing inputs; results (and mutated inputs) must match, and
-the graphs / graph breaks of the first call and the recompiles over all calls must equal
+the graphs / distinct graph-break sites (corpus.break_sites) of the first call and the recompiles over all calls must equal
 TorchDynamo's (corpus/dynamo_counts.json, written by scripts/check_corpus_vs_dynamo.py).
 """
 import json
@@ -12,7 +12,7 @@ import torch
 import compiler
 import logs
 from tests.compiler.frontend.capture_harness import CountingBackend
-from tests.compiler.frontend.corpus import all_programs, make_args
+from tests.compiler.frontend.corpus import all_programs, break_sites, make_args
 
 PROGRAMS = all_programs()
 with open(os.path.join(os.path.dirname(__file__), "corpus", "dynamo_counts.json")) as fh:
@@ -68,7 +68,7 @@ def test_program(prog):
     compiler.reset()
     backend = CountingBackend()
     events = []
-    sink = logs.add_sink(events.append, artifacts={"recompile", "compile_metrics"})
+    sink = logs.add_sink(events.append, artifacts={"recompile", "graph_break"})
     first = None
     try:
         compiled = compiler.compile(prog.fn, backend=backend, dynamic=prog.dynamic)
@@ -86,9 +86,7 @@ def test_program(prog):
             torch.testing.assert_close(tensors((args, kwargs)), tensors((eager_args, eager_kwargs)),
                                        msg=lambda m: f"call {i}: inputs mutated differently: {m}")
             if i == 0:
-                breaks = sum(e.payload["graph_break_count"] for e in events
-                             if e.name == "compile_metrics" and e.payload.get("has_guarded_code"))
-                first = (backend.graphs, breaks)
+                first = (backend.graphs, break_sites(events))
     finally:
         logs.remove_sink(sink)
     recompiles = count_recompiles(events)

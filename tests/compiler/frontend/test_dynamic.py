@@ -52,3 +52,18 @@ def test_symbolic_guard_failure_is_explained(events):
     assert len(c.graphs) == 2
     [text] = [e.payload for e in events if e.name == "recompiles"]
     assert "symbolic shape guard failed:" in text and "x.size()[0] = 1" in text, text
+
+
+def test_specialized_dynamic_size_is_guarded():
+    """A dynamic size whose value Python needs (a list index) is specialized: the compiled
+    code must be guarded on that value, not reused for the next size."""
+    import compiler as _compiler
+
+    def h(x):
+        return x * [1, 2, 3, 4, 5, 6, 7][x.shape[0]]
+
+    _compiler.reset()
+    c = _compiler.compile(h, backend="eager", dynamic=True)
+    for n in (3, 5, 6):
+        x = torch.randn(n, 2)
+        torch.testing.assert_close(c(x), h(x))

@@ -270,3 +270,29 @@ def test_symbolic_scalar_that_cannot_specialize_is_captured_constant(events):
     specialized = [e.fields for e in events if e.name == "dynamic_scalars_specialized"]
     assert specialized and specialized[0]["sources"] == ["L['n']"]
     assert "Sym(n)" in specialized[0]["reason"]
+
+
+def test_str_computed_at_a_break_is_unspecialized_after_it_changes():
+    """f"{tensor}" is computed eagerly at the break and crosses it as a str; its value changes
+    every call, so after the first change the resume function stops guarding it (only its
+    type; len() is a symbolic input) instead of recompiling on every call."""
+    import compiler as _compiler
+    import logs as _logs
+    from tests.compiler.frontend.capture_harness import CountingBackend
+
+    def f(x):
+        y = x + 1
+        s = f"{y.sum()}"
+        return y * len(s)
+
+    _compiler.reset()
+    events = []
+    sink = _logs.add_sink(events.append, artifacts={"recompile"})
+    try:
+        compiled = _compiler.compile(f, backend=CountingBackend())
+        for i in range(6):
+            x = torch.randn(3, 4)
+            torch.testing.assert_close(compiled(x), f(x))
+    finally:
+        _logs.remove_sink(sink)
+    assert sum(e.name == "recompile" for e in events) == 1

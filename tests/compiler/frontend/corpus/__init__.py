@@ -1,14 +1,17 @@
 """The frontend corpus: small programs as data, run eagerly and compiled by test_corpus.py.
 
 Each group module (tensor_ops, python_values, containers, control_flow, functions, modules,
-graph_breaks) defines PROGRAMS: a list of `Program`s. A program's `calls` is a list of argument
+graph_breaks, numpy_ops) defines PROGRAMS: a list of `Program`s. A program's `calls` is a list of argument
 tuples; an item that is an `In` (e.g. `T(3, 4)`) is made fresh for each call (the same values
 for the eager and the compiled run), anything else is passed as is.
 
 Expected counts are TorchDynamo's: scripts/check_corpus_vs_dynamo.py runs every program under
 torch.compile and writes Dynamo's numbers to dynamo_counts.json (committed), which the test
 uses wherever a Program does not set its own. `graphs` and `breaks` are the graphs compiled and
-the graph breaks seen during the FIRST call; `recompiles` counts recompiles of any frame
+the distinct graph-break SITES seen during the FIRST call (`break_sites`: the user file:line of
+each `graph_break` event, as Dynamo's counts are the distinct file:line of its own graph_breaks
+log, so a break met again on a second capture attempt, or in a callee inlined twice, counts
+once); `recompiles` counts recompiles of any frame
 (resume functions included) over all calls: the records of the `recompiles` log. A Program that sets its own numbers must say why in `note` (e.g. Dynamo makes a
 changed int argument a SymInt where we specialise).
 """
@@ -99,11 +102,22 @@ def make_args(call) -> tuple[tuple, dict]:
     return tuple(a() if isinstance(a, In) else a for a in call), kwargs
 
 
+def break_sites(events) -> int:
+    """Distinct user file:line of the `graph_break` events (ours): the corpus's break count.
+
+    Dynamo's number (scripts/check_corpus_vs_dynamo.py) is the same measure taken from its
+    TORCH_LOGS=graph_breaks records, including breaks in frames it then skips as a whole."""
+    import os
+    return len({(os.path.realpath(e.payload["filename"]), e.payload["lineno"])
+                for e in events if e.name == "graph_break"})
+
+
 def all_programs() -> list[Program]:
     from tests.compiler.frontend.corpus import (containers, control_flow, functions, graph_breaks,
-                                                modules, python_values, tensor_ops)
+                                                modules, numpy_ops, python_values, tensor_ops)
     out = []
-    for mod in (tensor_ops, python_values, containers, control_flow, functions, modules, graph_breaks):
+    for mod in (tensor_ops, python_values, containers, control_flow, functions, modules, graph_breaks,
+                numpy_ops):
         for p in mod.PROGRAMS:
             p.name = f"{mod.__name__.rsplit('.', 1)[-1]}.{p.name}"
             out.append(p)

@@ -236,13 +236,8 @@ PROGRAMS = [
     P(item_as_scalar),
     P(tolist_loop),
     P(bool_tensor_if),
-    P(tensor_in_while, breaks=2,
-      note="same behaviour as Dynamo: one graph (x.sum() > -100), a break at the first check of the "
-           "condition, and the resume function breaks again at the loop head (a break inside a loop) and "
-           "runs eagerly; Dynamo's graph_breaks log shows the same two breaks ([0/0] and [1/0]) but its "
-           "explain() reports graph_count - 1 = 0"),
-    P(numpy_call,
-      xfail='capture: numpy is not traced (Dynamo traces numpy through torch._numpy): Tensor.numpy(), the ufunc call and the ndarray operand each break (3 breaks, 2 graphs; Dynamo 1 graph, 0 breaks)'),
+    P(tensor_in_while),
+    P(numpy_call),
     P(numpy_scalar),
     P(generator_fn),
     P(try_except),
@@ -263,18 +258,18 @@ PROGRAMS = [
            "changes; we pass _LOG.append across the break as the list's method and only append to it, "
            "so the list's length is never guarded"),
     P(break_in_inlined),
-    P(break_in_deeply_inlined, breaks=3,
-      note="same 5 graphs as Dynamo; Dynamo's explain reports 4 breaks for them, we report the 3 break sites (a break inside two levels of inlined calls)"),
-    P(break_in_loop, breaks=1,
-      note='neither compiles anything (0 graphs): Dynamo skips the frame and reports 0 breaks, we report the print() break inside the loop that makes the rest of the frame run eagerly'),
-    P(break_in_while_loop, breaks=2,
-      note='neither compiles anything (0 graphs): Dynamo skips the frame and reports 0 breaks, we report the break inside the loop (seen on two capture attempts)'),
+    P(break_in_deeply_inlined),
+    P(break_in_loop),
+    P(break_in_while_loop),
     P(two_breaks),
     P(three_breaks_mixed),
     P(break_then_return_container),
     P(break_with_live_locals, STD2),
-    P(break_in_module,
-      xfail="capture: constructing PrintingModule() inside the frame is an opaque object creation (a break of its own), so the module's forward is not inlined (2 graphs, 3 breaks, 5 recompiles; Dynamo 3, 2, 3)"),
+    P(break_in_module, graphs=2,
+      note="breaks and recompiles as Dynamo (1 site, 3 recompiles): PrintingModule() is built as a "
+           "new module (new_modules.py) and its forward inlined; the print() break in it compiles the "
+           "forward on its own (exp, then log after the print). Dynamo compiles one more graph (3) for "
+           "the same two pieces of tensor work; the caller has no tensor work of its own"),
     P(break_mutating_list),
     P(break_global_write, before_call=_reset_counter),
     P(item_then_tensor_op),
@@ -286,7 +281,11 @@ PROGRAMS = [
            "real int crosses it and, after one change, is a dynamic scalar (SymInt) of the resume "
            "function: 2 graphs and the recompiles of any one-break program on this schedule (as "
            "item_as_scalar, which matches Dynamo's 3)"),
-    P(tensor_repr_fstring,
-      xfail='capture: the f-string of a tensor crosses the break as a str and the resume function guards its value, so every call recompiles (4 recompiles; Dynamo gives up on the whole frame: 0 graphs)'),
+    P(tensor_repr_fstring, graphs=2, recompiles=3,
+      note="1 break site as Dynamo (the f-string of a tensor), but Dynamo then gives up on the whole frame "
+           "(0 graphs, 0 recompiles); we compile both sides (2 graphs). The str crosses the break on the "
+           "stack; when its value changes the resume function recompiles once with it unspecialized "
+           "(dynamic.py: a str computed at a break; len(s) a symbolic input), so values no longer "
+           "recompile: 3 recompiles = that one + the new dim-0 size of the frame and of its resume"),
     P(input_to_print_in_comprehension),
 ]

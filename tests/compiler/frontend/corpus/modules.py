@@ -146,12 +146,25 @@ def _toggle_training(m, i):
     m.train(i < 2)
 
 
+class Doubler(nn.Module):
+    """No __init__ of its own: built inside the compiled frame (frontend/new_modules.py)."""
+
+    def forward(self, x):
+        self.calls = 1                 # an attribute of the fresh module, set while tracing
+        return x * 2 + self.calls + self.training
+
+
+def module_created_in_frame(x):
+    return Doubler()(x).sin()
+
+
 PROGRAMS = [
     P(MLP()), P(WithBuffer()), P(TrainingFlag(), [(T(3, 4),)] * 4, recompiles=1, before_call=_toggle_training),
     P(ModuleListNet()), P(ModuleDictNet()), P(_eval(Attention()), BLOCK_SHAPES),
     P(_eval(Block()), BLOCK_SHAPES), P(_eval(ConvNet()), shapes((2, 3, 8, 8), (2, 3, 8, 8))),
     P(Embed(), [(In(lambda: torch.randint(0, 10, (2, 3))),)] * 3),
     P(SubmoduleAttr()), P(ParamDirect()), P(_eval(Dropout())), P(call_global_module),
+    P(module_created_in_frame),
     P(call_module_arg, [(MLP_FOR_FN, T(3, 4)), (MLP_FOR_FN, T(3, 4))]),
     P(nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)), name="Sequential_relu"),
     P(_eval(nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1), nn.LayerNorm(4))), name="Sequential_eval_ln"),

@@ -1,0 +1,78 @@
+"""nn.Module instances created inside the traced frame (`Block()(x)`), for the simple case.
+
+Dynamo inlines any module's constructor into a new, side-effect-tracked object. We model the
+case whose construction we can prove has no effect but the new object: a user subclass that
+adds no __init__ (nn.Module.__init__ only makes empty registries and training=True), called
+with no arguments. The instance is a NewModuleVariable (a NewObjectVariable) whose state is
+{training: True} plus what traced code assigns; calling it inlines its forward (a new module
+has no hooks of its own; the global ones are checked); it is rebuilt at runtime as `cls()`
+plus the assigned attributes, which is sound only because the constructor has no side effects
+(no RNG use, no parameters), so running it later than eager did changes nothing observable.
+Anything else stays an opaque object creation (a graph break).
+"""
+from __future__ import annotations
+
+import inspect
+import types
+
+import torch
+
+from compiler.frontend import variables as V
+from compiler.frontend.errors import Unsupported
+
+_Module = torch.nn.Module
+
+
+def simple_module_class(cls) -> bool:
+    """A user nn.Module subclass whose construction with no arguments is nn.Module.__init__
+    alone, and whose attribute protocol and call are nn.Module's."""
+    if not (isinstance(cls, type) and issubclass(cls, _Module)) or type(cls) is not type:
+        return False
+    if (cls.__module__ or "").split(".")[0] == "torch":
+        return False      # torch's own modules take arguments and build parameters
+    for name in ("__init__", "__new__", "__setattr__", "__getattr__", "__getattribute__",
+                 "__call__", "__delattr__"):
+        if inspect.getattr_static(cls, name) is not inspect.getattr_static(_Module, name):
+            return False
+    return isinstance(inspect.getattr_static(cls, "forward", None), types.FunctionType)
+
+
+def construct(tx, cls, args, kwargs):
+    if args or kwargs:
+        raise Unsupported(f"creating {cls.__qualname__} with arguments (nn.Module.__init__ takes none)")
+    return V.NewModuleVariable(cls, {"training": V.ConstantVariable(True)})
+
+
+def get_attr(tx, obj, name):
+    if name in obj.attrs:
+        return obj.attrs[name]
+    if name == "__class__":
+        return V.ConstantVariable(obj.cls)
+    for klass in obj.cls.__mro__:
+        if klass is _Module:
+            break
+        if name in klass.__dict__:
+            from compiler.frontend.attributes import _type_member
+            return _type_member(tx, obj, obj.cls, name)
+    # nn.Module's own machinery (parameters(), _modules, ...) of a fresh module is not modelled
+    raise Unsupported(f"attribute {name} of a {obj.cls.__name__} created in the frame")
+
+
+def store_attr(tx, obj, name, value):
+    if name == "training" or isinstance(value, (V.NNModuleVariable, V.NewModuleVariable)) or \
+            (isinstance(value, V.TensorVariable) and isinstance(value.example, torch.nn.Parameter)):
+        # nn.Module.__setattr__ would register a submodule / parameter: not modelled
+        raise Unsupported(f"assigning {name} of a {obj.cls.__name__} created in the frame")
+    obj.attrs[name] = value
+    tx.ctx.side_effects.touched.append(obj)
+
+
+def call(tx, obj, args, kwargs):
+    """obj(*args): nn.Module.__call__ without hooks (a fresh module has none), forward inlined."""
+    from compiler.frontend.inline import inline_call
+    mod = torch.nn.modules.module
+    if mod._global_forward_hooks or mod._global_forward_pre_hooks or \
+            getattr(mod, "_global_backward_hooks", None) or getattr(mod, "_global_backward_pre_hooks", None):
+        raise Unsupported(f"nn.Module {obj.cls.__name__} called with global module hooks registered")
+    forward = inspect.getattr_static(obj.cls, "forward")
+    return inline_call(tx, V.UserFunctionVariable(forward), [obj] + list(args), kwargs, callee=obj)
