@@ -190,6 +190,11 @@ def setup_variant(variant, factory, batch, make_opt, device, dtype, foreach=None
 
 
 def run_variant(variant, factory, batch, make_opt, device, steps, warmup, dtype):
+    """First step (compile) time, loss curve, peak memory and a median over `steps` timed steps.
+    Returns (result, timed_step): timed_step(i) times one more step, for the interleaved rounds.
+    Peak memory counts only what this variant allocates (other variants' models stay alive for
+    the interleaved timing)."""
+    base = torch.cuda.memory_allocated() if device.type == "cuda" else 0
     model, opt, fwd, step, data = setup_variant(variant, factory, batch, make_opt, device, dtype)
 
     def train_step(i):
@@ -199,6 +204,13 @@ def run_variant(variant, factory, batch, make_opt, device, steps, warmup, dtype)
         loss.backward()
         step()
         return loss
+
+    def timed_step(i):
+        sync(device)
+        t0 = time.perf_counter()
+        loss = train_step(i)
+        sync(device)
+        return time.perf_counter() - t0, loss
 
     losses, times = [], []
     t0 = time.perf_counter()
@@ -210,15 +222,24 @@ def run_variant(variant, factory, batch, make_opt, device, steps, warmup, dtype)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     for i in range(warmup, warmup + steps):
-        sync(device)
-        t0 = time.perf_counter()
-        loss = train_step(i)
-        sync(device)
-        times.append(time.perf_counter() - t0)
+        dt, loss = timed_step(i)
+        times.append(dt)
         losses.append(loss.item())
-    peak = torch.cuda.max_memory_allocated() if device.type == "cuda" else None
+    peak = torch.cuda.max_memory_allocated() - base if device.type == "cuda" else None
     return {"median_ms": 1e3 * statistics.median(times), "first_step_s": first,
-            "peak_mb": None if peak is None else peak / 2**20, "losses": losses}
+            "peak_mb": None if peak is None else peak / 2**20, "losses": losses}, timed_step
+
+
+def interleaved_medians(timers: dict, rounds: int, steps: int) -> dict:
+    """Median step time per variant over `rounds` rounds in which every variant runs `steps`
+    steps in turn: the host-bound steps of small models drift with the machine's state over
+    a run, and interleaving exposes every variant to the same drift."""
+    times = {v: [] for v in timers}
+    for r in range(rounds):
+        for v, timed_step in timers.items():
+            for i in range(steps):
+                times[v].append(timed_step(1000 + r * steps + i)[0])
+    return {v: 1e3 * statistics.median(t) for v, t in times.items()}
 
 
 # ---------------------------------------------------------------- memory report (any device)
@@ -404,6 +425,9 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="small sizes, few steps (CPU smoke run)")
     ap.add_argument("--suite", nargs="?", const="all", default="",
                     help="also the model suite's trainable models (scripts/models): 'all' or a comma list")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="after each variant's own run, time all variants again in this many "
+                         "interleaved rounds and report those medians (0: sequential medians only)")
     ap.add_argument("--json", default="")
     ap.add_argument("--memory-report", action="store_true",
                     help="instead of timing: bytes saved for backward and peak live bytes of one "
@@ -430,15 +454,23 @@ def main(argv=None):
     results = {}
     for name, (factory, batch, make_opt) in models.items():
         results[name] = {}
+        timers = {}
         for variant in variants:
             reset_all()
             try:
-                r = run_variant(variant, factory, batch, make_opt, device, steps, warmup, dtype)
+                r, timers[variant] = run_variant(variant, factory, batch, make_opt, device, steps, warmup, dtype)
             except Exception as exc:    # one broken variant must not hide the others' numbers
                 r = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
             results[name][variant] = r
             print(f"  {name:16s} {variant:9s} " + (r["error"] if "error" in r else
                   f"{r['median_ms']:9.3f} ms  first step {r['first_step_s']:7.2f} s"), flush=True)
+        if args.rounds and len(timers) > 1:
+            for variant, ms in interleaved_medians(timers, args.rounds, max(1, steps // args.rounds)).items():
+                r = results[name][variant]
+                r["sequential_median_ms"], r["median_ms"] = r["median_ms"], ms
+            print(f"  {name:16s} interleaved ({args.rounds} rounds): " + ", ".join(
+                f"{v} {results[name][v]['median_ms']:.3f} ms" for v in timers), flush=True)
+        del timers
         eager = results[name].get("eager", {})
         for variant, r in results[name].items():
             if "error" in r or "error" in eager or not eager:
