@@ -149,15 +149,17 @@ class TritonCodegen(KernelCodegen):
     def _loop(self, k, nodes):
         accs = {n.name: self._reduce_init(k, n, persistent=False)
                 for n in nodes if k.group.kinds[n.name] == ir.NODE_REDUCTION}
+        names = {n.name for n in nodes}
+        online = {b: a for b, a in k.online.items() if b in names and a in names}
+        partner = {a: b for b, a in online.items()}
+        for a in partner:
+            triton_online.emit_init(k, accs[a]["name"])
         k.line("for roffset in range(0, rnumel, RBLOCK):")
         outer_lines, k.lines = k.lines, []
         k.push()
         k.in_rloop = True
         k.line("rindex = roffset + tl.arange(0, RBLOCK)[None, :]" + (".to(tl.int64)" if k.int64 else ""))
         k.line("rmask = rindex < rnumel")
-        names = {n.name for n in nodes}
-        online = {b: a for b, a in k.online.items() if b in names and a in names}
-        partner = {a: b for b, a in online.items()}
         for node in nodes:
             if k.group.kinds[node.name] == ir.NODE_INNER:
                 self._inner(k, node)

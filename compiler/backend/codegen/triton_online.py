@@ -3,9 +3,9 @@
 A softmax, log_softmax or cross-entropy row is two reductions: m = max(x), then
 s = sum(exp(x - m)). Looped (rows longer than a block), the second needs the first's result, so
 a plain schedule reads the row twice from memory. Online softmax (Milakov & Gimelshein, 2018)
-keeps, per lane of the [XBLOCK, RBLOCK] tile, a running max m and a running sum s rescaled
-whenever m grows:  m' = max(m, x);  s = s * exp(m - m') + exp(x - m'). After the loop the lanes
-are combined: M = max(m), S = sum(s * exp(m - M)). One read of the row instead of two.
+keeps a running row max m and, per lane of the [XBLOCK, RBLOCK] tile, a running sum s rescaled
+whenever m grows: m' = max(m, max of the tile);  s = s * exp(m - m') + exp(x - m'). After the
+loop S = sum of the lanes' s. One read of the row instead of two, one exp per element.
 
 `online_pairs(group)` finds the pattern by evaluating the two inner functions symbolically
 (as canonical op strings): B is `exp(sub(<A's value>, load(A)))` summed, A a max over the same
@@ -70,9 +70,17 @@ def online_pairs(group: ir.KernelGroup) -> dict[str, str]:
     return pairs
 
 
+def emit_init(k, a_acc: str):
+    """Before the loop: the running max is kept per row ([XBLOCK, 1]), not per lane."""
+    k.line(f'{a_acc} = tl.full([XBLOCK, 1], float("-inf"), tl.float32)')
+
+
 def emit_step(k, a_acc: str, b_acc: str, masked_value: str):
-    """Lines inside the loop: update running max a_acc and rescaled sum b_acc with a tile."""
-    k.line(f"{a_acc}_new = th.maximum({a_acc}, {masked_value})")
+    """Lines inside the loop: update the row's running max a_acc with the tile's max, rescale the
+    lanes' sums b_acc once per row, and add the tile's exp terms at the new max. One exp per
+    element (a per-lane running max costs two: with 2-byte inputs that made the kernel bound by
+    the exp unit rather than by memory)."""
+    k.line(f"{a_acc}_new = th.maximum({a_acc}, tl.reduce({masked_value}, 1, th.maximum)[:, None])")
     k.line(f'{a_acc}_alpha = tl.where({a_acc}_new == float("-inf"), 1.0, tl.exp({a_acc} - {a_acc}_new))')
     k.line(f'{b_acc} = {b_acc} * {a_acc}_alpha + tl.where({masked_value} == float("-inf"), 0.0, '
            f"tl.exp({masked_value} - {a_acc}_new))")
@@ -80,8 +88,7 @@ def emit_step(k, a_acc: str, b_acc: str, masked_value: str):
 
 
 def emit_finish(k, a_acc: str, a_val: str, b_acc: str, b_val: str):
-    """Lines after the loop: combine the lanes' sums at the row max a_val (already reduced).
+    """Lines after the loop: every lane's sum is at the row max, so the row sum is their sum.
     A row that is -inf everywhere gives NaN, as torch's exp(-inf - -inf) does."""
-    k.line(f'{b_val} = tl.sum(tl.where({a_acc} == float("-inf"), 0.0, '
-           f"{b_acc} * tl.exp({a_acc} - {a_val})), 1)[:, None]")
+    k.line(f"{b_val} = tl.sum({b_acc}, 1)[:, None]")
     k.line(f'{b_val} = tl.where({a_val} == float("-inf"), float("nan"), {b_val})')
