@@ -161,9 +161,14 @@ class TritonOpsHandler(ir.OpsHandler):
     def masked(self, mask, body, other):
         return self.kernel.masked(mask, body, other)
 
-    def indirect_indexing(self, x, size):
+    def indirect_indexing(self, x, size, wrap_neg=True):
         size_s = self.kernel.render_plain(size)
-        v = self._emit(f"tl.where({x} < 0, {x} + {size_s}, {x})", x.dtype, _dims(x))
+        if wrap_neg:
+            v = self._emit(f"tl.where({x} < 0, {x} + {size_s}, {x})", x.dtype, _dims(x))
+        else:
+            v = x if isinstance(x, TVar) else self._emit(f"{x}", x.dtype, _dims(x))
+        # the size is kept for the bounds mask of scatter stores (triton_scatter.py)
+        self.kernel.indirect_sizes[v.name] = size_s
         return self.kernel.indirect_symbol(v)
 
     # math ----------------------------------------------------------------------------------

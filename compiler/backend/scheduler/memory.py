@@ -68,7 +68,9 @@ def plan(steps: list, graph, graph_outs: set) -> Plan:
             taken = set()
             for o in s.outputs:
                 key = _key(s.layouts[o])
-                src = _inplace_candidate(s, o, i, last_use, poolable, taken)
+                src = _scatter_target(s, o, i, last_use, poolable)
+                if src is None:
+                    src = _inplace_candidate(s, o, i, last_use, poolable, taken)
                 if src is not None:
                     taken.add(src)
                     entries.append((o, src))
@@ -121,3 +123,18 @@ def _inplace_candidate(group: ir.KernelGroup, out: str, step: int, last_use, poo
         if ok:
             return name
     return None
+
+
+def _scatter_target(group: ir.KernelGroup, out: str, step: int, last_use, poolable):
+    """A ScatterBuffer is its target's storage, written in place (ir.ScatterBuffer): the target
+    must die here. The lowering makes the target for this scatter alone, so anything else is a
+    scheduler bug; running the graph eagerly beats a wrong result."""
+    node = next(n for n in group.nodes if n.name == out)
+    if not isinstance(node, ir.ScatterBuffer):
+        return None
+    t = node.target.name
+    if t not in group.inputs or last_use.get(t) != step or not poolable(t):
+        raise RuntimeError(f"scatter {out} cannot take the storage of {t} in place (still read later or "
+                           f"not a temporary)")
+    log.debug("buffer_inplace", buffer=out, reuses=t, kernel=group.name, why="scatter")
+    return t
