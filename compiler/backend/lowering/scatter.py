@@ -9,9 +9,10 @@ serial read-modify-write loop in C++). float16/bfloat16 outputs of an accumulati
 accumulate in a float32 buffer (Triton has no atomic add for them everywhere; one rounding at
 the end) and are converted back afterwards.
 
-What is not lowered (the ATen op runs, with the reason logged as a perf hint): 0-d self, bool
-index masks (data-dependent positions), accumulation on bool, prod/amax/amin through Triton
-(no atomic for them here) and small-integer atomics in Triton.
+A bool mask index (x[mask] = v) with one value for every selected element becomes a Pointwise
+where(mask, v, x). What is not lowered (the ATen op runs, with the reason logged as a perf hint):
+bool masks with one value per selected element (data-dependent positions), accumulation on bool, prod/amax/amin through Triton (no atomic for
+them here) and small-integer atomics in Triton.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import logs
 from compiler import config
 from compiler.backend import ir
 from compiler.backend.ir import ops
-from compiler.backend.lowering.registry import NotLowerable, aten, broadcast_loader, inlined_origins, \
+from compiler.backend.lowering.registry import Ctx, NotLowerable, aten, broadcast_loader, inlined_origins, \
     register_lowering, same, value_loader
 
 log = logs.get_logger(__name__)
@@ -111,14 +112,33 @@ def _static_empty(ranges) -> bool:
 # ------------------------------------------------------------------------ scatter family
 
 
+class _Ctx1d(Ctx):
+    """The lowering context of a 0-d scatter, run as a scatter into a 1-element 1-d buffer."""
+
+    @property
+    def size(self):
+        return [sympy.Integer(1)]
+
+
+def _as_1d(t):
+    """A 0-d tensor seen as 1-d of size 1 (anything else as it is)."""
+    if isinstance(t, ir.IRNode) and len(t.get_size()) == 0:
+        return ir.View(t, [1], lambda idx: [])
+    return t
+
+
 def _scatter(ctx, x, dim, index, src, mode, include_self=True):
     """scatter / scatter_add / scatter_reduce along dim: out[.., index[i], ..] <mode>= src[i]."""
     size = x.get_size()
     n = len(size)
+    if index.get_dtype() not in (torch.int64, torch.int32):
+        raise NotLowerable("index must be an integer tensor")
     if n == 0:
-        raise NotLowerable("0-d scatter")
-    if index.get_dtype() != torch.int64 or len(index.get_size()) != n:
-        raise NotLowerable("index must be int64 with self's rank")
+        # ATen treats 0-d self/index/src as 1-d of size 1 (the index must still be 0)
+        out = _scatter(_Ctx1d(ctx.graph, ctx.node), _as_1d(x), 0, _as_1d(index), _as_1d(src), mode, include_self)
+        return ir.View(out, [], lambda idx: [sympy.Integer(0)])
+    if len(index.get_size()) != n:
+        raise NotLowerable("index rank differs from self's")
     dim = dim + n if dim < 0 else dim
     ranges = index.get_size()
     if mode == "mean":
@@ -140,7 +160,7 @@ def _scatter(ctx, x, dim, index, src, mode, include_self=True):
         ident = _identity(mode, acc)
         out = _apply(ctx, out, ranges, lambda i: ops.constant(ident, acc), indexer, "store", [index])
     if isinstance(src, ir.IRNode):
-        sl = src.make_loader()
+        sl = broadcast_loader(src, ranges)   # src may be larger than index: read at index's points
         value = (lambda i: sl(i)) if src.get_dtype() == acc else (lambda i: ops.to_dtype(sl(i), acc))
         sources = [index, src]
     else:
@@ -167,7 +187,7 @@ def _scatter_mean(ctx, x, dim, index, src, include_self):
         return _finish(ctx, total, acc)
     if not include_self:
         total = _apply(ctx, total, ranges, lambda i: ops.constant(0, acc), indexer, "store", [index])
-    sl = src.make_loader()
+    sl = broadcast_loader(src, ranges)
     value = (lambda i: sl(i)) if src.get_dtype() == acc else (lambda i: ops.to_dtype(sl(i), acc))
     total = _apply(ctx, total, ranges, value, indexer, "sum", [index, src])
     count = _apply(ctx, count, ranges, lambda i: ops.constant(1, acc), indexer, "sum", [index])
@@ -237,8 +257,10 @@ def index_put(ctx, x, indices, values, accumulate=False):
     pos = [d for d, t in enumerate(indices) if t is not None]
     if n == 0 or not pos:
         raise NotLowerable("index_put without index tensors")
+    if any(indices[d].get_dtype() in (torch.bool, torch.uint8) for d in pos):
+        return _index_put_mask(ctx, x, indices, values, accumulate)
     if any(indices[d].get_dtype() not in (torch.int64, torch.int32) for d in pos):
-        raise NotLowerable("boolean index (data-dependent positions)")
+        raise NotLowerable("index tensor of a non-integer dtype")
     mode = "sum" if accumulate else "store"
     acc = _acc_dtype(ctx, mode)
     idx_tensors = [indices[d] for d in pos]
@@ -270,3 +292,38 @@ def index_put(ctx, x, indices, values, accumulate=False):
 
     value = value_loader(values, ranges, acc)
     return _finish(ctx, _apply(ctx, out, ranges, value, indexer, mode, idx_tensors + [values]), acc)
+
+
+def _index_put_mask(ctx, x, indices, values, accumulate):
+    """x[mask] = values (or +=) where one value goes to every selected element (values broadcast
+    along the selected-elements dim): a Pointwise where(mask, value, x), no scatter needed.
+    One value per selected element would need the selected positions' ranks (a cumsum of the
+    mask: data-dependent), so that case runs the ATen op."""
+    size = x.get_size()
+    pos = [d for d, t in enumerate(indices) if t is not None]
+    if len(pos) != 1:
+        raise NotLowerable("boolean index together with other index tensors")
+    d = pos[0]
+    mask = indices[d]
+    k = len(mask.get_size())
+    post = list(size[d + k:])
+    rank = d + 1 + len(post)                  # rank of the indexed shape x.shape[:d] + (nnz,) + post
+    vsize = values.get_size()
+    nnz_dim = d - (rank - len(vsize))         # values' dim aligned with the selected elements
+    if len(vsize) > rank or (nnz_dim >= 0 and not same(vsize[nnz_dim], 1)):
+        raise NotLowerable("boolean index with one value per selected element (data-dependent positions)")
+    dtype = ctx.dtype
+    ml, xl = mask.make_loader(), value_loader(x, size, dtype)
+    vl = value_loader(values, list(size[:d]) + [sympy.Integer(1)] + post, dtype)
+
+    def fn(idx):
+        m = ml(idx[d:d + k])
+        if mask.get_dtype() != torch.bool:
+            m = ops.to_dtype(m, torch.bool)
+        old = xl(idx)
+        v = vl(list(idx[:d]) + [sympy.Integer(0)] + list(idx[d + k:]))
+        return ops.where(m, ops.add(old, v) if accumulate else v, old)
+
+    log.debug("index_put_mask_lowered", node=ctx.node.name, accumulate=bool(accumulate))
+    return ir.Pointwise(ctx.size, fn, dtype, ctx.device, origins=ctx.origins | inlined_origins(x, mask, values),
+                        cost=x.op_count() + mask.op_count() + values.op_count() + 2)
