@@ -166,9 +166,18 @@ class TritonOpsHandler(ir.OpsHandler):
         if wrap_neg:
             v = self._emit(f"tl.where({x} < 0, {x} + {size_s}, {x})", x.dtype, _dims(x))
         else:
-            v = x if isinstance(x, TVar) else self._emit(f"{x}", x.dtype, _dims(x))
-        # the size is kept for the bounds mask of scatter stores (triton_scatter.py)
-        self.kernel.indirect_sizes[v.name] = size_s
+            v = x
+        checks = self.kernel.bounds_checks
+        if checks is not None:
+            # a scatter kernel (triton_scatter.py): an index out of range must neither read nor
+            # write out of bounds; it reads element 0 instead and the kernel flags the error
+            inside = f"(({v} >= 0) & ({v} < {size_s}))"
+            ok = self._emit(inside, torch.bool, _dims(v))
+            v = self._emit(f"tl.where({ok}, {v}, 0)", v.dtype, _dims(v))
+            if self.kernel.masks:   # inside ops.masked: lanes masked off hold no index to check
+                ok = self._emit(f"({ok} | ~({' & '.join(m.name for m in self.kernel.masks)}))", torch.bool,
+                                _dims(ok, *self.kernel.masks))
+            checks.append(ok)
         return self.kernel.indirect_symbol(v)
 
     # math ----------------------------------------------------------------------------------

@@ -112,12 +112,17 @@ def _static_empty(ranges) -> bool:
 # ------------------------------------------------------------------------ scatter family
 
 
-class _Ctx1d(Ctx):
-    """The lowering context of a 0-d scatter, run as a scatter into a 1-element 1-d buffer."""
+class SizedCtx(Ctx):
+    """The FX node's lowering context with another output size: for helper buffers (a 0-d
+    scatter runs into a 1-element 1-d buffer; embedding_bag's mean counts per bag)."""
+
+    def __init__(self, ctx, size):
+        super().__init__(ctx.graph, ctx.node)
+        self._size = [sympy.sympify(s) for s in size]
 
     @property
     def size(self):
-        return [sympy.Integer(1)]
+        return list(self._size)
 
 
 def _as_1d(t):
@@ -135,7 +140,7 @@ def _scatter(ctx, x, dim, index, src, mode, include_self=True):
         raise NotLowerable("index must be an integer tensor")
     if n == 0:
         # ATen treats 0-d self/index/src as 1-d of size 1 (the index must still be 0)
-        out = _scatter(_Ctx1d(ctx.graph, ctx.node), _as_1d(x), 0, _as_1d(index), _as_1d(src), mode, include_self)
+        out = _scatter(SizedCtx(ctx, [1]), _as_1d(x), 0, _as_1d(index), _as_1d(src), mode, include_self)
         return ir.View(out, [], lambda idx: [sympy.Integer(0)])
     if len(index.get_size()) != n:
         raise NotLowerable("index rank differs from self's")

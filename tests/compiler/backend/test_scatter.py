@@ -234,3 +234,41 @@ def test_scatter_gets_its_own_kernel_between_producer_and_readers():
     assert (sb.name, sb.target.name) in sched.plan.allocs[k]
     text = ir.format_ir([sb])
     assert "Scatter(ranges=[6, 4], mode=sum" in text and f"in place of {sb.target.name}" in text
+
+
+# ------------------------------------------------------------------------------ embedding_bag
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_embedding_bag_lowered(codegen, mode):
+    """Bags of 2, 0 (empty: offsets repeat) and 3 positions, padding_idx, per-sample weights, 2-D
+    input (fixed-size bags) and bfloat16: each a scatter of the looked-up rows into their bag."""
+    w, idx, off = torch.randn(10, 4), torch.tensor([1, 2, 4, 5, 4, 3, 9, 0]), torch.tensor([0, 2, 2, 5])
+    F = torch.nn.functional
+    check(lambda w, i, o: (F.embedding_bag(i, w, o, mode=mode), F.embedding_bag(i, w, o, mode=mode, padding_idx=4),
+                           F.embedding_bag(i.reshape(2, 4), w, mode=mode)), [w, idx, off])
+    check(lambda w, i, o: F.embedding_bag(i, w, o, mode=mode), [w.bfloat16(), idx, off])
+    if mode == "sum":
+        check(lambda w, i, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p), [w, idx, off, torch.rand(8)])
+
+
+def test_embedding_bag_unsupported_falls_back(codegen):
+    w, idx = torch.randn(10, 4), torch.tensor([1, 2, 4, 5, 4, 3, 9, 0])
+    F = torch.nn.functional
+    check(lambda w, i, o: F.embedding_bag(i, w, o, mode="max"), [w, idx, torch.tensor([0, 2, 2, 5])], fallbacks=1)
+    check(lambda w, i, o: F.embedding_bag(i, w, o, include_last_offset=True), [w, idx, torch.tensor([0, 2, 5, 8])],
+          fallbacks=1)
+
+
+def test_embedding_bag_out_of_range_raises(codegen):
+    """An index past the table, or a first offset other than 0 (positions before it belong to no
+    bag): ATen raises, so must the compiled graph."""
+    F = torch.nn.functional
+    w = torch.randn(10, 4)
+    for idx, off in ((torch.tensor([1, 10, 3]), torch.tensor([0, 1])), (torch.tensor([1, 2, 3]), torch.tensor([1, 2]))):
+        fn = lambda w, i, o: F.embedding_bag(i, w, o)  # noqa: E731
+        with pytest.raises((RuntimeError, IndexError)):
+            fn(w, idx, off)
+        rt = compile_fn(fn, [w, idx, off])
+        assert fallback_count(rt) == 0
+        with pytest.raises(RuntimeError):
+            rt(w, idx, off)
