@@ -272,3 +272,23 @@ def test_embedding_bag_out_of_range_raises(codegen):
         assert fallback_count(rt) == 0
         with pytest.raises(RuntimeError):
             rt(w, idx, off)
+
+
+def test_dynamic_sizes_one_graph(codegen):
+    """Symbolic sizes: the source ranges, the scattered dim's bound and the strides are kernel
+    arguments; one compiled graph serves every size."""
+    def f(x, i, s, v, j):
+        return x.scatter_add(0, i, s), torch.index_put(x, (j,), v, accumulate=True)
+
+    def inputs(n):
+        return [torch.randn(n, 4), torch.randint(0, n, (n + 2, 4)), torch.randn(n + 2, 4), torch.randn(n + 1, 4),
+                torch.randint(-n, n, (n + 1,))]
+
+    rt = compile_fn(f, inputs(5), dynamic=True)
+    code = compiled_graph(rt).code
+    assert "size(0)" in code and fallback_count(rt) == 0
+    for n in (5, 3, 9):
+        args = inputs(n)
+        assert rt.check(args) == "", (n, rt.check(args))
+        assert_same(rt(*args), f(*args))
+    assert compiled_graph(rt).code is code
