@@ -318,7 +318,6 @@ class ComputedBuffer(Buffer):
         return self.head() + "\n" + _indent(body) + org
 
 
-
 #: how a Scatter combines its value with the element already at the destination: plain store
 #: (duplicates: any one of the values lands, as in ATen), or a reduction. "sum" is an atomic add
 #: in Triton and a serial read-modify-write loop in C++; prod/amax/amin have no Triton atomic
@@ -383,7 +382,8 @@ class ScatterBuffer(ComputedBuffer):
     def to_str(self):
         body = self.data.to_str(store=lambda dst: (self.name, None))
         org = f"\n    origins: {', '.join(sorted(self.origins))}" if self.origins else ""
-        return (f"{self.head()}  (in place of {self.target.name})\n" + _indent(body) + org)
+        return f"{self.head()}  (in place of {self.target.name})\n" + _indent(body) + org
+
 
 class ReinterpretView(IRNode):
     """A strided view of an existing buffer's storage (as_strided): zero-copy."""

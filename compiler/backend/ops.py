@@ -31,8 +31,8 @@ OPS_VOCABULARY: dict[str, str] = {
     "masked": "masked(mask, body, other) -> body() where mask else the constant `other`; body may load "
     "out-of-bounds where mask is false, so it must not be evaluated there",
     "indirect_indexing": "indirect_indexing(x, size, wrap_neg=True) -> a sympy symbol standing for the "
-    "integer value x (wrapped: negative values + size, unless wrap_neg is False as for scatter/gather, "
-    "where ATen rejects negative indices), usable in load and store indices; out-of-range values are "
+    "integer value x (wrapped: negative values + size, unless wrap_neg is False, as for scatter "
+    "indices, which ATen rejects when negative), usable in load and store indices; out-of-range values are "
     "an error the kernel reports (C++ status word; Triton: scatter stores are masked and flagged)",
     "where": "where(cond, a, b)",
     # unary math

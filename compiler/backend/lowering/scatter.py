@@ -11,8 +11,8 @@ the end) and are converted back afterwards.
 
 A bool mask index (x[mask] = v) with one value for every selected element becomes a Pointwise
 where(mask, v, x). What is not lowered (the ATen op runs, with the reason logged as a perf hint):
-bool masks with one value per selected element (data-dependent positions), accumulation on bool, prod/amax/amin through Triton (no atomic for
-them here) and small-integer atomics in Triton.
+bool masks with one value per selected element (data-dependent positions), accumulation on bool,
+prod/amax/amin through Triton (no atomic for them here) and small-integer atomics in Triton.
 """
 
 from __future__ import annotations

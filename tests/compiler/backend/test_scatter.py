@@ -95,7 +95,8 @@ def test_scatter_integer_and_zero_dim(codegen):
     index = torch.randint(0, 4, (5, 3))
     src = torch.randint(-5, 5, (5, 3))
     check(lambda x, i, s: x.scatter_add(0, i, s), [x, index, src])
-    check(lambda x, i, s: x.scatter_add(0, i, s), [torch.randn(()), torch.zeros((), dtype=torch.int64), torch.randn(())])
+    zero_dim = [torch.randn(()), torch.zeros((), dtype=torch.int64), torch.randn(())]
+    check(lambda x, i, s: x.scatter_add(0, i, s), zero_dim)
 
 
 def test_scatter_add_bfloat16(codegen):
@@ -191,10 +192,9 @@ def test_out_of_range_index_raises(codegen, case):
     """ATen raises; the compiled graph must raise too (C++: status word; Triton: masked store and
     status word), never return a result."""
     x = torch.randn(5, 3)
-    if case == "scatter_add":
-        fn, args = (lambda x, i: x.scatter_add(0, i, torch.ones_like(x[:2]))), [x, torch.tensor([[0, 1, 5], [0, 0, 0]])]
-    elif case == "scatter_negative":     # scatter does not wrap negative indices
-        fn, args = (lambda x, i: x.scatter_add(0, i, torch.ones_like(x[:2]))), [x, torch.tensor([[0, 1, -1], [0, 0, 0]])]
+    if case != "index_put":               # scatter does not wrap negative indices
+        bad = 5 if case == "scatter_add" else -1
+        fn, args = (lambda x, i: x.scatter_add(0, i, torch.ones_like(x[:2]))), [x, torch.tensor([[0, 1, bad], [0, 0, 0]])]
     else:
         fn, args = (lambda x, i: torch.index_put(x, (i,), torch.ones(3), accumulate=True)), [x, torch.tensor([1, -6])]
     with pytest.raises((RuntimeError, IndexError)):
@@ -248,7 +248,8 @@ def test_embedding_bag_lowered(codegen, mode):
                            F.embedding_bag(i.reshape(2, 4), w, mode=mode)), [w, idx, off])
     check(lambda w, i, o: F.embedding_bag(i, w, o, mode=mode), [w.bfloat16(), idx, off])
     if mode == "sum":
-        check(lambda w, i, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p), [w, idx, off, torch.rand(8)])
+        check(lambda w, i, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p),
+              [w, idx, off, torch.rand(8)])
 
 
 def test_embedding_bag_unsupported_falls_back(codegen):
