@@ -145,15 +145,7 @@ def _scatter(ctx, x, dim, index, src, mode, include_self=True):
     if len(index.get_size()) != n:
         raise NotLowerable("index rank differs from self's")
     dim = dim + n if dim < 0 else dim
-    ranges = index.get_size()
-    if mode == "mean":
-        return _scatter_mean(ctx, x, dim, index, src, include_self)
-    acc = _acc_dtype(ctx, mode)
-    out = _init_buffer(ctx, x, acc)
-    if _static_empty(ranges):
-        return _finish(ctx, out, acc)
-    il = index.make_loader()
-    size_d = size[dim]
+    il, size_d = index.make_loader(), size[dim]
 
     def indexer(i):
         dst = list(i)
@@ -161,42 +153,35 @@ def _scatter(ctx, x, dim, index, src, mode, include_self=True):
         dst[dim] = ops.indirect_indexing(il(i), size_d, wrap_neg=False)
         return dst
 
+    return _reduce_into(ctx, x, index.get_size(), indexer, src, mode, include_self, [index])
+
+
+def _reduce_into(ctx, x, ranges, indexer, src, mode, include_self, index_sources):
+    """A copy of x with out[indexer(i)] <mode>= src[i] for every i in ranges (src: a tensor read
+    at i, it may be larger than ranges, or a scalar). include_self=False first stores the mode's
+    identity at every destination. mean is ATen's: the sum divided by the number of values that
+    went into each position (self counts when included; count 0 -> 1 keeps unscattered
+    positions); integers divide with floor."""
+    step = "sum" if mode == "mean" else mode
+    acc = _acc_dtype(ctx, step)
+    out = _init_buffer(ctx, x, acc)
+    if _static_empty(ranges):
+        return _finish(ctx, out, acc)
     if not include_self:
         ident = _identity(mode, acc)
-        out = _apply(ctx, out, ranges, lambda i: ops.constant(ident, acc), indexer, "store", [index])
+        out = _apply(ctx, out, ranges, lambda i: ops.constant(ident, acc), indexer, "store", index_sources)
     if isinstance(src, ir.IRNode):
-        sl = broadcast_loader(src, ranges)   # src may be larger than index: read at index's points
+        sl = broadcast_loader(src, ranges)
         value = (lambda i: sl(i)) if src.get_dtype() == acc else (lambda i: ops.to_dtype(sl(i), acc))
-        sources = [index, src]
+        sources = index_sources + [src]
     else:
-        value = value_loader(src, ranges, acc)
-        sources = [index]
-    return _finish(ctx, _apply(ctx, out, ranges, value, indexer, mode, sources), acc)
-
-
-def _scatter_mean(ctx, x, dim, index, src, include_self):
-    """ATen's mean: the sum (self included or not) divided by the count of values that went into
-    each position (count 0 -> 1 keeps unscattered positions); integers divide with floor."""
-    acc = _acc_dtype(ctx, "sum")
-    size, ranges = x.get_size(), index.get_size()
-    il = index.make_loader()
-
-    def indexer(i):
-        dst = list(i)
-        dst[dim] = ops.indirect_indexing(il(i), size[dim], wrap_neg=False)
-        return dst
-
-    total = _init_buffer(ctx, x, acc)
+        value, sources = value_loader(src, ranges, acc), index_sources
+    out = _apply(ctx, out, ranges, value, indexer, step, sources)
+    if mode != "mean":
+        return _finish(ctx, out, acc)
     count = _init_buffer(ctx, None, acc, fill=1 if include_self else 0)
-    if _static_empty(ranges):
-        return _finish(ctx, total, acc)
-    if not include_self:
-        total = _apply(ctx, total, ranges, lambda i: ops.constant(0, acc), indexer, "store", [index])
-    sl = broadcast_loader(src, ranges)
-    value = (lambda i: sl(i)) if src.get_dtype() == acc else (lambda i: ops.to_dtype(sl(i), acc))
-    total = _apply(ctx, total, ranges, value, indexer, "sum", [index, src])
-    count = _apply(ctx, count, ranges, lambda i: ops.constant(1, acc), indexer, "sum", [index])
-    tl, cl = total.make_loader(), count.make_loader()
+    count = _apply(ctx, count, ranges, lambda i: ops.constant(1, acc), indexer, "sum", index_sources)
+    tl, cl = out.make_loader(), count.make_loader()
     div = ops.truediv if acc.is_floating_point else ops.floordiv
 
     def fn(idx):
@@ -225,15 +210,41 @@ def scatter_add(ctx, x, dim, index, src):
     return _scatter(ctx, x, dim, index, src, "sum")
 
 
-@register_lowering(aten.scatter_reduce.two)
-def scatter_reduce(ctx, x, dim, index, src, reduce, include_self=True):
+def _reduce_mode(ctx, reduce) -> str:
     if reduce == "mean":
         if not ctx.dtype.is_floating_point and _uses_triton(ctx.device):
             raise NotLowerable("integer scatter mean (floor division) through Triton")
-        return _scatter(ctx, x, dim, index, src, "mean", include_self)
+        return "mean"
     if reduce not in _REDUCE_MODES:
-        raise NotLowerable(f"scatter_reduce {reduce!r}")
-    return _scatter(ctx, x, dim, index, src, _REDUCE_MODES[reduce], include_self)
+        raise NotLowerable(f"reduce {reduce!r}")
+    return _REDUCE_MODES[reduce]
+
+
+@register_lowering(aten.scatter_reduce.two)
+def scatter_reduce(ctx, x, dim, index, src, reduce, include_self=True):
+    return _scatter(ctx, x, dim, index, src, _reduce_mode(ctx, reduce), include_self)
+
+
+@register_lowering(aten.index_reduce.default)
+def index_reduce(ctx, x, dim, index, source, reduce, include_self=True):
+    """out[.., index[j], ..] <reduce>= source[.., j, ..] along dim (index 1-D, no wrapping)."""
+    size = x.get_size()
+    n = len(size)
+    if n == 0:      # as a 1-element 1-d one, like ATen
+        out = index_reduce(SizedCtx(ctx, [1]), _as_1d(x), 0, _as_1d(index), _as_1d(source), reduce, include_self)
+        return ir.View(out, [], lambda idx: [sympy.Integer(0)])
+    if len(index.get_size()) != 1 or index.get_dtype() not in (torch.int64, torch.int32):
+        raise NotLowerable("index_reduce with an index that is not a 1-D integer tensor")
+    dim = dim + n if dim < 0 else dim
+    mode = _reduce_mode(ctx, reduce)
+    il, size_d = index.make_loader(), size[dim]
+
+    def indexer(i):
+        dst = list(i)
+        dst[dim] = ops.indirect_indexing(il([i[dim]]), size_d, wrap_neg=False)
+        return dst
+
+    return _reduce_into(ctx, x, source.get_size(), indexer, source, mode, include_self, [index])
 
 
 # ------------------------------------------------------------------------------ index_put

@@ -90,6 +90,26 @@ def test_scatter_reduce_other_modes(codegen, reduce):
           [x, index, src], fallbacks=0 if codegen == "cpp" else 2)
 
 
+@pytest.mark.parametrize("reduce", ["mean", "prod", "amax", "amin"])
+def test_index_reduce(codegen, reduce):
+    """index_reduce along dim 1, duplicates, self included or not; C++ lowers every mode, Triton
+    only mean (sum and count: atomic adds)."""
+    x = torch.randn(3, 5)
+    index = torch.tensor([4, 0, 4, 2])
+    src = torch.randn(3, 4)
+    check(lambda x, i, s: (x.index_reduce(1, i, s, reduce), x.index_reduce(1, i, s, reduce, include_self=False)),
+          [x, index, src], fallbacks=0 if codegen == "cpp" or reduce == "mean" else 2)
+
+
+def test_integer_mean_floors_on_cpp():
+    """Integer means divide with floor (ATen's rule); Triton leaves them to ATen."""
+    x = torch.randint(-9, 9, (4, 3))
+    index = torch.randint(0, 4, (6, 3))
+    src = torch.randint(-9, 9, (6, 3))
+    with config.patch(**{"backend.cpu_codegen": "cpp"}):
+        check(lambda x, i, s: (x.scatter_reduce(0, i, s, "mean"), x.scatter_reduce(0, i, s, "mean", include_self=False)),
+              [x, index, src])
+
 def test_scatter_integer_and_zero_dim(codegen):
     x = torch.randint(-5, 5, (4, 3))
     index = torch.randint(0, 4, (5, 3))
