@@ -1,5 +1,6 @@
-"""The scatter family: scatter (src / value), scatter_add, scatter_reduce, index_put (and what the
-aot stage turns index_add, index_copy and index_fill into: index_put).
+"""The scatter family: scatter (src / value), scatter_add, scatter_reduce, index_reduce, index_put
+(and what the aot stage turns index_add, index_copy and index_fill into: index_put).
+embedding_bag builds on the same pieces (lowering/embedding_bag.py).
 
 Each op becomes two buffers: a ComputedBuffer holding the initial values (a copy of `self`), and
 an ir.ScatterBuffer that loops over the *source* iteration space (the index tensor's shape, or the
@@ -32,7 +33,8 @@ log = logs.get_logger(__name__)
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 #: dtypes tl.atomic_add handles (after the float16/bfloat16 upcast)
 _TRITON_ATOMIC = (torch.float32, torch.float64, torch.int32, torch.int64)
-#: scatter_reduce's names -> ir.SCATTER_MODES ("mean" is a sum and a count, see _scatter_mean)
+#: scatter_reduce's / index_reduce's names -> ir.SCATTER_MODES ("mean" is a sum and a count, see
+#: _reduce_into)
 _REDUCE_MODES = {"sum": "sum", "prod": "prod", "amax": "amax", "amin": "amin", "add": "sum", "multiply": "prod"}
 
 
