@@ -345,3 +345,39 @@ def _index_put_mask(ctx, x, indices, values, accumulate):
     log.debug("index_put_mask_lowered", node=ctx.node.name, accumulate=bool(accumulate))
     return ir.Pointwise(ctx.size, fn, dtype, ctx.device, origins=ctx.origins | inlined_origins(x, mask, values),
                         cost=x.op_count() + mask.op_count() + values.op_count() + 2)
+
+
+def _unflatten(flat, size) -> list:
+    """Row-major coordinates of the flat position `flat` in a tensor of `size`."""
+    strides = ir.contiguous_strides(size)
+    return [ir.ModularIndexing(flat, st, sz) if not same(sz, 1) else sympy.Integer(0)
+            for st, sz in zip(strides, size)]
+
+
+@register_lowering(aten.put.default)
+def put(ctx, x, index, source, accumulate=False):
+    """self.flatten()[index] = source (or +=), source read in index's row-major order; negative
+    positions wrap like ATen's."""
+    if index.get_dtype() not in (torch.int64, torch.int32):
+        raise NotLowerable("put with a non-integer index")
+    size, ranges = x.get_size(), index.get_size()
+    if not same(ir.product(ranges), ir.product(source.get_size())):
+        raise NotLowerable("put with index and source of different sizes")
+    mode = "sum" if accumulate else "store"
+    acc = _acc_dtype(ctx, mode)
+    out = _init_buffer(ctx, x, acc)
+    if _static_empty(ranges):
+        return _finish(ctx, out, acc)
+    il, sl = index.make_loader(), source.make_loader()
+    numel = ir.product(size)
+    ssize = source.get_size()
+
+    def indexer(i):
+        return _unflatten(ops.indirect_indexing(il(i), numel), size)
+
+    def value(i):
+        flat = sum((v * st for v, st in zip(i, ir.contiguous_strides(ranges))), sympy.Integer(0))
+        v = sl(_unflatten(flat, ssize) if [str(s) for s in ssize] != [str(r) for r in ranges] else i)
+        return ops.to_dtype(v, acc) if source.get_dtype() != acc else v
+
+    return _finish(ctx, _apply(ctx, out, ranges, value, indexer, mode, [index, source]), acc)

@@ -169,6 +169,16 @@ def test_index_add_and_index_copy(codegen):
                            x.index_fill(0, i[1:2], -2.0)), [x, index, src])
 
 
+def test_put(codegen):
+    """put: flat positions in self's row-major order (negative ones wrap), source read in the
+    index's row-major order (any shape of the same size), 0-d self and a transposed self."""
+    x = torch.randn(3, 4)
+    acc_idx = torch.tensor([[0, -1, 5], [5, 11, 2]])      # duplicates: accumulate only
+    uniq_idx = torch.tensor([[0, -1, 5], [6, 10, 2]])
+    check(lambda x, i, j, s: (x.put(i, s, accumulate=True), x.put(j, s), x.put(j, s.reshape(6), accumulate=True),
+                              x.t().put(j[0], s[1])), [x, acc_idx, uniq_idx, torch.randn(2, 3)])
+    check(lambda x, i, s: (x.put(i, s), x.put(i, s, accumulate=True)), [torch.randn(()), torch.tensor(0), torch.randn(1)])
+
 def test_index_put_accumulate_bfloat16(codegen):
     x = torch.randn(6, 3).bfloat16()
     index = torch.tensor([1, 1, 4])
