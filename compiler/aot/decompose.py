@@ -49,8 +49,8 @@ EXTRA = _ops("_softmax", "_log_softmax", "native_layer_norm", "gelu", "native_gr
 # (not: the *_scatter decompositions write into a view with copy_, which the traced graph keeps
 # as an in-place op; fmin/fmax/round/special functions decompose into prims we do not lower;
 # bucketize's reference decomposition has data-dependent sizes, which would make aot tracing of the
-# whole graph fail; max_pool2d_with_indices_backward's unrolls into a huge graph; index_fill's
-# becomes index_put, which has no lowering)
+# whole graph fail; max_pool2d_with_indices_backward's unrolls into a huge graph. index_put,
+# which index_add/index_copy/index_fill become, is lowered: compiler/backend/lowering/scatter.py)
 
 #: never decomposed: called as extern kernels (or kept as one op we lower ourselves)
 KEEP_WHOLE = _ops("mm", "bmm", "addmm", "baddbmm", "convolution",

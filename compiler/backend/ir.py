@@ -345,6 +345,8 @@ class ComputedBuffer(Buffer):
                     self.data.inner_fn(self.data.index_vars(), self.data.reduction_vars())
                 else:
                     self.data.inner_fn(self.data.index_vars())
+                # a scatter's destination index loads too (its index tensor): same bookkeeping
+                self._store_expr = self.store_index(self.data.index_vars())
             self._reads = h.loads
             self.index_exprs = h.exprs
             self.indirect_symbols = h.indirect_symbols
@@ -359,7 +361,7 @@ class ComputedBuffer(Buffer):
         self.read_deps()
         exprs = list(self.data.ranges) + list(getattr(self.data, "reduction_ranges", []))
         exprs += [e for _, e in self._reads] + list(self.index_exprs)
-        exprs.append(self.store_index(self.data.index_vars()))
+        exprs.append(self._store_expr)
         own = set(self.node_vars()) | set(self.indirect_symbols)
         out = set()
         for e in exprs:
@@ -373,6 +375,73 @@ class ComputedBuffer(Buffer):
         body = self.data.to_str(store=lambda vs: (self.name, self.store_index(vs)))
         org = f"\n    origins: {', '.join(sorted(self.origins))}" if self.origins else ""
         return self.head() + "\n" + _indent(body) + org
+
+
+#: how a Scatter combines its value with the element already at the destination: plain store
+#: (duplicates: any one of the values lands, as in ATen), or a reduction. "sum" is an atomic add
+#: in Triton and a serial read-modify-write loop in C++; prod/amax/amin have no Triton atomic
+#: here, so their lowerings run only through C++ (the lowering decides, see lowering/scatter.py).
+SCATTER_MODES = ("store", "sum", "prod", "amax", "amin")
+
+
+class Scatter(Pointwise):
+    """for i in ranges: out[output_indexer(i)] = combine(out[...], inner_fn(i)) by scatter_mode.
+
+    `ranges` is the *source* iteration space (the index tensor's, or the indexed shape of
+    index_put), not the output's. output_indexer(i) returns the destination coordinates in the
+    output (sympy; the scattered dimensions come from ops.indirect_indexing of a loaded index).
+    Several points may hit one destination, so a Scatter never fuses with anything (see
+    ScatterBuffer)."""
+
+    def __init__(self, ranges, inner_fn, output_indexer, scatter_mode, dtype, device, origins=(), cost=1):
+        super().__init__(ranges, inner_fn, dtype, device, origins, cost)
+        assert scatter_mode in SCATTER_MODES, scatter_mode
+        self.output_indexer = output_indexer
+        self.scatter_mode = scatter_mode
+
+    def make_loader(self):
+        raise RuntimeError("a Scatter is read through its ScatterBuffer, never inlined")
+
+    def to_str(self, store: Optional[tuple] = None) -> str:
+        vs = self.index_vars()
+        h = PrintHandler()
+        with set_ops_handler(h):
+            value = self.inner_fn(vs)
+            dst = self.output_indexer(vs)
+            target = store(dst)[0] if store else "out"
+            h.lines.append(f"ops.scatter_{self.scatter_mode}({target}[{', '.join(map(str, dst))}], {value})")
+        head = (f"Scatter(ranges={_fmt_list(self.ranges)}, mode={self.scatter_mode}, dtype={_dt(self.dtype)}, "
+                f"device={self.device})")
+        return head + "\n" + _indent(f"def inner_fn({', '.join(map(str, vs))}):\n" + _indent("\n".join(h.lines)))
+
+
+class ScatterBuffer(ComputedBuffer):
+    """A Scatter applied in place to `target`, a ComputedBuffer holding the initial values (a copy
+    of the op's `self`, or zeros): this buffer *is* target's storage after the scatter.
+
+    Why a second name for one storage: readers of the result read this name, so every ordering
+    the scheduler derives from reads puts them after the scatter, and the scatter (which reads
+    `target`) after target's producer. The memory planner hands this buffer target's storage
+    (target dies here: the lowering creates it for this scatter alone). The scheduler gives a
+    ScatterBuffer a kernel of its own: a consumer fused into it would read an element before
+    every write to it had landed (other points, other Triton programs)."""
+
+    def __init__(self, name, target: ComputedBuffer, data: Scatter, origins=()):
+        super().__init__(name, target.layout, data, origins)
+        self.target = target
+
+    def store_index(self, idx):
+        """Flat destination index of source point idx: calls ops.indirect_indexing, so only
+        under an ops handler (the code generators emit the index loads and bounds checks)."""
+        return self.layout.index(self.data.output_indexer(idx))
+
+    def reads(self):
+        return list(dict.fromkeys([self.target.name] + [n for n, _ in self.read_deps()]))
+
+    def to_str(self):
+        body = self.data.to_str(store=lambda dst: (self.name, None))
+        org = f"\n    origins: {', '.join(sorted(self.origins))}" if self.origins else ""
+        return f"{self.head()}  (in place of {self.target.name})\n" + _indent(body) + org
 
 
 class ReinterpretView(IRNode):

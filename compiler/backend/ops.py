@@ -30,8 +30,10 @@ OPS_VOCABULARY: dict[str, str] = {
     "to_dtype": "to_dtype(x, dtype) -> conversion (C/torch semantics, float->int truncates)",
     "masked": "masked(mask, body, other) -> body() where mask else the constant `other`; body may load "
     "out-of-bounds where mask is false, so it must not be evaluated there",
-    "indirect_indexing": "indirect_indexing(x, size) -> a sympy symbol standing for the integer "
-    "value x (wrapped: negative values + size), usable in load indices",
+    "indirect_indexing": "indirect_indexing(x, size, wrap_neg=True) -> a sympy symbol standing for the "
+    "integer value x (wrapped: negative values + size, unless wrap_neg is False, as for scatter "
+    "indices, which ATen rejects when negative), usable in load and store indices; out-of-range values are "
+    "an error the kernel reports (C++ status word; Triton: scatter stores are masked and flagged)",
     "where": "where(cond, a, b)",
     # unary math
     **{n: f"{n}(x)" for n in (
@@ -117,7 +119,8 @@ class PrintHandler(OpsHandler):
                 return self._emit(f"ops.masked({mask}, {inner}, {other!r})")
             if name == "indirect_indexing":
                 sym = sympy.Symbol(f"ind{next(self._n)}", integer=True)
-                self.lines.append(f"{sym} = ops.indirect_indexing({args[0]}, {args[1]})")
+                wrap = "" if kwargs.get("wrap_neg", True) else ", wrap_neg=False"
+                self.lines.append(f"{sym} = ops.indirect_indexing({args[0]}, {args[1]}{wrap})")
                 return sym
             if name == "store":
                 self.lines.append(f"ops.store({args[0]}, {args[1]}, {args[2]})")

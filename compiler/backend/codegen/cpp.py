@@ -195,8 +195,10 @@ class CppCodegen(KernelCodegen):
         rs = [ir.index_var("r", i) for i in range(len(group.reduction_ranges))]
         body: list[str] = []
         from compiler.backend.codegen import cpp_column, cpp_dims
-        column = cpp_column.eligible(group)
-        merged = None if column else cpp_dims.merge_plan(group)
+        # a scatter kernel runs its loops serially (why: see _scatter) and as they are
+        scatter = any(isinstance(n, ir.ScatterBuffer) for n in group.nodes)
+        column = not scatter and cpp_column.eligible(group)
+        merged = None if column or scatter else cpp_dims.merge_plan(group)
         with ir.set_ops_handler(k.handler):
             if column:
                 loop_lines = cpp_column.loops(self, k, group, xs, rs)
@@ -213,7 +215,7 @@ class CppCodegen(KernelCodegen):
                     if k.row.cached:
                         log.debug("cpp_row_cache", kernel=group.name, values=sorted(k.row.cached))
                     body = next_row_prefetch(group, xs, rs, k.row.first_loop_loads, self.parallel_threshold) + body
-                loop_lines = self._loops(group, xs, body)
+                loop_lines = self._loops(group, xs, body, serial=scatter)
         params, call_args = self._params(group)
         header = provenance_comment(group.provenance, prefix="// ")
         lines = [f"// {group.name}: ranges={group.ranges} reduction_ranges={group.reduction_ranges}"]
@@ -257,10 +259,19 @@ class CppCodegen(KernelCodegen):
                 raise CodegenUnsupported(f"dtype {group.layouts[name].dtype} of {name}")
         return params, call_args
 
-    def _loops(self, group, xs, body, ranges=None):
+    def _loops(self, group, xs, body, ranges=None, serial=False):
         ranges = list(group.ranges) if ranges is None else ranges
         out = []
         depth = 1
+        if serial:
+            for x, size in zip(xs, ranges):
+                out.append("    " * depth + f"for (int64_t {x} = 0; {x} < {cpp_index(size)}; {x}++) {{")
+                depth += 1
+            out += ["    " * depth + line for line in body]
+            for _ in xs:
+                depth -= 1
+                out.append("    " * depth + "}")
+            return out
         work = ir.product(group.ranges) * ir.product(group.reduction_ranges)
         cond = f"if({cpp_index(work)} >= {self.parallel_threshold})"
         n = len(xs)
@@ -298,6 +309,11 @@ class CppCodegen(KernelCodegen):
 
         for node in group.nodes:
             kind = group.kinds[node.name]
+            if isinstance(node, ir.ScatterBuffer):
+                k.code = []
+                self._scatter(k, node, xs)
+                body.extend(k.code)
+                continue
             if kind == ir.NODE_OUTER:
                 reads = set(node.reads())
                 if reads & set(n.name for n in block):
@@ -314,6 +330,28 @@ class CppCodegen(KernelCodegen):
             if kind == ir.NODE_REDUCTION:
                 block_reductions.add(node.name)
         flush()
+
+
+    #: how a scatter combines the element already there (a) with the new value (b)
+    _COMBINE = {"sum": "({a} + {b})", "prod": "({a} * {b})", "amax": "tt_max({a}, {b})", "amin": "tt_min({a}, {b})"}
+
+    def _scatter(self, k: CppKernel, node, xs):
+        """out[dst(i)] = v or combine(out[dst(i)], v). The loops run serially (no OpenMP): points
+        sharing a destination then combine in source order, as ATen's CPU kernels do, so float
+        sums are deterministic and no atomics are needed. An index out of range sets the status
+        word (the wrapper raises) and writes element 0 of this temporary instead."""
+        value = node.data.inner_fn(xs)
+        index = cpp_index(node.store_index(xs))
+        name, mode = node.name, node.data.scatter_mode
+        if mode == "store":
+            k.code.append(f"{name}[{index}] = {k.convert_for_store(name, value)};")
+            return
+        dt = node.layout.dtype
+        if dt in (torch.float16, torch.bfloat16):   # the lowering accumulates these in float32
+            raise CodegenUnsupported(f"accumulating scatter into {dt}")
+        old = k.emit(f"{name}[{index}]", dt)
+        k.code.append(f"{name}[{index}] = {k.convert_for_store(name, self._COMBINE[mode].format(a=old, b=value))};")
+        k._forget_loads(name)
 
 
 def cpp_module_prelude(kernels: list[GeneratedKernel]) -> str:

@@ -75,6 +75,10 @@ static inline int64_t tt_index(int64_t v, int64_t size, int* status) {
   if (v < 0 || v >= size) { __atomic_store_n(status, 2, __ATOMIC_RELAXED); return 0; }  // torch raises here
   return v;
 }
+static inline int64_t tt_index_nowrap(int64_t v, int64_t size, int* status) {  // scatter/gather: no wrap
+  if (v < 0 || v >= size) { __atomic_store_n(status, 2, __ATOMIC_RELAXED); return 0; }
+  return v;
+}
 template <typename T> static inline T tt_sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
 template <typename T> static inline T tt_relu(T x) { return (x != x || x > T(0)) ? x : T(0); }
 template <typename T> static inline bool tt_isnan(T x) { if constexpr (std::is_floating_point<T>::value) return std::isnan(x); else return false; }
@@ -250,8 +254,9 @@ class CppOpsHandler(ir.OpsHandler):
     def masked(self, mask, body, other):
         return self.kernel.masked(mask, body, other)
 
-    def indirect_indexing(self, x, size):
-        v = self._emit(f"tt_index(static_cast<int64_t>({x}), {cpp_index(size)}, &tt_status)", torch.int64)
+    def indirect_indexing(self, x, size, wrap_neg=True):
+        fn = "tt_index" if wrap_neg else "tt_index_nowrap"
+        v = self._emit(f"{fn}(static_cast<int64_t>({x}), {cpp_index(size)}, &tt_status)", torch.int64)
         return sympy.Symbol(v.name, integer=True)
 
     def __getattr__(self, name):

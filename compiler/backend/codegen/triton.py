@@ -24,7 +24,7 @@ import torch
 from compiler.backend import ir
 from compiler.backend.codegen.common import (CodegenUnsupported, GeneratedKernel, KernelCodegen,
                                              provenance_comment)
-from compiler.backend.codegen import triton_online
+from compiler.backend.codegen import triton_online, triton_scatter
 from compiler.backend.codegen.triton_kernel import (R, X, TritonKernelBuilder, _is_int, _opt,
                                                     _print)
 from compiler.backend.codegen.triton_ops import TVar, compute_dtype, tl_type
@@ -83,7 +83,9 @@ class TritonCodegen(KernelCodegen):
 
     def _pointwise(self, k):
         for node in k.group.nodes:
-            if k.group.kinds[node.name] == ir.NODE_REDUCTION:
+            if isinstance(node, ir.ScatterBuffer):     # alone in its kernel (scheduler/fusion.py)
+                triton_scatter.emit_scatter(k, node)
+            elif k.group.kinds[node.name] == ir.NODE_REDUCTION:
                 self._single_element_reduction(k, node)
             else:
                 self._outer(k, node, frozenset({X}))

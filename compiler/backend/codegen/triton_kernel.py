@@ -55,6 +55,7 @@ class TritonKernelBuilder:
         self.masks: list[TVar] = []         # masks of enclosing ops.masked bodies
         self.in_rloop = False
         self.indirect: dict[str, frozenset] = {}
+        self.bounds_checks: list | None = None    # set while a scatter is emitted (triton_scatter.py)
         self.defined_runs: set = set()
         self.produced = {n.name: n for n in group.nodes}
         self.handler = TritonOpsHandler(self)

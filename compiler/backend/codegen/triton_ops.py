@@ -161,9 +161,23 @@ class TritonOpsHandler(ir.OpsHandler):
     def masked(self, mask, body, other):
         return self.kernel.masked(mask, body, other)
 
-    def indirect_indexing(self, x, size):
+    def indirect_indexing(self, x, size, wrap_neg=True):
         size_s = self.kernel.render_plain(size)
-        v = self._emit(f"tl.where({x} < 0, {x} + {size_s}, {x})", x.dtype, _dims(x))
+        if wrap_neg:
+            v = self._emit(f"tl.where({x} < 0, {x} + {size_s}, {x})", x.dtype, _dims(x))
+        else:
+            v = x
+        checks = self.kernel.bounds_checks
+        if checks is not None:
+            # a scatter kernel (triton_scatter.py): an index out of range must neither read nor
+            # write out of bounds; it reads element 0 instead and the kernel flags the error
+            inside = f"(({v} >= 0) & ({v} < {size_s}))"
+            ok = self._emit(inside, torch.bool, _dims(v))
+            v = self._emit(f"tl.where({ok}, {v}, 0)", v.dtype, _dims(v))
+            if self.kernel.masks:   # inside ops.masked: lanes masked off hold no index to check
+                ok = self._emit(f"({ok} | ~({' & '.join(m.name for m in self.kernel.masks)}))", torch.bool,
+                                _dims(ok, *self.kernel.masks))
+            checks.append(ok)
         return self.kernel.indirect_symbol(v)
 
     # math ----------------------------------------------------------------------------------

@@ -201,7 +201,9 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
             body.append(f"# {s.name}: {prov}" if prov else f"# {s.name}")
             for name, src in sched.plan.allocs.get(i, []):
                 L = s.layouts[name]
-                if src is not None and src in s.inputs:
+                if src is not None and src in s.inputs and _scatters_into(s, name, src):
+                    body.append(f"{name} = {src}  # in-place: {s.name} scatters into {src}")
+                elif src is not None and src in s.inputs:
                     body.append(f"{name} = {src}  # in-place: {s.name} reads {src} only where it writes {name}")
                 elif src is not None:
                     body.append(f"{name} = {src}; del {src}  # reuse")
@@ -235,6 +237,10 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
     lines = lines_top + ["def call(args):"] + ["    " + b if b else "" for b in body]
     lines += ["", "", _main_block(graph, example_inputs)]
     return "\n".join(lines) + "\n"
+
+
+def _scatters_into(group, name, src) -> bool:
+    return any(isinstance(n, ir.ScatterBuffer) and n.name == name and n.target.name == src for n in group.nodes)
 
 
 def _reused_later(plan, name, step) -> bool:

@@ -1,10 +1,12 @@
 """Lowering: aten ops of the post-aot FX graph -> the loop-level IR (compiler/backend/ir.py).
 
 Split by op family: pointwise.py, views.py, reductions.py, misc.py (factories, cat, pad,
-indexing), extern.py (ops kept whole + the ATen fallback). graph.py walks the FX graph.
+indexing), scatter.py (scatter / index_put, in place into a copy of self), extern.py (ops kept
+whole + the ATen fallback). graph.py walks the FX graph.
 """
 
 from compiler.backend.lowering import extern, misc, pointwise, pooling, reductions, scan, search, sort, special, views  # noqa: F401
+from compiler.backend.lowering import embedding_bag, scatter  # noqa: F401
 from compiler.backend.lowering import special_extra, special_polynomials  # noqa: F401
 from compiler.backend.lowering.graph import GraphFallback, GraphLowering, user_location
 from compiler.backend.lowering.registry import LOWERINGS, NotLowerable, register_lowering

@@ -11,6 +11,9 @@ Legality (so a code generator can evaluate a group's nodes in order at each iter
   over `ranges + reduction_ranges` ("inner") or `ranges` ("outer"); a Reduction must match both;
 - every load of a buffer produced in the group reads the element stored at the same iteration
   point (same index after renaming loop variables), and not through an indirect index.
+- an ir.ScatterBuffer runs in a kernel of its own ("closed" group): its writes go to positions
+  computed from loaded indices, so no other node may read its buffer in the same kernel (an
+  element could be read before every write to it has landed), and it joins no group.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class Group:
             self.ranges, self.rranges = list(d.ranges), []
             self.kinds = {node.name: ir.NODE_OUTER}
         self.device = d.device
+        self.closed = isinstance(node, ir.ScatterBuffer)   # nothing joins a scatter's kernel
 
     def names(self):
         return {n.name for n in self.nodes}
@@ -151,12 +155,15 @@ def fuse(steps_in: list, readers_of) -> list:
             continue
         reads = set(buf.reads())
         chosen = None
-        if enabled:
+        if isinstance(buf, ir.ScatterBuffer):
+            decide(buf.name, [], False, f"a scatter (in place of {buf.target.name}) runs in a kernel of its own",
+                   "scatter")
+        elif enabled:
             producers = [where[r] for r in reads if r in where]
-            vertical = [s for s in dict.fromkeys(producers) if isinstance(s, Group)]
+            vertical = [s for s in dict.fromkeys(producers) if isinstance(s, Group) and not s.closed]
             vertical.sort(key=lambda s: -steps.index(s))
             horizontal = [s for s in reversed(steps) if isinstance(s, Group) and s not in vertical
-                          and reads & _group_reads(s)][:6]
+                          and not s.closed and reads & _group_reads(s)][:6]
             for kind, cands in (("vertical", vertical), ("horizontal", horizontal)):
                 for g in cands:
                     names = [n.name for n in g.nodes]

@@ -93,7 +93,9 @@ def plan(steps: list, graph, graph_outs: set) -> Plan:
                     inplace += 1
                     log.debug("writeback_in_place", buffer=o, input=wb.dst, kernel=s.name, copy=wb.step)
                     continue
-                src = _inplace_candidate(s, o, i, last_use, poolable, taken)
+                src = _scatter_target(s, o, i, last_use, poolable)
+                if src is None:
+                    src = _inplace_candidate(s, o, i, last_use, poolable, taken)
                 if src is not None:
                     taken.add(src)
                     entries.append((o, src))
@@ -140,6 +142,8 @@ def _writebacks_in_place(steps, graph, graph_outs, input_buffers) -> dict:
             w = pending.get(o)
             if w is None or o in graph_outs or w.dst in graph_outs or last_use.get(w.dst, -1) > i:
                 continue
+            if isinstance(next(n for n in s.nodes if n.name == o), ir.ScatterBuffer):
+                continue      # a scatter writes into its own target's storage (_scatter_target)
             dst = input_buffers.get(w.dst)
             if dst is None or _key(dst.layout) != _key(s.layouts[o]):
                 continue
@@ -177,3 +181,18 @@ def _inplace_candidate(group: ir.KernelGroup, out: str, step: int, last_use, poo
         if _reads_only_at_store(group, out, name):
             return name
     return None
+
+
+def _scatter_target(group: ir.KernelGroup, out: str, step: int, last_use, poolable):
+    """A ScatterBuffer is its target's storage, written in place (ir.ScatterBuffer): the target
+    must die here. The lowering makes the target for this scatter alone, so anything else is a
+    scheduler bug; running the graph eagerly beats a wrong result."""
+    node = next(n for n in group.nodes if n.name == out)
+    if not isinstance(node, ir.ScatterBuffer):
+        return None
+    t = node.target.name
+    if t not in group.inputs or last_use.get(t) != step or not poolable(t):
+        raise RuntimeError(f"scatter {out} cannot take the storage of {t} in place (still read later or "
+                           f"not a temporary)")
+    log.debug("buffer_inplace", buffer=out, reuses=t, kernel=group.name, why="scatter")
+    return t
