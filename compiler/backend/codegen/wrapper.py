@@ -155,6 +155,9 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
     for p in preludes:
         if p:
             lines_top += [p, ""]
+    hints = size_hints(graph, example_inputs)
+    if hints:
+        lines_top += [f"size_hints = {hints!r}  # example sizes: for ahead-of-time kernel compilation", ""]
     for k in kernels.values():
         if k.define_code:
             lines_top += [k.define_code, ""]
@@ -232,6 +235,22 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
     lines = lines_top + ["def call(args):"] + ["    " + b if b else "" for b in body]
     lines += ["", "", _main_block(graph, example_inputs)]
     return "\n".join(lines) + "\n"
+
+
+def size_hints(graph, example_inputs) -> dict:
+    """size symbol name -> its value in the example inputs (empty when sizes are static or the
+    values cannot be read): the sizes the first call most likely has."""
+    binds = symbol_bindings(graph)
+    if not binds or not example_inputs:
+        return {}
+    ns = {name: ex for (name, _), ex in zip(graph.graph_inputs, example_inputs)}
+    out = {}
+    for sym, expr in binds.items():
+        try:
+            out[sym.name] = _example_value(eval(expr, {}, ns))    # "arg0_1.size(0)" or a name
+        except Exception:
+            continue
+    return out
 
 
 def _reused_later(plan, name, step) -> bool:
