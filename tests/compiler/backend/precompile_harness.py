@@ -259,6 +259,48 @@ def scenario_sizes():
             "small_ints": [list(s.types) for _, s in small], "pool_with_1": pool is None}
 
 
+class FakeCudaTensor:
+    """What the launcher reads of a CUDA tensor argument: data_ptr, dtype, device index."""
+
+    def __init__(self, t):
+        self.t, self.dtype = t, t.dtype
+        self.device = type("Device", (), {"index": 0, "type": "cuda"})()
+
+    def data_ptr(self):
+        return self.t.data_ptr()
+
+
+def scenario_launch():
+    """The CUDA launch path without a GPU: the first call compiles the explicit specialization
+    (waiting for the pool's compile of it) and calls Triton's launcher with the grid and every
+    argument in signature order; later calls take the plan's fast path with the same kernel."""
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(BASE, "triton_cache_launch")
+    calls = []
+    compile_kernel = TC.compile_kernel
+
+    def compile_and_record(kernel, spec, target):
+        ck = compile_kernel(kernel, spec, target)
+        ck._run = lambda *a: calls.append(a)     # Triton's launcher, recorded instead of run
+        return ck
+    TC.compile_kernel = compile_and_record
+    TC.current_device = lambda: 0
+    TC.current_target = lambda device=None: TARGET
+    TL.current_stream = lambda device: 1234
+    pool = TC.CompilePool(1, target=TARGET)
+    pw = launchers()[0]
+    hits = _listen()
+    TC.precompile(pw.precompile_items({}), target=TARGET, pool=pool)
+    x, y, o = (FakeCudaTensor(torch.empty(5000, dtype=dt)) for dt in (torch.float32, torch.bfloat16, torch.bfloat16))
+    pw(x, y, o)
+    pw(x, y, o)
+    pool.close()
+    ck = next(iter(pw.kernel.compiled.values()))
+    return {"hits": hits, "n_calls": len(calls), "kernels": len(pw.kernel.compiled),
+            "grid": [list(c[:4]) for c in calls],
+            "args": [[a if isinstance(a, int) else str(a.dtype) for a in c[9:]] for c in calls],
+            "packed_is_kernels": [c[5] is ck.packed_metadata for c in calls]}
+
+
 if __name__ == "__main__":
     result = globals()[f"scenario_{sys.argv[1]}"]()
     sys.stdout.write("\nRESULT " + json.dumps(result, default=str) + "\n")

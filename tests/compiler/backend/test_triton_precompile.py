@@ -96,3 +96,13 @@ def test_interpreter_path_never_precompiles():
         out = compiler.compile(f)(x)
     torch.testing.assert_close(out, f(x))
     assert TC.STATS == before and not TC._POOL
+
+
+def test_cuda_launch_path_compiles_explicitly_and_launches_directly():
+    r = run_scenario("launch")
+    assert r["hits"] == [True] and r["kernels"] == 1
+    assert r["n_calls"] == 2                            # first launch, then the plan's fast path
+    assert r["grid"] == [[5, 1, 1, 1234]] * 2           # cdiv(5000, 1024) programs, torch's stream
+    expected = ["torch.float32", "torch.bfloat16", "torch.bfloat16", 5000, 1024]
+    assert r["args"] == [expected, expected]            # signature order, constexpr XBLOCK included
+    assert r["packed_is_kernels"] == [True, True]
