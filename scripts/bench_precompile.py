@@ -130,7 +130,7 @@ def main(argv=None):
     futs = [TC._PENDING.get(TC._request_key(k.path, k.name, s, target)) for k, s in items]
     for k, s in items:
         TC.compile_kernel(k, s, target)
-    res["worker_compile_s"] = [f.result().get("compile_s") for f in futs if f is not None]
+    res["worker_compile_s"] = [f.result().get("compile_s") for f in futs if f is not None and not f.cancelled()]
     res["parallel_s"] = round(time.perf_counter() - t0, 2)
     knobs.compilation.listener = None
     t0 = time.perf_counter()

@@ -191,7 +191,7 @@ def target_key(target) -> tuple:
 
 _PENDING: dict[tuple, Future] = {}
 _PENDING_LOCK = threading.Lock()
-STATS = {"submitted": 0, "precompiled": 0, "failed": 0, "in_process": 0, "waited_s": 0.0}
+STATS = {"submitted": 0, "precompiled": 0, "failed": 0, "cancelled": 0, "in_process": 0, "waited_s": 0.0}
 
 
 def _request_key(path: str, name: str, spec: Spec, target) -> tuple:
@@ -204,6 +204,9 @@ def compile_kernel(kernel, spec: Spec, target):
     key = _request_key(kernel.path, kernel.name, spec, target)
     with _PENDING_LOCK:
         fut = _PENDING.pop(key, None)
+    if fut is not None and fut.cancel():
+        STATS["cancelled"] += 1        # still queued behind other kernels: cheaper to compile it here
+        fut = None
     if fut is not None:
         t0 = time.perf_counter()
         try:
@@ -424,25 +427,31 @@ def precompile(items, target=None, pool: CompilePool | None = None) -> int:
     if not n:
         return 0
     STATS["submitted"] += n
-    state = {"left": n, "ok": 0, "failed": 0, "worker_s": 0.0}
+    state = {"left": n, "ok": 0, "failed": 0, "cancelled": 0, "worker_s": 0.0}
     lock = threading.Lock()
     cid = logs.current_compile_id()
 
     def done(fut):
-        try:
-            res = fut.result()
-            ok = bool(res.get("ok"))
-            secs = float(res.get("compile_s", 0.0))
-        except BaseException:
-            ok, secs = False, 0.0
+        outcome, secs = "failed", 0.0
+        if fut.cancelled():
+            outcome = "cancelled"
+        else:
+            try:
+                res = fut.result()
+                outcome = "ok" if res.get("ok") else "failed"
+                secs = float(res.get("compile_s", 0.0))
+            except BaseException:
+                pass
         with lock:
-            state["ok" if ok else "failed"] += 1
+            state[outcome] += 1
             state["worker_s"] += secs
             state["left"] -= 1
             last = state["left"] == 0
-        STATS["precompiled" if ok else "failed"] += 1
+        if outcome != "cancelled":
+            STATS["precompiled" if outcome == "ok" else "failed"] += 1
         if last:
             log.info("triton_precompile_done", kernels=n, ok=state["ok"], failed=state["failed"],
+                     compiled_in_main=state["cancelled"],
                      workers=pool.size, wall_s=round(time.perf_counter() - t0, 3),
                      worker_compile_s=round(state["worker_s"], 3),
                      compile_id=str(cid) if cid is not None else None)

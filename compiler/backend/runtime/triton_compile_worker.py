@@ -49,6 +49,19 @@ def make_source(fn, types_, descs, constexprs, target):
     not specialised, e.g. fp64 scalars); constexprs: ((param index, value), ...)."""
     from triton.compiler import ASTSource
     backend = _backend(target)
+    values = dict(constexprs)
+    pack = getattr(fn, "_pack_args", None)
+    if pack is not None:
+        # Triton's own packing of the binder's specialization list (its exact dict contents and
+        # order differ between versions: 3.9 lists constexpr positions in attrs, 3.6 does not)
+        spec = [("constexpr", values[i]) if ty == "constexpr" else (ty, d)
+                for i, (ty, d) in enumerate(zip(types_, descs))]
+        bound = {name: values.get(i) for i, name in enumerate(fn.arg_names)}
+        try:
+            _, signature, consts, attrs = pack(backend, {}, bound, spec, None)
+            return ASTSource(fn, signature, consts, attrs)
+        except Exception:
+            pass
     signature = {name: ty for name, ty in zip(fn.arg_names, types_)}
     consts = {(i,): v for i, v in constexprs}
     attrs = {(i,): backend.parse_attr(d) for i, d in enumerate(descs) if d is not None}
