@@ -246,10 +246,17 @@ def size_hints(graph, example_inputs) -> dict:
     ns = {name: ex for (name, _), ex in zip(graph.graph_inputs, example_inputs)}
     out = {}
     for sym, expr in binds.items():
+        if ir.is_float_symbol(sym):
+            continue                   # not a kernel size argument
         try:
-            out[sym.name] = _example_value(eval(expr, {}, ns))    # "arg0_1.size(0)" or a name
+            v = eval(expr, {}, ns)     # "arg0_1.size(0)" or an input's name
         except Exception:
             continue
+        # the hint, never int(v): converting a symbolic value would install a guard on it
+        if isinstance(v, torch.SymInt):
+            v = v.node.hint
+        if isinstance(v, int) and not isinstance(v, bool):
+            out[sym.name] = int(v)
     return out
 
 

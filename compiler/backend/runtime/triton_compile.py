@@ -37,7 +37,7 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import NamedTuple
 
 import logs
@@ -300,52 +300,85 @@ class _Worker:
 
 
 class CompilePool:
-    """`size` worker processes, each driven by one thread of a thread pool (threads wait on pipes,
-    not on the GIL). Workers start when the pool is created, so their import of triton overlaps the
-    rest of the compile."""
+    """`size` worker processes, each driven by one daemon thread that takes requests from a shared
+    queue (threads wait on pipes, not on the GIL; daemon threads never hold up interpreter exit).
+    Workers start when the pool is created, so their start-up (import triton, warm-up compile)
+    overlaps the rest of the compile. A request still queued can be cancelled (Future.cancel):
+    the main process then compiles that kernel itself."""
 
     def __init__(self, size: int, cmd: list[str] | None = None, target=None):
         self.size = size
         self.cmd = cmd or worker_command(target)
-        self._idle: queue.SimpleQueue = queue.SimpleQueue()
-        self._all: list[_Worker] = []
-        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._ids = itertools.count()
-        self._executor = ThreadPoolExecutor(size, thread_name_prefix="tracetorch-compile")
-        for _ in range(size):
-            self._idle.put(self._spawn())
+        self._closed = False
+        self._workers: list[_Worker] = []
+        self._lock = threading.Lock()
+        for i in range(size):
+            w = self._spawn()
+            threading.Thread(target=self._serve, args=(w,), name=f"tracetorch-compile-{i}",
+                             daemon=True).start()
 
     def _spawn(self) -> _Worker:
         w = _Worker(self.cmd)
         with self._lock:
-            self._all.append(w)
+            self._workers.append(w)
         return w
 
-    def submit(self, req: dict) -> Future:
-        return self._executor.submit(self._run, dict(req, id=next(self._ids)))
+    def _replace(self, w: _Worker) -> _Worker:
+        w.kill()                           # its state is unknown: a fresh worker takes its place
+        with self._lock:
+            if w in self._workers:
+                self._workers.remove(w)
+        return self._spawn()
 
-    def _run(self, req: dict) -> dict:
-        w = self._idle.get()
-        if not w.alive():
-            w = self._spawn()
+    def submit(self, req: dict) -> Future:
+        fut: Future = Future()
+        self._queue.put((dict(req, id=next(self._ids)), fut))
+        return fut
+
+    def _serve(self, w: _Worker) -> None:
+        # Take requests only once the worker has started (imported triton, warmed up): until then
+        # they stay queued, and the main process compiles (cancels) those it reaches first,
+        # rather than waiting on a worker that is still starting.
         try:
-            res = w.request(req, _timeout())
-        except BaseException:
-            w.kill()                       # its state is unknown: a fresh worker takes its place
-            with self._lock:
-                if w in self._all:
-                    self._all.remove(w)
-            self._idle.put(self._spawn())
-            raise
-        self._idle.put(w)
-        return res
+            w.request({"op": "ping", "id": -1}, _timeout())
+        except BaseException:              # noqa: BLE001
+            if not self._closed:
+                w = self._replace(w)
+        while True:
+            item = self._queue.get()
+            if item is None or self._closed:
+                break
+            req, fut = item
+            if not fut.set_running_or_notify_cancel():
+                continue                   # cancelled while queued
+            try:
+                if not w.alive():
+                    w = self._replace(w)
+                res = w.request(req, _timeout())
+            except BaseException as e:     # noqa: BLE001  (reported through the future)
+                if not self._closed:
+                    w = self._replace(w)
+                fut.set_exception(e)
+                continue
+            fut.set_result(res)
 
     def close(self):
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._closed = True
+        while True:                        # requests nobody will serve: cancelled
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[1].cancel()
+        for _ in range(self.size):
+            self._queue.put(None)
         with self._lock:
-            workers, self._all = list(self._all), []
+            workers, self._workers = list(self._workers), []
         for w in workers:
-            w.close()
+            w.close()                      # end of input: the worker exits
         for w in workers:
             try:
                 w.proc.wait(timeout=2)

@@ -269,9 +269,9 @@ class TritonLauncher:
             cands = [cfg]
         else:
             cands = autotune.candidates_to_compile(kernel, self._candidates(kind, xnumel, rnumel))
-            if kind == "persistent":
-                cands = cands + [LaunchConfig({**c.meta, "RBLOCK": rblock}, c.num_warps, c.num_stages)
-                                 for c in cands if c.meta.get("RBLOCK") != rblock]
+        if kind == "persistent":       # the plan launches the chosen config with RBLOCK = rblock
+            cands = cands + [LaunchConfig({**c.meta, "RBLOCK": rblock}, c.num_warps, c.num_stages)
+                             for c in cands if c.meta.get("RBLOCK") != rblock]
         values = [triton_compile.Ptr(t) for t in self.ptr_types]
         if self.status:
             values.append(triton_compile.Ptr("*i32"))

@@ -216,27 +216,39 @@ def scenario_pool():
             "done_events": done, "cache_files": files, "stats": dict(TC.STATS), "wall_s": wall}
 
 
+_PING = "import sys, json; sys.stdin.readline(); print(json.dumps({'id': -1, 'ok': True}), flush=True); "
+
+
 def scenario_fallback():
-    """A worker that dies, and one that hangs past compile_timeout: the main process compiles
-    the kernel itself (logged), and the result is the same compiled kernel."""
+    """A worker that dies, and one that hangs past compile_timeout, while compiling the kernel the
+    main process waits for: the main process compiles it itself (logged). A worker that never
+    gets ready: the request stays queued, and the main process cancels it and compiles at once."""
     events = _events()
     out = {}
     pw = launchers()[0]
     (kernel, spec), = pw.precompile_items({})
-    for mode, cmd in (("dies", [sys.executable, "-c", "import sys; sys.exit(3)"]),
-                      ("hangs", [sys.executable, "-c", "import time; time.sleep(120)"])):
+    for mode, cmd in (("dies", [sys.executable, "-c", _PING + "sys.exit(3)"]),
+                      ("hangs", [sys.executable, "-c", _PING + "import time; time.sleep(120)"]),
+                      ("never_ready", [sys.executable, "-c", "import time; time.sleep(120)"])):
         kernel.compiled.clear()
         TC.forget_pending()
         os.environ["TRITON_CACHE_DIR"] = os.path.join(BASE, f"triton_cache_{mode}")
-        pool = TC.CompilePool(1, cmd=cmd)
         with config.patch({"triton.compile_timeout": 2.0}):
+            pool = TC.CompilePool(1, cmd=cmd)
+            cancelled = TC.STATS["cancelled"]
             TC.precompile([(kernel, spec)], target=TARGET, pool=pool)
+            fut = TC._PENDING[TC._request_key(kernel.path, kernel.name, spec, TARGET)]
+            t0 = time.perf_counter()
+            while mode != "never_ready" and not fut.running() and time.perf_counter() - t0 < 30:
+                time.sleep(0.01)
+            running = fut.running()
             hits = _listen()
             t0 = time.perf_counter()
             ck = kernel.compile(spec, TARGET)
             secs = time.perf_counter() - t0
         pool.close()
-        out[mode] = {"hits": hits, "seconds": secs, "compiled": ck.metadata.name,
+        out[mode] = {"hits": hits, "seconds": secs, "compiled": ck.metadata.name, "was_running": running,
+                     "cancelled": TC.STATS["cancelled"] - cancelled,
                      "fallback_events": [e.fields for e in events if e.name == "triton_precompile_fallback"]}
         events.clear()
     return out
@@ -290,6 +302,8 @@ def scenario_launch():
     pw = launchers()[0]
     hits = _listen()
     TC.precompile(pw.precompile_items({}), target=TARGET, pool=pool)
+    for f in list(TC._PENDING.values()):
+        f.result()                     # the worker's compile done: the launch must hit the cache
     x, y, o = (FakeCudaTensor(torch.empty(5000, dtype=dt)) for dt in (torch.float32, torch.bfloat16, torch.bfloat16))
     pw(x, y, o)
     pw(x, y, o)

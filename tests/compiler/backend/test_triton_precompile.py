@@ -56,12 +56,15 @@ def test_pool_fills_the_cache_the_main_process_hits():
 
 def test_worker_failure_and_timeout_fall_back_to_main_process():
     r = run_scenario("fallback")
-    for mode in ("dies", "hangs"):
+    for mode in ("dies", "hangs", "never_ready"):
         assert r[mode]["compiled"] == "pw_kernel"
         assert r[mode]["hits"] == [False]             # compiled here, not by the worker
-        assert len(r[mode]["fallback_events"]) == 1
+    for mode in ("dies", "hangs"):
+        assert r[mode]["was_running"] and len(r[mode]["fallback_events"]) == 1
     assert "Timeout" in r["hangs"]["fallback_events"][0]["error"]
     assert r["hangs"]["seconds"] < 60
+    # a worker still starting never holds the main process up: the queued request is cancelled
+    assert r["never_ready"]["cancelled"] == 1 and r["never_ready"]["fallback_events"] == []
 
 
 def test_dynamic_sizes_need_hints_and_pick_the_variant():
