@@ -196,6 +196,9 @@ def warm_up(target) -> None:
 
 def main(argv) -> int:
     root = argv[1]
+    here = os.path.dirname(os.path.abspath(__file__))
+    if sys.path and os.path.abspath(sys.path[0] or ".") == here:
+        sys.path.pop(0)                # run as a script: its folder is not a package root
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)                      # stray prints must not corrupt the protocol
     _stub_packages(root)
