@@ -205,7 +205,7 @@ def compile_kernel(kernel, spec: Spec, target):
     with _PENDING_LOCK:
         fut = _PENDING.pop(key, None)
     if fut is not None and fut.cancel():
-        STATS["cancelled"] += 1        # still queued behind other kernels: cheaper to compile it here
+        STATS["cancelled"] += 1        # no worker has started it (busy or still starting): compile it here
         fut = None
     if fut is not None:
         t0 = time.perf_counter()
@@ -308,6 +308,7 @@ class CompilePool:
 
     def __init__(self, size: int, cmd: list[str] | None = None, target=None):
         self.size = size
+        self.pid = os.getpid()
         self.cmd = cmd or worker_command(target)
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._ids = itertools.count()
@@ -397,6 +398,9 @@ def get_pool(size: int | None = None, target=None) -> CompilePool | None:
     if size <= 1:
         return None
     with _POOL_LOCK:
+        if _POOL and _POOL[0].pid != os.getpid():
+            _POOL.clear()              # inherited through fork: the parent's workers, not ours
+            forget_pending()
         if _POOL and _POOL[0].size != size:
             _POOL.pop().close()
         if not _POOL:
@@ -408,7 +412,9 @@ def get_pool(size: int | None = None, target=None) -> CompilePool | None:
 def shutdown_pool() -> None:
     with _POOL_LOCK:
         while _POOL:
-            _POOL.pop().close()
+            pool = _POOL.pop()
+            if pool.pid == os.getpid():
+                pool.close()
 
 
 import atexit  # noqa: E402
@@ -416,8 +422,17 @@ atexit.register(shutdown_pool)
 
 
 def _env() -> dict:
-    """TRITON_* variables (cache folder, knobs that change compile keys) sent with each request."""
-    return {k: v for k, v in os.environ.items() if k.startswith("TRITON_") and k != "TRITON_INTERPRET"}
+    """TRITON_* variables (cache folder, knobs that change compile keys) sent with each request;
+    TRITON_CACHE_DIR is the folder this process's Triton uses (also when set through its knobs)."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("TRITON_") and k != "TRITON_INTERPRET"}
+    knobs = _knobs()
+    try:
+        d = knobs.cache.dir if knobs is not None else None
+    except Exception:
+        d = None
+    if d:
+        env["TRITON_CACHE_DIR"] = d
+    return env
 
 
 def request(kernel, spec: Spec, target) -> dict:
