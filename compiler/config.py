@@ -85,6 +85,11 @@ SECTIONS: dict[str, dict[str, Option]] = {
                                           "reductions are always swept when autotune is on)"),
         "autotune_max_configs": _opt(2, "most candidate configs benchmarked per kernel (each is a "
                                                "separate Triton compile: cold compile time)"),
+        "compile_threads": _opt(0, "worker processes compiling a graph's Triton kernels ahead of "
+                                   "their first launch (in parallel); 0 = min(cores, 16), "
+                                   "1 = none (each kernel compiled at its first launch)"),
+        "compile_timeout": _opt(300.0, "seconds a worker may take for one kernel before the main "
+                                       "process compiles it itself"),
     },
     "cpp": {
         "cxx": _opt("g++", "C++ compiler used for CPU kernels"),

@@ -409,6 +409,11 @@ def main(argv=None):
         meta["triton"] = triton.__version__
     except Exception:
         meta["triton"] = None
+    try:   # worker processes compiling our Triton kernels ahead of their first launch (1 = none)
+        from compiler.backend.runtime.triton_compile import pool_size
+        meta["triton_compile_workers"] = pool_size()
+    except Exception:
+        meta["triton_compile_workers"] = None
     print(f"# device {meta['device']}; copy bandwidth {copy_bw:.0f} GB/s", flush=True)
 
     rows = []

@@ -172,6 +172,29 @@ def choose_config(kernel: TritonKernel, candidates: list[LaunchConfig], args: li
     return best
 
 
+def known_config(kernel: TritonKernel, size_args: list) -> LaunchConfig | None:
+    """The config choose_config would return without compiling anything: remembered in memory or
+    on disk for this kernel and size bucket; None if it has to be chosen."""
+    src_hash = source_hash(kernel.source)
+    bucket = size_bucket(size_args)
+    with _LOCK:
+        hit = _MEMO.get((src_hash, bucket))
+    if hit is not None:
+        return hit
+    if kernel.interpret or not _opt("autotune", True):
+        return None
+    return _load_disk(src_hash, bucket)
+
+
+def candidates_to_compile(kernel: TritonKernel, candidates: list[LaunchConfig]) -> list[LaunchConfig]:
+    """The configs choose_config compiles for these candidates when nothing is remembered: every
+    candidate it benchmarks, or only the default when it does not sweep."""
+    candidates = candidates[:max(1, _opt("autotune_max_configs", 2))]
+    if kernel.interpret or not _opt("autotune", True):
+        return candidates[:1]
+    return candidates
+
+
 def _remember(key, cfg):
     with _LOCK:
         _MEMO[key] = cfg

@@ -60,9 +60,14 @@ def graph_key(gm, example_inputs) -> str:
         h.update(_spec(v).encode())
     cfg = config.to_dict()
     for section in ("backend", "cpp", "triton", "testing"):
-        h.update(repr(sorted(cfg.get(section, {}).items())).encode())
+        items = [(k, v) for k, v in sorted(cfg.get(section, {}).items()) if (section, k) not in _NOT_IN_KEY]
+        h.update(repr(items).encode())
     h.update(f"{torch.__version__}|{sys.version_info[:2]}|{_compiler_source_hash()}".encode())
     return h.hexdigest()[:32]
+
+
+#: options that change how the generated code is compiled, never the code itself
+_NOT_IN_KEY = {("triton", "compile_threads"), ("triton", "compile_timeout")}
 
 
 def _folder() -> str:

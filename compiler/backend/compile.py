@@ -78,7 +78,28 @@ def _exec(code: str, path: str, gm):
     ns = {"__name__": "tracetorch_output_code", "__file__": path}
     exec(compile(code, path, "exec"), ns)
     ns["constants"].update(graph_constants(gm))
+    _precompile(ns)
     return ns["call"]
+
+
+def _precompile(ns: dict) -> None:
+    """Send every Triton kernel of the loaded output code to the compile worker pool, so that
+    they compile in parallel before their first launch (runtime/triton_compile.py)."""
+    launcher_cls = ns.get("TritonLauncher")
+    if launcher_cls is None:
+        return
+    launchers = [v for v in ns.values() if isinstance(v, launcher_cls)]
+    if not launchers or any(l.interpret for l in launchers):
+        return
+    from compiler.backend.runtime import triton_compile
+    if triton_compile.pool_size() <= 1 or not torch.cuda.is_available():
+        return
+    try:
+        hints = ns.get("size_hints") or {}
+        items = [item for l in launchers for item in l.precompile_items(hints)]
+        triton_compile.precompile(items)
+    except Exception as e:      # ahead-of-time compilation is an optimisation only
+        log.warning("triton_precompile_skipped", error=f"{type(e).__name__}: {e}"[:300])
 
 
 def generate(gm, example_inputs):

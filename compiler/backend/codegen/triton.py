@@ -28,6 +28,7 @@ from compiler.backend.codegen import triton_online, triton_scatter
 from compiler.backend.codegen.triton_kernel import (R, X, TritonKernelBuilder, _is_int, _opt,
                                                     _print)
 from compiler.backend.codegen.triton_ops import TVar, compute_dtype, tl_type
+from compiler.backend.runtime.triton_compile import ptr_type
 
 
 # ---------------------------------------------------------------------------------- nodes
@@ -329,6 +330,9 @@ class TritonCodegen(KernelCodegen):
                   f"n_ptrs={len(ptrs)}, n_floats={len(floats)}, numel=lambda {', '.join(sizes)}: ({xnumel}, {rnumel}), "
                   f"rblock={self._rblock(k)}, interpret={k.interpret}, clone_args={tuple(clone)!r}"
                   + (", status=True" if k.status or (alt is not None and alt.status) else ""))
+        ptr_types = tuple(ptr_type(g.layouts[n].dtype) for n in ptrs)
+        if None not in ptr_types:     # for ahead-of-time compilation (runtime/triton_compile.py)
+            define += f", ptr_types={ptr_types!r}"
         if alt is not None:
             alt_source = self._source(alt, ptrs, sizes, floats)
             define += (f", persistent_source='''{alt_source}''', "

@@ -155,6 +155,9 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
     for p in preludes:
         if p:
             lines_top += [p, ""]
+    hints = size_hints(graph, example_inputs)
+    if hints:
+        lines_top += [f"size_hints = {hints!r}  # example sizes: for ahead-of-time kernel compilation", ""]
     for k in kernels.values():
         if k.define_code:
             lines_top += [k.define_code, ""]
@@ -241,6 +244,29 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
 
 def _scatters_into(group, name, src) -> bool:
     return any(isinstance(n, ir.ScatterBuffer) and n.name == name and n.target.name == src for n in group.nodes)
+
+
+def size_hints(graph, example_inputs) -> dict:
+    """size symbol name -> its value in the example inputs (empty when sizes are static or the
+    values cannot be read): the sizes the first call most likely has."""
+    binds = symbol_bindings(graph)
+    if not binds or not example_inputs:
+        return {}
+    ns = {name: ex for (name, _), ex in zip(graph.graph_inputs, example_inputs)}
+    out = {}
+    for sym, expr in binds.items():
+        if ir.is_float_symbol(sym):
+            continue                   # not a kernel size argument
+        try:
+            v = eval(expr, {}, ns)     # "arg0_1.size(0)" or an input's name
+        except Exception:
+            continue
+        # the hint, never int(v): converting a symbolic value would install a guard on it
+        if isinstance(v, torch.SymInt):
+            v = v.node.hint
+        if isinstance(v, int) and not isinstance(v, bool):
+            out[sym.name] = int(v)
+    return out
 
 
 def _reused_later(plan, name, step) -> bool:

@@ -102,6 +102,10 @@ def interpreter_usable() -> bool:
         return False
 
 
+def module_name(path: str, interpret: bool = False) -> str:
+    return f"tracetorch_triton_{os.path.basename(path)[:-3]}{'_interp' if interpret else ''}"
+
+
 def import_source(source: str, interpret: bool = False):
     """Import the module holding `source` (once per process per file) and return it."""
     path = write_source(source)
@@ -109,7 +113,7 @@ def import_source(source: str, interpret: bool = False):
     with _LOCK:
         mod = _MODULES.get(key)
         if mod is None:
-            name = f"tracetorch_triton_{os.path.basename(path)[:-3]}{'_interp' if interpret else ''}"
+            name = module_name(path, interpret)
             spec = importlib.util.spec_from_file_location(name, path)
             mod = importlib.util.module_from_spec(spec)
             sys.modules[name] = mod   # Triton looks functions up by module for nested @jit calls
@@ -153,11 +157,34 @@ class TritonKernel:
     grid_fn: Callable[..., tuple]
     interpret: bool = False
     fn: Any = field(default=None, repr=False)
+    # Triton's compiled kernels by ((device, target), specialization): see runtime/triton_compile.py
+    compiled: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
+        self.path = write_source(self.source)
+        self.module_name = module_name(self.path, self.interpret)
         if self.fn is None:
             mod = import_source(self.source, self.interpret)
             self.fn = getattr(mod, self.name)
+
+    @staticmethod
+    def device_key(target, device: int | None = None) -> tuple:
+        from compiler.backend.runtime import triton_compile
+        return (device, triton_compile.target_key(target))
+
+    def spec(self, args: list, size_args: list, config: LaunchConfig):
+        from compiler.backend.runtime import triton_compile
+        return triton_compile.specialize(self.fn, list(args) + list(size_args), config.meta,
+                                         config.num_warps, config.num_stages)
+
+    def compile(self, spec, target, device: int | None = None):
+        """Triton's compiled kernel for this specialization (memoised per device and target)."""
+        key = (self.device_key(target, device), spec)
+        ck = self.compiled.get(key)
+        if ck is None:
+            from compiler.backend.runtime import triton_compile
+            ck = self.compiled[key] = triton_compile.compile_kernel(self, spec, target)
+        return ck
 
     def launch(self, args: list, size_args: list, config: LaunchConfig):
         grid = self.grid_fn(config.meta, *size_args)
@@ -166,6 +193,22 @@ class TritonKernel:
                 # The interpreter ignores warps and stages; passing them keeps one call path.
                 return self.fn[grid](*args, *size_args, **config.meta,
                                      num_warps=config.num_warps, num_stages=config.num_stages)
+        spec = self.spec(args, size_args, config)
+        if spec is not None:
+            # Compile this exact specialization explicitly (a disk-cache hit when the worker pool
+            # compiled it ahead of time) and launch Triton's compiled kernel directly.
+            from compiler.backend.runtime import triton_compile
+            device = triton_compile.current_device()
+            ck = self.compile(spec, triton_compile.current_target(device), device)
+            full = list(args) + list(size_args)
+            full += [config.meta[k] for k in self.fn.arg_names[len(full):]]
+            run = ck.run                   # loads the binary on first use
+            stream = current_stream(device)
+            enter, leave = launch_hooks()
+            meta = None if enter is None else ck.launch_metadata(grid, stream, *full)
+            gx, gy, gz = (tuple(grid) + (1, 1))[:3]
+            run(gx, gy, gz, stream, ck.function, ck.packed_metadata, meta, enter, leave, *full)
+            return ck
         return self.fn[grid](*args, *size_args, **config.meta,
                              num_warps=config.num_warps, num_stages=config.num_stages)
 
@@ -180,7 +223,7 @@ class TritonLauncher:
     def __init__(self, name: str, source: str, *, kind: str, n_ptrs: int, numel: Callable, n_floats: int = 0,
                  rblock: int | None = None, interpret: bool = False, clone_args: tuple = (),
                  status: bool = False, persistent_source: str | None = None,
-                 persistent_max: int = 0):
+                 persistent_max: int = 0, ptr_types: tuple | None = None):
         self.name, self.kind, self.n_ptrs, self.numel = name, kind, n_ptrs, numel
         # float scalar arguments (after the pointers): passed at every launch, never in the plan
         self.n_floats = n_floats
@@ -194,6 +237,51 @@ class TritonLauncher:
         self.persistent_kernel = None
         self._configs: dict[tuple, LaunchConfig] = {}
         self._plans: dict[tuple, LaunchPlan] = {}
+        # Triton pointer types of the tensor arguments ('*fp32', ...), known at codegen time:
+        # what ahead-of-time compilation needs besides the sizes (precompile_items)
+        self.ptr_types = tuple(ptr_types) if ptr_types is not None else None
+
+    def precompile_items(self, size_hints: dict | None = None) -> list:
+        """(kernel, specialization) pairs the first call will compile: the launch plan's kernel
+        at the sizes known now (static sizes, or `size_hints` by size-argument name) with
+        16-byte-aligned pointers, for the default config and, where the sweep will run, every
+        autotuning candidate. Empty where the sizes are not known."""
+        if self.interpret or self.ptr_types is None or len(self.ptr_types) != self.n_ptrs:
+            return []
+        code = self.numel.__code__
+        names = code.co_varnames[:code.co_argcount]
+        try:
+            sizes = [int(size_hints[n]) for n in names] if names else []
+        except (KeyError, TypeError, ValueError):
+            return []
+        xnumel, rnumel = (int(v) for v in self.numel(*sizes))
+        if xnumel == 0:
+            return []
+        ints = sizes + [xnumel] + ([rnumel] if self.reduction else [])
+        from compiler.backend import autotune
+        from compiler.backend.runtime import triton_compile
+        kernel, kind, rblock = self._pick(rnumel) if self.reduction else (self.kernel, self.kind, None)
+        key = (kind,) + autotune.size_bucket([xnumel, rnumel])
+        cfg = self._configs.get(key)
+        if cfg is None:
+            cfg = autotune.known_config(kernel, ints)
+        if cfg is not None:
+            cands = [cfg]
+        else:
+            cands = autotune.candidates_to_compile(kernel, self._candidates(kind, xnumel, rnumel))
+        if kind == "persistent":       # the plan launches the chosen config with RBLOCK = rblock
+            cands = cands + [LaunchConfig({**c.meta, "RBLOCK": rblock}, c.num_warps, c.num_stages)
+                             for c in cands if c.meta.get("RBLOCK") != rblock]
+        values = [triton_compile.Ptr(t) for t in self.ptr_types]
+        if self.status:
+            values.append(triton_compile.Ptr("*i32"))
+        values += [0.0] * self.n_floats
+        out = []
+        for c in cands:
+            spec = triton_compile.specialize(kernel.fn, values + ints, c.meta, c.num_warps, c.num_stages)
+            if spec is not None:
+                out.append((kernel, spec))
+        return out
 
     def _grid(self, meta, *ints):
         xnumel = ints[-2] if self.reduction else ints[-1]

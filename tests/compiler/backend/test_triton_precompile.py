@@ -1,0 +1,111 @@
+"""Ahead-of-time Triton compilation (runtime/triton_compile.py): the explicit specialization equals
+Triton's JIT's (whole compile keys), the worker pool fills the cache the main process then hits,
+failures and timeouts fall back to compiling in the main process, and the interpreter path never
+starts a pool.
+
+The GPU-target scenarios run in a child process without TRITON_INTERPRET (precompile_harness.py):
+Triton compiles sm_90 binaries without a GPU, so they run on a CPU-only machine too.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import torch
+
+if not torch.cuda.is_available():   # before triton is imported (see tests/conftest.py)
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest
+
+pytest.importorskip("triton")
+
+from compiler import config  # noqa: E402
+from compiler.backend.runtime import triton_compile as TC  # noqa: E402
+
+HARNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "precompile_harness.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def run_scenario(name: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET" and not k.startswith("TRACE_")}
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    p = subprocess.run([sys.executable, HARNESS, name], capture_output=True, text=True, env=env, timeout=600)
+    lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
+    assert p.returncode == 0 and lines, f"harness {name} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def test_specialization_matches_triton_jit_compile_keys():
+    r = run_scenario("spec")
+    assert r["checked"] == 16
+    assert r["mismatches"] == []
+    assert r["ptr_form_equal"]
+
+
+def test_pool_fills_the_cache_the_main_process_hits():
+    r = run_scenario("pool")
+    # pointwise default config + the looped reduction's two autotune candidates
+    assert r["submitted"] == 3 == r["items"]
+    assert r["real_equals_precompiled"] == [True, True, True]
+    assert r["hits"] == [True, True, True]            # every main-process compile was a cache hit
+    assert r["cache_files"] > 0                       # in the TRITON_CACHE_DIR set after pool start
+    (done,) = r["done_events"]
+    assert done["kernels"] == 3 and done["ok"] == 3 and done["failed"] == 0 and done["workers"] == 2
+
+
+def test_worker_failure_and_timeout_fall_back_to_main_process():
+    r = run_scenario("fallback")
+    for mode in ("dies", "hangs", "never_ready"):
+        assert r[mode]["compiled"] == "pw_kernel"
+        assert r[mode]["hits"] == [False]             # compiled here, not by the worker
+    for mode in ("dies", "hangs"):
+        assert r[mode]["was_running"] and len(r[mode]["fallback_events"]) == 1
+    assert "Timeout" in r["hangs"]["fallback_events"][0]["error"]
+    assert r["hangs"]["seconds"] < 60
+    # a worker still starting never holds the main process up: the queued request is cancelled
+    assert r["never_ready"]["cancelled"] == 1 and r["never_ready"]["fallback_events"] == []
+
+
+def test_dynamic_sizes_need_hints_and_pick_the_variant():
+    r = run_scenario("sizes")
+    assert r["without_hints"] == 0
+    assert r["small"] == [{"6": 4, "7": 1024}]        # persistent variant, RBLOCK = next_pow2(1000)
+    assert len(r["large"]) == 2                       # looped: the two autotune candidates
+    assert r["pool_with_1"]
+
+
+def test_compile_threads_option():
+    assert config.triton.compile_threads == 0
+    assert 1 <= TC.pool_size() <= 16
+    with config.patch({"triton.compile_threads": 3}):
+        assert TC.pool_size() == 3
+    config.reload({"TRACE_TRITON_COMPILE_THREADS": "1"})
+    try:
+        assert config.triton.compile_threads == 1 and TC.get_pool() is None
+    finally:
+        config.reload()
+
+
+def test_interpreter_path_never_precompiles():
+    import compiler
+    before = dict(TC.STATS)
+
+    def f(x):
+        return (x.sin() * 2).sum(-1)
+    x = torch.randn(8, 32)
+    with config.patch({"backend.cpu_codegen": "triton", "backend.cache_enabled": False}):
+        compiler.reset()
+        out = compiler.compile(f)(x)
+    torch.testing.assert_close(out, f(x))
+    assert TC.STATS == before and not TC._POOL
+
+
+def test_cuda_launch_path_compiles_explicitly_and_launches_directly():
+    r = run_scenario("launch")
+    assert r["hits"] == [True] and r["kernels"] == 1
+    assert r["n_calls"] == 2                            # first launch, then the plan's fast path
+    assert r["grid"] == [[5, 1, 1, 1234]] * 2           # cdiv(5000, 1024) programs, torch's stream
+    expected = ["torch.float32", "torch.bfloat16", "torch.bfloat16", 5000, 1024]
+    assert r["args"] == [expected, expected]            # signature order, constexpr XBLOCK included
+    assert r["packed_is_kernels"] == [True, True]
