@@ -265,7 +265,7 @@ class CompiledOptimizerStep:
         dtype = torch.float64 if params[0].dtype == torch.float64 else torch.float32
         device = params[0].device
         # pinned host memory: the copy to the GPU is truly asynchronous (no stream sync per step)
-        host = torch.tensor(scalars, dtype=dtype, pin_memory=device.type == "cuda")
+        host = torch.tensor(scalars, dtype=dtype, device="cpu", pin_memory=device.type == "cuda")
         scal = host.to(device, non_blocking=True)
         grads = [p.grad for p in params]
         m = [s["exp_avg"] for s in states]

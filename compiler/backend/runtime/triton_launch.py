@@ -390,7 +390,7 @@ class TritonLauncher:
             self.check_status()
             status = torch.zeros(1, dtype=torch.int32, device=device)
             plan.kernel.launch(ptrs + [status] + list(floats), plan.ints, plan.cfg)
-            host = torch.empty(1, dtype=torch.int32, pin_memory=True)
+            host = torch.empty(1, dtype=torch.int32, device="cpu", pin_memory=True)
             host.copy_(status, non_blocking=True)
             event = torch.cuda.Event()
             event.record()
