@@ -12,6 +12,8 @@ around both; on a machine without a GPU the tests simply run the whole process w
 """
 from __future__ import annotations
 
+import weakref
+
 import contextlib
 import hashlib
 import importlib.util
@@ -395,6 +397,7 @@ class TritonLauncher:
             event = torch.cuda.Event()
             event.record()
             self._pending_status = (host, event)
+            _UNCHECKED.add(self)
             return
         status = torch.zeros(1, dtype=torch.int32, device=device)
         plan.kernel.launch(ptrs + [status] + list(floats), plan.ints, plan.cfg)
@@ -414,6 +417,17 @@ class TritonLauncher:
         if int(host.item()) != 0:
             raise RuntimeError(f"{self.name}: an earlier launch {_STATUS_MESSAGE} (checked after the "
                                "launch, as CUDA reports device-side errors)")
+
+
+_UNCHECKED: "weakref.WeakSet[TritonLauncher]" = weakref.WeakSet()
+
+
+def check_all_statuses() -> None:
+    """Wait for every CUDA launch whose status word is still unchecked, and raise if one
+    reported a failure (what a caller that must know now, such as a test, calls)."""
+    for launcher in list(_UNCHECKED):
+        _UNCHECKED.discard(launcher)
+        launcher.check_status(wait=True)
 
 
 _STATUS_MESSAGE = ("kernel reported a failure: an index out of range (its stores were masked "
