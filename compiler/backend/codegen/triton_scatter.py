@@ -35,7 +35,8 @@ def emit_scatter(k, node):
     mask = k.mask_for(ptr_dims) or f"tl.full({k.shape(ptr_dims)}, 1, tl.int1)"
     if checks:
         ok = k.emit(" & ".join(c.name for c in checks), torch.bool, ptr_dims)
-        k.status = True
+        if k.status is not True:     # an injected relu bug in the same kernel is checked at once
+            k.status = "async"       # bad index: reported after the launch (triton_launch)
         k.line(f"tl.store(tt_status + tl.zeros({k.shape(ptr_dims)}, tl.int32), "
                f"tl.full({k.shape(ptr_dims)}, 2, tl.int32), ({mask}) & ~{ok})  # index out of bounds")
         mask = f"({mask}) & {k.broadcast(ok, ptr_dims)}"

@@ -229,7 +229,9 @@ class TritonLauncher:
         self.name, self.kind, self.n_ptrs, self.numel = name, kind, n_ptrs, numel
         # float scalar arguments (after the pointers): passed at every launch, never in the plan
         self.n_floats = n_floats
-        self.status = status      # kernel reports a failure in an int32 status word
+        # kernel reports a failure in an int32 status word: True = read after every launch,
+        # "async" = read at the next launch on CUDA (see _launch_slow)
+        self.status = status
         self.rblock, self.clone_args = rblock, tuple(clone_args)
         self.reduction = kind != "pointwise"
         self.kernel = TritonKernel(name, source, self._grid, interpret=interpret)
@@ -383,7 +385,7 @@ class TritonLauncher:
             return
         import torch
         device = ptrs[0].device
-        if device.type == "cuda" and not self.interpret:
+        if device.type == "cuda" and not self.interpret and self.status == "async":
             # Reading the status word right away would stall the host on every launch (a scatter
             # in every call of a model). As ATen's own device-side index asserts do, the failure
             # surfaces later: the word is copied to pinned memory without a sync and checked at

@@ -2,7 +2,8 @@
 input's new value stores it straight into the input, and the aot stage's write-back copy_
 becomes a no-op, where that is safe; elsewhere the copy stays. Every case runs the compiled
 graph on copies of the inputs and compares outputs AND the mutated inputs with eager, with the
-C++ code generator and with the Triton one (interpreter on CPU)."""
+C++ code generator and with the Triton one (CUDA tensors where there is a GPU, else the
+interpreter on CPU tensors)."""
 import os
 
 import torch
@@ -52,9 +53,11 @@ CASES = [(lerp_then_add, 3, 2, 0), (mutate_and_return_other, 2, 1, 0),
 
 
 def _run(fn, n_inputs, in_place, copies, codegen):
+    device = "cuda" if codegen == "triton" and torch.cuda.is_available() else "cpu"
+
     def make(seed):
         g = torch.Generator().manual_seed(seed)
-        return [torch.randn(16, 16, generator=g) for _ in range(n_inputs)]
+        return [torch.randn(16, 16, generator=g).to(device) for _ in range(n_inputs)]
     with config.patch(**{"backend.cpu_codegen": codegen}):
         rt = compile_fn(fn, make(0))
         code = compiled_graph(rt).code

@@ -103,7 +103,11 @@ def test_interpreter_path_never_precompiles():
         compiler.reset()
         out = compiler.compile(f)(x)
     torch.testing.assert_close(out, f(x))
-    assert TC.STATS == before and not TC._POOL
+    # nothing submitted or compiled ahead for the interpreter (on a GPU machine, a pool that
+    # earlier CUDA tests of this process started may exist and finish its own work meanwhile)
+    assert TC.STATS["submitted"] == before["submitted"] and TC.STATS["in_process"] == before["in_process"]
+    if not torch.cuda.is_available():
+        assert not TC._POOL
 
 
 def test_cuda_launch_path_compiles_explicitly_and_launches_directly():
