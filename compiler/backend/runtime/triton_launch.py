@@ -241,8 +241,7 @@ class TritonLauncher:
         self.persistent_kernel = None
         self._configs: dict[tuple, LaunchConfig] = {}
         self._plans: dict[tuple, LaunchPlan] = {}
-        # CUDA: the status word of the last launch, copied to pinned host memory without a
-        # sync, checked at the next launch (see _launch_slow)
+        # CUDA, status "async": (device status word, pinned host copy) (see _async_status)
         self._pending_status = None
         # Triton pointer types of the tensor arguments ('*fp32', ...), known at codegen time:
         # what ahead-of-time compilation needs besides the sizes (precompile_items)
@@ -336,18 +335,22 @@ class TritonLauncher:
             for p in ptrs:
                 align = (align << 1) | ((p.data_ptr() & 15) == 0)
             compiled = plan.fast.get(align)
+            if self.status:                       # "async" (scatters): see _async_status
+                ptrs = ptrs + (self._async_status(ptrs[0].device),) + call_args[n:n + nf]
+            elif nf:
+                ptrs = call_args[:n + nf]         # the pointers, then the float scalars
             if compiled is not None:
                 ck, run, function, packed = compiled
                 stream = current_stream(device)
                 enter, leave = launch_hooks()
                 # what JITFunction.run passes: metadata for the hooks only when a hook wants it
-                if nf:
-                    ptrs = call_args[:n + nf]     # the pointers, then the float scalars
                 meta = None if enter is None else ck.launch_metadata(plan.grid, stream, *ptrs, *plan.tail)
                 run(plan.gx, plan.gy, plan.gz, stream, function, packed, meta, enter, leave, *ptrs, *plan.tail)
-                return
-            ck = plan.kernel.launch(list(call_args[:n + nf]), plan.ints, plan.cfg)
-            plan.remember(align, ck)
+            else:
+                ck = plan.kernel.launch(list(ptrs), plan.ints, plan.cfg)
+                plan.remember(align, ck)
+            if self.status:
+                self._after_async_launch()
             return
         self._launch_slow(plan, list(call_args[:n]), list(call_args[n:n + nf]))
 
@@ -373,8 +376,11 @@ class TritonLauncher:
             if kind == "persistent":
                 cfg = LaunchConfig({**cfg.meta, "RBLOCK": rblock}, cfg.num_warps, cfg.num_stages)
             self._configs[key] = cfg
-        plan = LaunchPlan(kernel, cfg, ints, self._grid(cfg.meta, *ints),
-                          direct=not (self.interpret or self.status))
+        # a status word read after every launch needs the slow path; an "async" one (scatters
+        # on CUDA) rides along in the direct launch (_async_status)
+        direct = not (self.interpret or self.status is True
+                      or (self.status and ptrs[0].device.type != "cuda"))
+        plan = LaunchPlan(kernel, cfg, ints, self._grid(cfg.meta, *ints), direct=direct)
         if len(self._plans) < 64:      # dynamic sizes: keep the cache bounded
             self._plans[tuple(sizes)] = plan
         return plan
@@ -385,38 +391,41 @@ class TritonLauncher:
             return
         import torch
         device = ptrs[0].device
-        if device.type == "cuda" and not self.interpret and self.status == "async":
-            # Reading the status word right away would stall the host on every launch (a scatter
-            # in every call of a model). As ATen's own device-side index asserts do, the failure
-            # surfaces later: the word is copied to pinned memory without a sync and checked at
-            # this kernel's next launch (or by check_status()). Out-of-range stores are masked
-            # off in the kernel, so nothing outside the buffers is ever written.
-            self.check_status()
-            status = torch.zeros(1, dtype=torch.int32, device=device)
-            plan.kernel.launch(ptrs + [status] + list(floats), plan.ints, plan.cfg)
-            host = torch.empty(1, dtype=torch.int32, device="cpu", pin_memory=True)
-            host.copy_(status, non_blocking=True)
-            event = torch.cuda.Event()
-            event.record()
-            self._pending_status = (host, event)
-            _UNCHECKED.add(self)
-            return
         status = torch.zeros(1, dtype=torch.int32, device=device)
         plan.kernel.launch(ptrs + [status] + list(floats), plan.ints, plan.cfg)
         if int(status.item()) != 0:
             raise RuntimeError(f"{self.name}: {_STATUS_MESSAGE}")
 
+    def _async_status(self, device):
+        """The status word of a scatter kernel on CUDA: one per launcher, sticky (a kernel only
+        ever sets it), with a pinned host copy refreshed after every launch without a sync.
+        Reading it right away would stall the host on every launch (a scatter in every call of
+        a model); as with ATen's own device-side index asserts, a bad index surfaces after the
+        launch: at this kernel's next launch, or at check_all_statuses(). Its out-of-range
+        stores are masked off, so nothing outside the buffers is ever written."""
+        if self._pending_status is None:
+            import torch
+            dev = torch.zeros(1, dtype=torch.int32, device=device)
+            host = torch.zeros(1, dtype=torch.int32, device="cpu", pin_memory=True)
+            self._pending_status = (dev, host)
+        self.check_status()
+        return self._pending_status[0]
+
+    def _after_async_launch(self):
+        dev, host = self._pending_status
+        host.copy_(dev, non_blocking=True)
+        _UNCHECKED.add(self)
+
     def check_status(self, wait: bool = False) -> None:
-        """Raise if the last (asynchronously checked) CUDA launch reported a failure."""
-        pending = self._pending_status
-        if pending is None:
+        """Raise if a CUDA launch of this (async-status) kernel reported a failure. The host
+        copy may lag the device by the launches still in flight; wait=True synchronises."""
+        if self._pending_status is None:
             return
-        host, event = pending
-        if not wait and not event.query():
-            return
-        event.synchronize()
-        self._pending_status = None
-        if int(host.item()) != 0:
+        dev, host = self._pending_status
+        if wait:
+            import torch
+            torch.cuda.synchronize(dev.device)
+        if int(host[0]) != 0:
             raise RuntimeError(f"{self.name}: an earlier launch {_STATUS_MESSAGE} (checked after the "
                                "launch, as CUDA reports device-side errors)")
 
