@@ -512,6 +512,16 @@ def print_table(results, variants, device):
     print("geomean speedup over eager: " + ", ".join(f"{v} {s:.2f}x" for v, s in summary.items()))
     if "ours" in summary and "inductor" in summary:
         print(f"ours / inductor geomean speedup: {summary['ours'] / summary['inductor']:.2f} (goal >= 0.9)")
+        # the same ratio from each variant's own (sequential) timed steps, for comparison
+        seq = {}
+        for v in ("ours", "inductor"):
+            ratios = [row["eager"]["sequential_median_ms"] / row[v]["sequential_median_ms"]
+                      for row in results.values() if "error" not in row.get(v, {"error": 1})
+                      and "sequential_median_ms" in row.get(v, {}) and "sequential_median_ms" in row.get("eager", {})]
+            seq[v] = geomean(ratios) if ratios else None
+        if seq["ours"] and seq["inductor"]:
+            print(f"(sequential medians instead of interleaved: ours {seq['ours']:.2f}x, inductor "
+                  f"{seq['inductor']:.2f}x, ratio {seq['ours'] / seq['inductor']:.2f})")
     if device.type == "cuda" and "ours" in variants:
         worse = [n for n, row in results.items() if "error" not in row.get("ours", {"error": 1})
                  and "error" not in row.get("eager", {"error": 1})
