@@ -150,7 +150,12 @@ class TritonOpsHandler(ir.OpsHandler):
         if dtype == torch.bool:
             return self._emit(f"({x} != 0)", torch.bool, _dims(x))
         if dtype in (torch.float16, torch.bfloat16):
-            return self._emit(f"{x}.to({tl_type(dtype)}).to(tl.float32)", torch.float32, _dims(x))
+            src = x
+            if dtype == torch.bfloat16 and self.kernel.interpret and not x.dtype.is_floating_point:
+                # Triton's interpreter casts integers and bools to bfloat16 bit-wise wrong (int64 8
+                # became 0); through float32 it is right (exact for |v| < 2**24, as small counts are)
+                src = f"{x}.to(tl.float32)"
+            return self._emit(f"{src}.to({tl_type(dtype)}).to(tl.float32)", torch.float32, _dims(x))
         if x.dtype == dtype:
             return x
         return self._emit(f"{x}.to({tl_type(dtype)})", dtype, _dims(x))

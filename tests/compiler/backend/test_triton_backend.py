@@ -57,6 +57,14 @@ def test_pointwise_chain_dtypes(dtype):
     check(f, [torch.randn(33, 17).to(dtype), torch.randn(33, 17).to(dtype)], kernels=1)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_low_precision_cross_entropy_and_integer_casts(dtype):
+    # nll_loss divides by the count of kept targets cast to the input dtype (an int64 -> bfloat16
+    # cast, which Triton's interpreter gets wrong unless it goes through float32)
+    f = lambda x, t: (F.cross_entropy(x, t), (t % 7).to(dtype) * x[:, :1].sum())  # noqa: E731
+    check(f, [torch.randn(8, 300).to(dtype), torch.randint(0, 300, (8,))])
+
+
 def test_broadcast_and_transposed_inputs():
     f = lambda x, y, b: x.t() * y + b  # noqa: E731
     check(f, [torch.randn(7, 5), torch.randn(5, 7), torch.randn(7)], kernels=1)
