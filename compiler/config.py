@@ -59,6 +59,9 @@ SECTIONS: dict[str, dict[str, Option]] = {
     "backend": {
         "fusion": _opt(True, "fuse compatible loops into one kernel"),
         "max_fusion_size": _opt(64, "most nodes fused into one kernel"),
+        "fuse_independent": _opt(False, "also fuse pointwise nodes that share no buffer but run over "
+                                        "the same loops (fewer launches; the compiled optimizer step "
+                                        "turns it on for its per-parameter updates)"),
         "cache_enabled": _opt(True, "reuse compiled code across runs (on-disk cache)"),
         "cache_dir": _opt("", "compiled-code cache folder; empty means ~/.cache/tracetorch"),
         "fallback_on_error": _opt(True, "run the ATen op when lowering fails instead of raising"),

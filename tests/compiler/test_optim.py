@@ -249,3 +249,30 @@ def test_adamw_step_updates_in_place_below_one_copy_of_the_parameters(backend):
     # the state tensors were updated in place: the same objects as after the first step
     for (m, v), p in zip(state_before, model.parameters()):
         assert opt.state[p]["exp_avg"] is m and opt.state[p]["exp_avg_sq"] is v
+
+
+def test_same_shaped_parameters_update_in_one_kernel():
+    """The per-parameter updates share nothing but their loops: the optimizer's graph is
+    compiled with backend.fuse_independent, so same-shaped parameters (biases, norm weights)
+    are updated by one kernel, in place, and the values still match eager's."""
+    from compiler.backend.compile import CompiledGraph
+    torch.manual_seed(0)
+    shapes = [(64,)] * 6 + [(16, 8)] * 3 + [(5,)]
+    params = [nn.Parameter(torch.randn(s)) for s in shapes]
+    ref = [nn.Parameter(p.detach().clone()) for p in params]
+    opt = torch.optim.AdamW(params, lr=1e-2, foreach=True)
+    ref_opt = torch.optim.AdamW(ref, lr=1e-2, foreach=True)
+    step = compile_optimizer_step(opt.step)
+    for i in range(3):
+        g = torch.Generator().manual_seed(i)
+        for p, rp in zip(params, ref):
+            p.grad = torch.randn(p.shape, generator=g)
+            rp.grad = p.grad.clone()
+        step()
+        ref_opt.step()
+    for p, rp in zip(params, ref):
+        torch.testing.assert_close(p, rp, rtol=1e-5, atol=1e-6)
+    (key, compiled), = step.cache.values()
+    code = compiled.compiled.code if isinstance(getattr(compiled, "compiled", None), CompiledGraph) else ""
+    assert code.count('extern "C" int ') == 3, code       # one kernel per distinct shape
+    assert code.count("needs no copy") == 3 * len(shapes)  # parameter, exp_avg, exp_avg_sq in place

@@ -164,7 +164,15 @@ def fuse(steps_in: list, readers_of) -> list:
             vertical.sort(key=lambda s: -steps.index(s))
             horizontal = [s for s in reversed(steps) if isinstance(s, Group) and s not in vertical
                           and not s.closed and reads & _group_reads(s)][:6]
-            for kind, cands in (("vertical", vertical), ("horizontal", horizontal)):
+            kinds = [("vertical", vertical), ("horizontal", horizontal)]
+            if config.backend.fuse_independent and isinstance(buf.data, ir.Pointwise):
+                # same loops, nothing shared: one launch instead of two (a many-parameter
+                # optimizer step updates several same-shaped parameters in one kernel)
+                kinds.append(("independent", [s for s in reversed(steps) if isinstance(s, Group)
+                                              and not s.closed and not s.rranges
+                                              and s not in vertical and s not in horizontal
+                                              and _same_list(s.ranges, buf.data.ranges)][:16]))
+            for kind, cands in kinds:
                 for g in cands:
                     names = [n.name for n in g.nodes]
                     if len(g.nodes) >= max_size:
@@ -185,8 +193,9 @@ def fuse(steps_in: list, readers_of) -> list:
                     resplit = node is not buf or members is not g.nodes
                     g.ranges, g.rranges, g.kinds = plan
                     g.nodes = members + [node]
-                    decide(buf.name, names, True, ("same iteration point" if kind == "vertical"
-                                                   else "same iteration space, shared reads")
+                    decide(buf.name, names, True, {"vertical": "same iteration point",
+                                                   "horizontal": "same iteration space, shared reads",
+                                                   "independent": "same iteration space, independent"}[kind]
                            + (f" (loops re-split as {list(plan[0])} x {list(plan[1])})" if resplit else ""),
                            kind)
                     chosen = g
