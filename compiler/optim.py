@@ -34,6 +34,7 @@ import torch.optim.optimizer as _optimizer_module
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import logs
+from compiler import config
 
 log = logs.get_logger(__name__)
 aten = torch.ops.aten
@@ -205,7 +206,6 @@ class CompiledOptimizerStep:
         logs.artifact("aot_graphs", lambda: gm.print_readable(print_output=False),
                       graph="inference", name=f"optimizer_{kind}")
         flat = [t.detach() for group in inputs for t in (group if isinstance(group, list) else [group])]
-        from compiler import config
         # same-shaped parameters share nothing but their loops: one kernel updates several
         with config.patch(**{"backend.fuse_independent": True}):
             compiled = self._backend()(gm, flat)

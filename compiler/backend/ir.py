@@ -165,13 +165,6 @@ class Loops(IRNode):
         return [index_var("i", k) for k in range(len(self.ranges))]
 
 
-def sympy_product(xs) -> Expr:
-    out = sympy.Integer(1)
-    for x in xs:
-        out = out * x
-    return out
-
-
 def split_into(ranges, dims) -> Optional[list[tuple[int, int]]]:
     """[(start, end)] of consecutive `dims` whose products are `ranges` (in order), or None.
     A range of 1 takes an empty run; dims of 1 join the current run."""
@@ -196,7 +189,7 @@ def split_into(ranges, dims) -> Optional[list[tuple[int, int]]]:
 
 def merge_points(idx, chunks, dims) -> list:
     """Point over `dims` -> point over the ranges that split_into() split into those chunks."""
-    return [sum((idx[j] * sympy_product(dims[j + 1:end]) for j in range(start, end)), sympy.Integer(0))
+    return [sum((idx[j] * product(dims[j + 1:end]) for j in range(start, end)), sympy.Integer(0))
             for start, end in chunks]
 
 

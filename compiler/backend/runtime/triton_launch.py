@@ -12,8 +12,6 @@ around both; on a machine without a GPU the tests simply run the whole process w
 """
 from __future__ import annotations
 
-import weakref
-
 import contextlib
 import hashlib
 import importlib.util
@@ -21,6 +19,7 @@ import os
 import sys
 import tempfile
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -230,7 +229,7 @@ class TritonLauncher:
         # float scalar arguments (after the pointers): passed at every launch, never in the plan
         self.n_floats = n_floats
         # kernel reports a failure in an int32 status word: True = read after every launch,
-        # "async" = read at the next launch on CUDA (see _launch_slow)
+        # "async" = read at the next launch on CUDA (see _async_status)
         self.status = status
         self.rblock, self.clone_args = rblock, tuple(clone_args)
         self.reduction = kind != "pointwise"
@@ -242,7 +241,7 @@ class TritonLauncher:
         self._configs: dict[tuple, LaunchConfig] = {}
         self._plans: dict[tuple, LaunchPlan] = {}
         # CUDA, status "async": (device status word, pinned host copy) (see _async_status)
-        self._pending_status = None
+        self._status_words = None
         # Triton pointer types of the tensor arguments ('*fp32', ...), known at codegen time:
         # what ahead-of-time compilation needs besides the sizes (precompile_items)
         self.ptr_types = tuple(ptr_types) if ptr_types is not None else None
@@ -378,8 +377,7 @@ class TritonLauncher:
             self._configs[key] = cfg
         # a status word read after every launch needs the slow path; an "async" one (scatters
         # on CUDA) rides along in the direct launch (_async_status)
-        direct = not (self.interpret or self.status is True
-                      or (self.status and ptrs[0].device.type != "cuda"))
+        direct = not (self.interpret or self.status is True)
         plan = LaunchPlan(kernel, cfg, ints, self._grid(cfg.meta, *ints), direct=direct)
         if len(self._plans) < 64:      # dynamic sizes: keep the cache bounded
             self._plans[tuple(sizes)] = plan
@@ -403,41 +401,41 @@ class TritonLauncher:
         a model); as with ATen's own device-side index asserts, a bad index surfaces after the
         launch: at this kernel's next launch, or at check_all_statuses(). Its out-of-range
         stores are masked off, so nothing outside the buffers is ever written."""
-        if self._pending_status is None:
+        if self._status_words is None:
             import torch
             dev = torch.zeros(1, dtype=torch.int32, device=device)
             host = torch.zeros(1, dtype=torch.int32, device="cpu", pin_memory=True)
-            self._pending_status = (dev, host)
+            self._status_words = (dev, host)
+            _ASYNC_STATUS.add(self)
         self.check_status()
-        return self._pending_status[0]
+        return self._status_words[0]
 
     def _after_async_launch(self):
-        dev, host = self._pending_status
+        dev, host = self._status_words
         host.copy_(dev, non_blocking=True)
-        _UNCHECKED.add(self)
 
     def check_status(self, wait: bool = False) -> None:
         """Raise if a CUDA launch of this (async-status) kernel reported a failure. The host
         copy may lag the device by the launches still in flight; wait=True synchronises."""
-        if self._pending_status is None:
+        if self._status_words is None:
             return
-        dev, host = self._pending_status
+        dev, host = self._status_words
         if wait:
             import torch
             torch.cuda.synchronize(dev.device)
-        if int(host[0]) != 0:
+        if host.item() != 0:
             raise RuntimeError(f"{self.name}: an earlier launch {_STATUS_MESSAGE} (checked after the "
                                "launch, as CUDA reports device-side errors)")
 
 
-_UNCHECKED: "weakref.WeakSet[TritonLauncher]" = weakref.WeakSet()
+#: launchers with an asynchronously read status word (they register on their first CUDA launch)
+_ASYNC_STATUS: "weakref.WeakSet[TritonLauncher]" = weakref.WeakSet()
 
 
 def check_all_statuses() -> None:
-    """Wait for every CUDA launch whose status word is still unchecked, and raise if one
-    reported a failure (what a caller that must know now, such as a test, calls)."""
-    for launcher in list(_UNCHECKED):
-        _UNCHECKED.discard(launcher)
+    """Wait for every CUDA launch of a kernel with an asynchronously read status word, and
+    raise if one reported a failure (what a caller that must know now, such as a test, calls)."""
+    for launcher in list(_ASYNC_STATUS):
         launcher.check_status(wait=True)
 
 

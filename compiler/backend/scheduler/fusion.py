@@ -108,11 +108,12 @@ def prospective(group: Group, node):
     return (group.ranges, group.rranges, dict(group.kinds, **{node.name: kind})), ""
 
 
-def check_deps(group: Group, node, plan) -> str:
-    """'' if every read of a group buffer by `node` is a same-point read, else why not."""
+def check_deps(nodes: list, node, plan) -> str:
+    """'' if every read of a buffer of `nodes` (a group's, as they would be after a re-split) by
+    `node` is a same-point read, else why not."""
     ranges, rranges, kinds = plan
     n_outer = len(ranges)
-    members = {n.name: n for n in group.nodes}
+    members = {n.name: n for n in nodes}
     nmap = var_map(node, kinds[node.name], n_outer)
     var_ranges = {ir.index_var("x", k): r for k, r in enumerate(ranges)}
     var_ranges.update({ir.index_var("r", k): r for k, r in enumerate(rranges)})
@@ -132,6 +133,11 @@ def check_deps(group: Group, node, plan) -> str:
         if sympy.expand(store - load) != 0:
             return f"{node.name} reads {name}[{load}] but it is stored at [{store}] (not the same point)"
     return ""
+
+
+_FUSED_BECAUSE = {"vertical": "same iteration point",
+                  "horizontal": "same iteration space, shared reads",
+                  "independent": "same iteration space, independent"}
 
 
 def decide(name_a: str, nodes_b: list, fused: bool, reason: str, kind: str):
@@ -182,7 +188,7 @@ def fuse(steps_in: list, readers_of) -> list:
                     if plan is None:
                         decide(buf.name, names, False, why, kind)
                         continue
-                    why = check_deps(_Trial(g, members), node, plan)
+                    why = check_deps(members, node, plan)
                     if why:
                         decide(buf.name, names, False, why, kind)
                         continue
@@ -193,9 +199,7 @@ def fuse(steps_in: list, readers_of) -> list:
                     resplit = node is not buf or members is not g.nodes
                     g.ranges, g.rranges, g.kinds = plan
                     g.nodes = members + [node]
-                    decide(buf.name, names, True, {"vertical": "same iteration point",
-                                                   "horizontal": "same iteration space, shared reads",
-                                                   "independent": "same iteration space, independent"}[kind]
+                    decide(buf.name, names, True, _FUSED_BECAUSE[kind]
                            + (f" (loops re-split as {list(plan[0])} x {list(plan[1])})" if resplit else ""),
                            kind)
                     chosen = g
@@ -207,13 +211,6 @@ def fuse(steps_in: list, readers_of) -> list:
             steps.append(chosen)
         where[buf.name] = chosen
     return steps
-
-
-class _Trial:
-    """A group's nodes as they would be after a re-split, for check_deps before committing."""
-
-    def __init__(self, g: Group, members: list):
-        self.nodes = members
 
 
 def _fit(g: Group, buf):

@@ -78,6 +78,7 @@ def plan(steps: list, graph, graph_outs: set) -> Plan:
                 and name not in input_names)
 
     allocs, frees = {}, {}
+    done_writebacks: dict = {}      # write-back step -> the kernel that stores it in place
     pool: dict = {}
     reused = inplace = 0
     for i, s in enumerate(steps):
@@ -90,6 +91,7 @@ def plan(steps: list, graph, graph_outs: set) -> Plan:
                 if wb is not None:
                     taken.add(wb.dst)
                     entries.append((o, wb.dst))
+                    done_writebacks[wb.step] = s.name
                     inplace += 1
                     log.debug("writeback_in_place", buffer=o, input=wb.dst, kernel=s.name, copy=wb.step)
                     continue
@@ -122,9 +124,7 @@ def plan(steps: list, graph, graph_outs: set) -> Plan:
         for d in dead:
             if poolable(d):
                 pool.setdefault(_key(produced[d][1]), []).append(d)
-    return Plan(allocs, frees, reused, inplace,
-                {w.step: next(s.name for s in steps if isinstance(s, ir.KernelGroup) and o in s.outputs)
-                 for o, w in writebacks.items()})
+    return Plan(allocs, frees, reused, inplace, done_writebacks)
 
 
 def _writebacks_in_place(steps, graph, graph_outs, input_buffers) -> dict:
