@@ -1,12 +1,16 @@
-"""Where does one compiled call's time go? A cProfile of steady-state calls of a suite model.
+"""Where does one compiled call's time go? A cProfile of steady-state calls of a suite model
+(scripts/models) or a kernel workload (scripts/workloads.py).
 
     python scripts/profile_call.py gpt2 --device cuda --dtype bfloat16
     python scripts/profile_call.py gpt2 --device cpu --calls 50
+    python scripts/profile_call.py transformer_block --device cuda --dtype bfloat16 --kernels
 
 Compiles the model with compiler.compile (default backend), warms it up, then profiles `--calls`
 calls and prints the top functions by total (self) time and by cumulative time, plus the median
 wall time per call next to eager's. This is how the per-call Python overhead (guards, the aot
 wrapper, the output code, kernel launches) is found; it is a diagnostic, not a benchmark.
+`--kernels` adds torch.profiler's per-kernel device-time tables of ours, eager and
+torch.compile/inductor (which kernel is slow, next to the peer's).
 """
 import argparse
 import cProfile
@@ -37,13 +41,19 @@ def wall_ms(fn, device, n=30):
 
 
 def kernel_profile(compiled, model, inputs, args) -> str:
-    """torch.profiler tables of device time per kernel, for ours and for eager."""
+    """torch.profiler tables of device time per kernel: ours, eager and (unless --no-inductor)
+    torch.compile/inductor."""
     import torch
     from torch.profiler import ProfilerActivity, profile
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
     sort = "self_cuda_time_total" if args.device == "cuda" else "self_cpu_time_total"
     text = ""
-    for label, fn in (("ours", compiled), ("eager", model)):
+    variants = [("ours", compiled), ("eager", model)]
+    if not args.no_inductor:
+        variants.append(("inductor", torch.compile(model)))
+    for label, fn in variants:
+        for _ in range(3):       # compile (inductor) and warm up outside the profile
+            fn(*inputs)
         with profile(activities=acts) as prof:
             for _ in range(10):
                 fn(*inputs)
@@ -61,20 +71,26 @@ def main(argv=None):
     p.add_argument("--calls", type=int, default=100)
     p.add_argument("--top", type=int, default=35)
     p.add_argument("--kernels", action="store_true",
-                   help="also print torch.profiler's per-kernel device time table (ours and eager)")
+                   help="also print torch.profiler's per-kernel device time tables (ours, eager, inductor)")
+    p.add_argument("--no-inductor", action="store_true", help="--kernels without the inductor table")
     args = p.parse_args(argv)
 
     import torch
     import compiler
     from models import SUITE
-    if args.model not in SUITE:
-        sys.exit(f"profile_call: unknown model {args.model!r}; valid: {', '.join(SUITE)}")
-    spec = SUITE[args.model]
+    from workloads import WORKLOADS
     dtype = getattr(torch, args.dtype)
     torch.manual_seed(0)
-    model = spec.build().to(args.device).to(dtype).eval()
-    scale = "cpu" if args.device == "cpu" else "gpu"
-    inputs = tuple(x.to(dtype) if x.is_floating_point() else x for x in spec.inputs(args.device, dtype, scale))
+    if args.model in SUITE:
+        spec = SUITE[args.model]
+        model = spec.build().to(args.device).to(dtype).eval()
+        scale = "cpu" if args.device == "cpu" else "gpu"
+        inputs = tuple(x.to(dtype) if x.is_floating_point() else x for x in spec.inputs(args.device, dtype, scale))
+    elif args.model in WORKLOADS:
+        model, inputs = WORKLOADS[args.model].build(args.device, dtype, args.device)
+    else:
+        sys.exit(f"profile_call: unknown model {args.model!r}; valid: suite models {', '.join(SUITE)}; "
+                 f"workloads {', '.join(WORKLOADS)}")
     compiled = compiler.compile(model)
     with torch.no_grad():
         t = time.perf_counter()
