@@ -74,12 +74,15 @@ def reduction_configs(xnumel: int, rnumel: int, persistent: bool) -> list[Launch
             out.append(LaunchConfig({"XBLOCK": xb, "RBLOCK": rb},
                                     num_warps=_clamp_warps(max(1, xb * rb // 512), xb * rb, warps)))
     else:
+        # One row per program, 16 elements per thread: on H100 a bf16 online softmax over 32768
+        # columns ran at 91% of copy bandwidth with RBLOCK 2048 / 4 warps, 90% at 4096 / 8, but
+        # 78% at 2048 / 8 and 62% at 16384 / 16 (more cross-warp reduction per loaded byte).
         rmax = _opt("max_block", 1024) * 2
-        for xb, rb in ((1, rmax), (1, rmax // 2), (4, 512), (8, 128)):
+        for xb, rb in ((1, rmax), (1, rmax * 2), (1, rmax // 2), (4, 512), (8, 128)):
             xb = max(1, min(xb, next_pow2(xnumel)))
             rb = max(2, min(rb, next_pow2(rnumel)))
             out.append(LaunchConfig({"XBLOCK": xb, "RBLOCK": rb},
-                                    num_warps=_clamp_warps(max(1, xb * rb // 256), xb * rb, warps)))
+                                    num_warps=_clamp_warps(max(1, xb * rb // 512), xb * rb, warps)))
     return _dedup(out)
 
 

@@ -106,8 +106,11 @@ def test_candidates_respect_config():
             assert c.meta["XBLOCK"] <= 256 and c.num_warps in (2, 4)
     for c in autotune.reduction_configs(4096, 300, persistent=True):
         assert c.meta["RBLOCK"] == 512
-    for c in autotune.reduction_configs(8, 100000, persistent=False):
-        assert c.meta["RBLOCK"] <= 2048 and c.meta["XBLOCK"] <= 8
+    looped = autotune.reduction_configs(8, 100000, persistent=False)
+    for c in looped:      # chunks up to 4 x max_block, at most 16 elements per thread
+        assert c.meta["RBLOCK"] <= 4096 and c.meta["XBLOCK"] <= 8
+        assert c.meta["RBLOCK"] * c.meta["XBLOCK"] <= 16 * 32 * c.num_warps
+    assert looped[0].meta == {"XBLOCK": 1, "RBLOCK": 2048} and looped[0].num_warps == 4
     assert autotune.size_bucket([1, 3, 1000]) == (1, 4, 1024)
 
 
