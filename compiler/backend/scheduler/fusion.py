@@ -184,6 +184,11 @@ def fuse(steps_in: list, readers_of) -> list:
                     if len(g.nodes) >= max_size:
                         decide(buf.name, names, False, f"group already has {max_size} nodes", kind)
                         continue
+                    if kind != "vertical":
+                        why = _hoists_past_extern(steps, g)
+                        if why:
+                            decide(buf.name, names, False, why, kind)
+                            continue
                     node, members, plan, why = _fit(g, buf)
                     if plan is None:
                         decide(buf.name, names, False, why, kind)
@@ -241,6 +246,22 @@ def _fit(g: Group, buf):
             if plan2 is not None:
                 return buf, members, plan2, ""
     return None, g.nodes, None, why
+
+
+def _hoists_past_extern(steps, g: Group) -> str:
+    """A sibling fusion computes `buf` where g runs, earlier than its place in the program. Past
+    an extern kernel (a matmul, a convolution backward) that keeps `buf` alive during the call,
+    whose own inputs and outputs are typically the largest tensors live then: in a backward
+    graph the recomputed input of one convolution's backward, hoisted into a kernel before the
+    previous convolution's backward, raised the step's peak memory by a whole activation. Saving
+    a re-read of the shared inputs is not worth that."""
+    later = steps[steps.index(g) + 1:]
+    # views cost nothing, nor does an input mutation's copy_ (it allocates nothing)
+    extern = next((s for s in later if isinstance(s, ir.ExternKernel)
+                   and not s.kernel.startswith("aten.copy_")), None)
+    if extern is None:
+        return ""
+    return f"would be computed before {extern.name} ({type(extern).__name__}) and kept alive across it"
 
 
 def _group_reads(g: Group) -> set:

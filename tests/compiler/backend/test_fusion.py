@@ -120,3 +120,22 @@ def test_reduction_fuses_into_pointwise_producer_over_coarser_loops():
         return y, y.view(4, 64, 128).sum(-1)
     rt = check(f, [torch.randn(256, 128)])
     assert kernel_count(rt) == 1
+
+
+def test_sibling_fusion_is_not_hoisted_past_an_extern_kernel():
+    """cos(x) shares its read of x with sin(x), but computing it there would keep its result
+    alive across the matmul (in a backward graph: a recomputed activation held across a
+    convolution's backward, one activation more at the peak). It runs after the matmul."""
+    events = []
+    sink = logs.add_sink(events.append, artifacts=["fusion_decision"])
+    try:
+        rt = check(lambda x, w: ((x.sin() @ w) * x.cos()), [torch.randn(8, 8), torch.randn(8, 8)])
+    finally:
+        logs.remove_sink(sink)
+    code = rt.compiled.code
+    call = code[code.index("def call"):]
+    assert call.index("aten.mm.default") < call.index("cos")
+    payloads = [e.payload() if callable(e.payload) else e.payload
+                for e in events if e.name == "fusion_decision"]
+    refused = [p for p in payloads if not p["fused"] and p["kind"] == "horizontal"]
+    assert any("kept alive across" in p["reason"] for p in refused), payloads
