@@ -262,6 +262,56 @@ def warm_compile_times(args, dtype_name):
     return out
 
 
+def isolated_cold_times(args, dtype_name):
+    """Each compiled variant's cold compiles measured in a process of its own (empty disk caches,
+    CUDA context and one tiny warm-up compile first, each workload's eager call before its compiled
+    first call). In the main process the variants run one after another, so lazy one-time work
+    (FakeTensor's dispatch caches, meta kernels, CUDA modules loaded on first use, e.g. an attention
+    kernel) falls on whichever variant runs first, and the later ones look faster than they are."""
+    out = {}
+    for variant in [v for v in args.variants if v != "eager"]:
+        cmd = [sys.executable, os.path.abspath(__file__), "--device", args.device, "--dtype", dtype_name,
+               "--preset", args.preset, "--_cold", variant, "--only", ",".join(args.only)]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.warm_timeout,
+                               env=os.environ.copy())
+            line = [ln for ln in p.stdout.splitlines() if ln.startswith("COLD_JSON ")]
+            if not line:
+                tail = (p.stderr.strip().splitlines() or ["no output"])[-1][:120]
+                out[variant] = {"_error": f"n/a: cold process failed: {tail}"}
+            else:
+                out[variant] = json.loads(line[-1][len("COLD_JSON "):])
+        except subprocess.TimeoutExpired:
+            out[variant] = {"_error": f"n/a: cold process exceeded {args.warm_timeout}s"}
+    return out
+
+
+def cold_main(args):
+    variant, dtype = args._cold, DTYPES[args.dtype.split(",")[0]]
+    base = tempfile.mkdtemp(prefix="tracetorch_bench_cold_")
+    use_variant_caches(base, "warmup")
+    if args.device == "cuda":
+        torch.ones(1, device="cuda").add_(1)
+    warm_up_variants([variant], args.device, dtype)
+    use_variant_caches(base, variant)
+    res = {}
+    for name in args.only:
+        try:
+            torch.manual_seed(0)
+            fn, inputs = W.get(name).build(args.device, dtype, args.preset)
+            fn(*inputs)                  # eager first, as in the main process
+            sync(args.device)
+            reset_all()
+            compiled = make_variant(variant, fn)
+            t0 = time.perf_counter()
+            compiled(*inputs)
+            sync(args.device)
+            res[name] = time.perf_counter() - t0
+        except Exception as e:
+            res[name] = fmt_err(e)
+    print("COLD_JSON " + json.dumps(res))
+
+
 def warm_main(args):
     variant, dtype = args._warm, DTYPES[args.dtype.split(",")[0]]
     res = {}
@@ -376,6 +426,10 @@ def main(argv=None):
     p.add_argument("--no-warm", action="store_true", help="skip the second-process warm compiles")
     p.add_argument("--warm-timeout", type=int, default=900)
     p.add_argument("--_warm", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--_cold", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--cold", choices=["isolated", "in-process"], default="isolated",
+                   help="cold compile time: each variant in a process of its own (default), or the "
+                        "main process's first calls (variants one after another)")
     p.add_argument("--resummarize", default=None, metavar="JSON",
                    help="recompute the summary of a saved results file and print its table")
     args = p.parse_args(argv)
@@ -388,6 +442,8 @@ def main(argv=None):
     torch.set_grad_enabled(False)
     if args._warm:
         return warm_main(args)
+    if args._cold:
+        return cold_main(args)
 
     # Empty disk caches for the cold numbers, one set per variant (use_variant_caches); the warm
     # processes inherit the variables.
@@ -400,9 +456,11 @@ def main(argv=None):
             "torch": torch.__version__, "python": platform.python_version(),
             "copy_bw_gbps": copy_bw, "preset": args.preset, "argv": sys.argv[1:],
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "notes": "cold = first call in this process with empty disk caches (CUDA context "
-                     "created before, and every variant warmed up once on an unrelated tiny function "
-                     "so one-time imports count against no variant); warm = first call in a new process sharing the caches; "
+            "notes": "cold = first call with empty disk caches, by default in a process of the "
+                     "variant's own (--cold isolated; CUDA context created before, the variant warmed "
+                     "up once on an unrelated tiny function so one-time imports count against no "
+                     "variant, the workload's eager call first; the main process's first call is kept "
+                     "as first_call_in_process_s); warm = first call in a new process sharing the caches; "
                      "kernels on CUDA = device kernels per call counted by torch.profiler"}
     try:
         import triton
@@ -429,6 +487,17 @@ def main(argv=None):
                               "error": fmt_err(e)})
             print("\n".join(markdown([r for r in drows if r["workload"] == name]).splitlines()[2:]),
                   flush=True)
+        if args.cold == "isolated":
+            cold = isolated_cold_times(args, dtype_name)
+            for r in drows:
+                c = cold.get(r["variant"])
+                if c is not None and "cold_compile_s" in r:
+                    r["first_call_in_process_s"] = r["cold_compile_s"]
+                    v = c.get(r["workload"], c.get("_error", "n/a"))
+                    if isinstance(v, (int, float)):
+                        r["cold_compile_s"] = v
+                    else:
+                        r["cold_compile_error"] = v
         if not args.no_warm:
             warm = warm_compile_times(args, dtype_name)
             for r in drows:
