@@ -11,12 +11,20 @@ import triton.language as tl
 
 @triton.jit
 def maximum(a, b):
-    return tl.where((a > b) | (a != a), a, b)
+    # floats: one max.NaN instruction per element (sm80+) instead of compare, NaN test, or and
+    # select; it made a bf16 online softmax measurably less bound by arithmetic than by memory
+    if a.dtype.is_floating():
+        return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+    else:
+        return tl.where(a > b, a, b)
 
 
 @triton.jit
 def minimum(a, b):
-    return tl.where((a < b) | (a != a), a, b)
+    if a.dtype.is_floating():
+        return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+    else:
+        return tl.where(a < b, a, b)
 
 
 @triton.jit
