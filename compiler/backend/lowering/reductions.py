@@ -13,7 +13,9 @@ import torch
 
 from compiler.backend import ir
 from compiler.backend.ir import ops
-from compiler.backend.lowering.registry import NotLowerable, aten, inlined_origins, register_lowering, same
+from compiler.backend.lowering import split_reduction
+from compiler.backend.lowering.registry import NotLowerable, aten, inlined_origins, register_lowering, same, \
+    uses_triton
 
 
 def _dims(x, dim):
@@ -59,6 +61,9 @@ def make_reduction(ctx, x, dims, reduction_type, *, out_dtype, src_dtype=None, k
                             cost=x.op_count() + 1)
     red = ir.Reduction(ranges, rranges, inner_fn, reduction_type, out_dtype, src_dtype, x.get_device(),
                        origins=ctx.origins | inlined_origins(x), cost=x.op_count() + 1)
+    plan = split_reduction.plan(red) if uses_triton(x.get_device()) else None
+    if plan is not None:
+        red = split_reduction.split(red, *plan, lambda first: ctx.graph.realize(first, ctx.node))
     buf = ctx.graph.realize(red, ctx.node)
     if keepdim:
         return keepdim_view(ctx, buf, n, dims)

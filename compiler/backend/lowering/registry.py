@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 import sympy
 import torch
 
+from compiler import config
 from compiler.backend import ir
 from compiler.backend.ir import ops
 
@@ -183,3 +184,8 @@ def promoted_dtype(ctx: Ctx, arg_indices=None) -> torch.dtype:
     except Exception:
         pass
     return out
+
+
+def uses_triton(device) -> bool:
+    """Which code generator will compile this graph's kernels (compile.pick_codegen's rule)."""
+    return device.type == "cuda" or (device.type == "cpu" and config.backend.cpu_codegen == "triton")

@@ -25,7 +25,7 @@ import logs
 from compiler import config
 from compiler.backend import ir
 from compiler.backend.ir import ops
-from compiler.backend.lowering.registry import Ctx, NotLowerable, aten, broadcast_loader, inlined_origins, \
+from compiler.backend.lowering.registry import Ctx, NotLowerable, uses_triton, aten, broadcast_loader, inlined_origins, \
     register_lowering, same, value_loader
 
 log = logs.get_logger(__name__)
@@ -38,11 +38,6 @@ _TRITON_ATOMIC = (torch.float32, torch.float64, torch.int32, torch.int64)
 _REDUCE_MODES = {"sum": "sum", "prod": "prod", "amax": "amax", "amin": "amin", "add": "sum", "multiply": "prod"}
 
 
-def _uses_triton(device) -> bool:
-    """Which code generator will compile this graph's kernels (compile.pick_codegen's rule)."""
-    return device.type == "cuda" or (device.type == "cpu" and config.backend.cpu_codegen == "triton")
-
-
 def _acc_dtype(ctx, mode) -> torch.dtype:
     """The dtype the scatter runs in; refuses combinations no code generator implements."""
     dtype = ctx.dtype
@@ -51,7 +46,7 @@ def _acc_dtype(ctx, mode) -> torch.dtype:
     if dtype == torch.bool:
         raise NotLowerable(f"scatter {mode} on bool")
     acc = torch.float32 if dtype in _LOW_PRECISION else dtype
-    if _uses_triton(ctx.device):
+    if uses_triton(ctx.device):
         if mode != "sum":
             raise NotLowerable(f"scatter reduce '{mode}' has no Triton atomic here")
         if acc not in _TRITON_ATOMIC:
@@ -214,7 +209,7 @@ def scatter_add(ctx, x, dim, index, src):
 
 def _reduce_mode(ctx, reduce) -> str:
     if reduce == "mean":
-        if not ctx.dtype.is_floating_point and _uses_triton(ctx.device):
+        if not ctx.dtype.is_floating_point and uses_triton(ctx.device):
             raise NotLowerable("integer scatter mean (floor division) through Triton")
         return "mean"
     if reduce not in _REDUCE_MODES:

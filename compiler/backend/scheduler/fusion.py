@@ -136,7 +136,7 @@ def check_deps(nodes: list, node, plan) -> str:
 
 
 _FUSED_BECAUSE = {"vertical": "same iteration point",
-                  "horizontal": "same iteration space, shared reads",
+                  "horizontal": "same iteration space, shared reads or a shared producer",
                   "independent": "same iteration space, independent"}
 
 
@@ -168,8 +168,13 @@ def fuse(steps_in: list, readers_of) -> list:
             producers = [where[r] for r in reads if r in where]
             vertical = [s for s in dict.fromkeys(producers) if isinstance(s, Group) and not s.closed]
             vertical.sort(key=lambda s: -steps.index(s))
+            # siblings: they read the same buffers, or buffers that one kernel produced (e.g. the
+            # two second stages of split reductions over one first-stage kernel's partials)
+            sources = {id(where[r]) for r in reads if r in where}
             horizontal = [s for s in reversed(steps) if isinstance(s, Group) and s not in vertical
-                          and not s.closed and reads & _group_reads(s)][:6]
+                          and not s.closed
+                          and (reads & _group_reads(s)
+                               or sources & {id(where[r]) for r in _group_reads(s) if r in where})][:6]
             kinds = [("vertical", vertical), ("horizontal", horizontal)]
             if config.backend.fuse_independent and isinstance(buf.data, ir.Pointwise):
                 # same loops, nothing shared: one launch instead of two (a many-parameter
