@@ -191,6 +191,7 @@ def target_key(target) -> tuple:
 
 _PENDING: dict[tuple, Future] = {}
 _PENDING_LOCK = threading.Lock()
+_LAUNCHERS: dict[tuple, Future] = {}     # launcher key -> a worker's build of that launcher
 STATS = {"submitted": 0, "precompiled": 0, "failed": 0, "cancelled": 0, "in_process": 0, "waited_s": 0.0}
 
 
@@ -217,6 +218,15 @@ def compile_kernel(kernel, spec: Spec, target):
             log.warning("triton_precompile_fallback", kernel=kernel.name,
                         error=f"{type(e).__name__}: {e}"[:300])
         STATS["waited_s"] += time.perf_counter() - t0
+    with _PENDING_LOCK:
+        lfut = _LAUNCHERS.get(_launcher_key(spec, target))
+    # its launcher, built by a worker beside the compile, is then a cache hit at the first launch;
+    # one no worker has started yet is left to that first launch
+    if lfut is not None and not lfut.cancel():
+        try:
+            lfut.result(timeout=_timeout() + 10)
+        except Exception:
+            pass
     STATS["in_process"] += 1
     return worker_mod.compile_spec(kernel.fn, spec.types, spec.descs, spec.constexprs,
                                    dict(spec.options), target)
@@ -435,11 +445,17 @@ def _env() -> dict:
     return env
 
 
-def request(kernel, spec: Spec, target) -> dict:
-    return {"op": "compile", "path": kernel.path, "name": kernel.name, "module": kernel.module_name,
+def request(kernel, spec: Spec, target, op: str = "compile") -> dict:
+    return {"op": op, "path": kernel.path, "name": kernel.name, "module": kernel.module_name,
             "types": list(spec.types), "descs": list(spec.descs),
             "constexprs": [list(c) for c in spec.constexprs], "options": dict(spec.options),
             "target": list(target_key(target)), "env": _env()}
+
+
+def _launcher_key(spec: Spec, target) -> tuple:
+    """What Triton's per-signature launcher source depends on: argument types and constexprs."""
+    return (tuple(spec.types), tuple(spec.constexprs), target_key(target),
+            _env().get("TRITON_CACHE_DIR"))
 
 
 def precompile(items, target=None, pool: CompilePool | None = None) -> int:
@@ -462,15 +478,29 @@ def precompile(items, target=None, pool: CompilePool | None = None) -> int:
     futures = []
     env = _env()
     with _PENDING_LOCK:
-        for kernel, spec in items:
+        todo = [(k, s) for k, s in items
+                if _request_key(k.path, k.name, s, target) not in _PENDING
+                and (k.device_key(target), s) not in k.compiled]
+        # With several workers each distinct launcher signature is built by a worker of its own,
+        # beside the kernel compiles (queued after them: idle workers take them at once), instead
+        # of by each compile's worker after compiling, serially. One worker does both in turn.
+        separate = pool.size > 1
+        for kernel, spec in todo:
             key = _request_key(kernel.path, kernel.name, spec, target)
-            if key in _PENDING or (kernel.device_key(target), spec) in kernel.compiled:
+            if key in _PENDING:
                 continue
             req = request(kernel, spec, target)
             req["env"] = env
+            req["launcher"] = not separate
             fut = pool.submit(req)
             _PENDING[key] = fut
             futures.append(fut)
+        for kernel, spec in todo if separate else ():
+            lkey = _launcher_key(spec, target)
+            if lkey not in _LAUNCHERS:
+                req = request(kernel, spec, target, op="launcher")
+                req["env"] = env
+                _LAUNCHERS[lkey] = pool.submit(req)
     n = len(futures)
     if not n:
         return 0
@@ -513,6 +543,7 @@ def precompile(items, target=None, pool: CompilePool | None = None) -> int:
 def forget_pending() -> None:
     with _PENDING_LOCK:
         _PENDING.clear()
+        _LAUNCHERS.clear()
 
 
 __all__ = ["specialize", "Spec", "Ptr", "ptr_type", "compile_kernel", "precompile", "CompilePool",

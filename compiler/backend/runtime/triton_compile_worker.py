@@ -85,6 +85,12 @@ def build_launcher(ck) -> bool:
     driver's make_launcher + compile_module_from_src, cached on disk by its source) build it on
     first launch in the main process; a worker builds it here so that it is a cache hit there too.
     False where this Triton has no such step (3.9: one generic launcher) or it failed."""
+    return build_launcher_for(ck.src, getattr(ck.metadata, "tensordesc_meta", None))
+
+
+def build_launcher_for(src, tensordesc_meta=None) -> bool:
+    """The launcher of an ASTSource's signature: it needs no compiled kernel, so a second worker
+    builds it (a C compiler run, ~0.2 s) while the first compiles the kernel."""
     try:
         from triton.backends.nvidia import driver as nvd
     except Exception:
@@ -93,12 +99,11 @@ def build_launcher(ck) -> bool:
     build = getattr(nvd, "compile_module_from_src", None)
     if make_launcher is None or build is None:
         return False
-    src = ck.src
     constants = {((src.fn.arg_names.index(k),) if isinstance(k, str) else k): v
                  for k, v in getattr(src, "constants", {}).items()}
     signature = dict(src.signature)
     try:
-        code = make_launcher(constants, signature, getattr(ck.metadata, "tensordesc_meta", None))
+        code = make_launcher(constants, signature, tensordesc_meta)
         build(src=code, name="__triton_launcher", library_dirs=nvd.library_dirs(),
               include_dirs=nvd.include_dirs, libraries=nvd.libraries)
     except Exception:
@@ -143,11 +148,14 @@ def handle(req: dict) -> dict:
     op = req.get("op", "compile")
     if op == "ping":
         return {"pid": os.getpid()}
-    if op != "compile":
+    if op not in ("compile", "launcher"):
         raise ValueError(f"unknown op {op!r}")
     _set_env(req.get("env", {}))
     target = make_target(*req["target"])
     fn = load_kernel(req["path"], req["name"], req["module"])
+    if op == "launcher":
+        src = make_source(fn, req["types"], req["descs"], [tuple(c) for c in req["constexprs"]], target)
+        return {"launcher": build_launcher_for(src)}
     t0 = time.perf_counter()
     ck = compile_spec(fn, req["types"], req["descs"], [tuple(c) for c in req["constexprs"]],
                       req["options"], target)

@@ -195,6 +195,7 @@ def scenario_pool():
     n = TC.precompile(items, target=TARGET, pool=pool)
     for f in list(TC._PENDING.values()):
         f.result()
+    launcher_results = [f.result() for f in TC._LAUNCHERS.values()]
     hits = _listen()
     # the main process computes its specialization from real (aligned) tensors, as a launch does
     from compiler.backend import autotune
@@ -213,6 +214,7 @@ def scenario_pool():
     done = [e.fields for e in events if e.name == "triton_precompile_done"]
     files = sum(len(f) for _, _, f in os.walk(cache))
     return {"submitted": n, "items": len(items), "hits": hits, "real_equals_precompiled": same,
+            "launcher_results": launcher_results,
             "done_events": done, "cache_files": files, "stats": dict(TC.STATS), "wall_s": wall}
 
 
