@@ -241,24 +241,30 @@ def run_workload(wl, dtype, args, copy_bw):
 
 # ---------------------------------------------------------------- warm compile (second process)
 
+def _child_times(args, dtype_name, flag: str, variant: str) -> dict:
+    """Run this script as `--_warm` / `--_cold` child for one variant; its {workload: seconds}."""
+    kind = flag.strip("-_")
+    cmd = [sys.executable, os.path.abspath(__file__), "--device", args.device, "--dtype", dtype_name,
+           "--preset", args.preset, flag, variant, "--only", ",".join(args.only)]
+    tag = f"{kind.upper()}_JSON "
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.warm_timeout,
+                           env=os.environ.copy())
+    except subprocess.TimeoutExpired:
+        return {"_error": f"n/a: {kind} process exceeded {args.warm_timeout}s"}
+    line = [ln for ln in p.stdout.splitlines() if ln.startswith(tag)]
+    if not line:
+        tail = (p.stderr.strip().splitlines() or ["no output"])[-1][:120]
+        return {"_error": f"n/a: {kind} process failed: {tail}"}
+    return json.loads(line[-1][len(tag):])
+
+
 def warm_compile_times(args, dtype_name):
     """Re-run only the compiles in fresh processes that share this process's disk caches."""
     out = {}
     for variant in [v for v in args.variants if v != "eager"]:
-        cmd = [sys.executable, os.path.abspath(__file__), "--device", args.device, "--dtype", dtype_name,
-               "--preset", args.preset, "--_warm", variant, "--only", ",".join(args.only)]
         use_variant_caches(args.cache_base, variant)     # the caches this variant's cold run filled
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.warm_timeout,
-                               env=os.environ.copy())
-            line = [ln for ln in p.stdout.splitlines() if ln.startswith("WARM_JSON ")]
-            if not line:
-                tail = (p.stderr.strip().splitlines() or ["no output"])[-1][:120]
-                out[variant] = {"_error": f"n/a: warm process failed: {tail}"}
-            else:
-                out[variant] = json.loads(line[-1][len("WARM_JSON "):])
-        except subprocess.TimeoutExpired:
-            out[variant] = {"_error": f"n/a: warm process exceeded {args.warm_timeout}s"}
+        out[variant] = _child_times(args, dtype_name, "--_warm", variant)
     return out
 
 
@@ -268,22 +274,8 @@ def isolated_cold_times(args, dtype_name):
     first call). In the main process the variants run one after another, so lazy one-time work
     (FakeTensor's dispatch caches, meta kernels, CUDA modules loaded on first use, e.g. an attention
     kernel) falls on whichever variant runs first, and the later ones look faster than they are."""
-    out = {}
-    for variant in [v for v in args.variants if v != "eager"]:
-        cmd = [sys.executable, os.path.abspath(__file__), "--device", args.device, "--dtype", dtype_name,
-               "--preset", args.preset, "--_cold", variant, "--only", ",".join(args.only)]
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.warm_timeout,
-                               env=os.environ.copy())
-            line = [ln for ln in p.stdout.splitlines() if ln.startswith("COLD_JSON ")]
-            if not line:
-                tail = (p.stderr.strip().splitlines() or ["no output"])[-1][:120]
-                out[variant] = {"_error": f"n/a: cold process failed: {tail}"}
-            else:
-                out[variant] = json.loads(line[-1][len("COLD_JSON "):])
-        except subprocess.TimeoutExpired:
-            out[variant] = {"_error": f"n/a: cold process exceeded {args.warm_timeout}s"}
-    return out
+    return {variant: _child_times(args, dtype_name, "--_cold", variant)
+            for variant in args.variants if variant != "eager"}
 
 
 def cold_main(args):
@@ -294,31 +286,24 @@ def cold_main(args):
         torch.ones(1, device="cuda").add_(1)
     warm_up_variants([variant], args.device, dtype)
     use_variant_caches(base, variant)
-    res = {}
-    for name in args.only:
-        try:
-            torch.manual_seed(0)
-            fn, inputs = W.get(name).build(args.device, dtype, args.preset)
-            fn(*inputs)                  # eager first, as in the main process
-            sync(args.device)
-            reset_all()
-            compiled = make_variant(variant, fn)
-            t0 = time.perf_counter()
-            compiled(*inputs)
-            sync(args.device)
-            res[name] = time.perf_counter() - t0
-        except Exception as e:
-            res[name] = fmt_err(e)
-    print("COLD_JSON " + json.dumps(res))
+    print("COLD_JSON " + json.dumps(_first_calls(args, variant, dtype, eager_first=True)))
 
 
 def warm_main(args):
     variant, dtype = args._warm, DTYPES[args.dtype.split(",")[0]]
+    print("WARM_JSON " + json.dumps(_first_calls(args, variant, dtype, eager_first=False)))
+
+
+def _first_calls(args, variant, dtype, eager_first: bool) -> dict:
+    """{workload: seconds of its first compiled call} (or the error) for the child processes."""
     res = {}
     for name in args.only:
         try:
             torch.manual_seed(0)
             fn, inputs = W.get(name).build(args.device, dtype, args.preset)
+            if eager_first:             # as in the main process
+                fn(*inputs)
+                sync(args.device)
             reset_all()
             compiled = make_variant(variant, fn)
             t0 = time.perf_counter()
@@ -327,7 +312,7 @@ def warm_main(args):
             res[name] = time.perf_counter() - t0
         except Exception as e:
             res[name] = fmt_err(e)
-    print("WARM_JSON " + json.dumps(res))
+    return res
 
 
 # ---------------------------------------------------------------- report
