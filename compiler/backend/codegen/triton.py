@@ -19,7 +19,6 @@ starts with a provenance comment (FX nodes and user source lines).
 """
 from __future__ import annotations
 
-import sympy
 import torch
 
 from compiler.backend import indexing, ir
@@ -46,13 +45,12 @@ def _extreme(dtype, lowest: bool) -> str:
     return str(info.min if lowest else info.max)
 
 
-
 def mask_lines(name: str, test: str, ranges, shape: str, block: str) -> list[str]:
     """The lines defining a tile mask. With a static size the block divides (decided by Triton at
     compile time, per autotuned block: `if` on a constexpr is resolved statically) the mask is a
     constant True, which Triton folds out of every load, store and where: on H100/H200 a bf16
     online softmax over 32768 columns ran 4-6% faster without its per-element bounds test."""
-    numel = indexing.product(list(ranges)) if ranges else sympy.Integer(1)
+    numel = indexing.product(ranges)
     if not numel.is_Integer:
         return [f"{name} = {test}"]
     return [f"if {int(numel)} % {block} == 0:",

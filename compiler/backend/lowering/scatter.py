@@ -22,11 +22,10 @@ import sympy
 import torch
 
 import logs
-from compiler import config
 from compiler.backend import ir
 from compiler.backend.ir import ops
-from compiler.backend.lowering.registry import Ctx, NotLowerable, uses_triton, aten, broadcast_loader, inlined_origins, \
-    register_lowering, same, value_loader
+from compiler.backend.lowering.registry import Ctx, NotLowerable, aten, broadcast_loader, inlined_origins, \
+    register_lowering, same, uses_triton, value_loader
 
 log = logs.get_logger(__name__)
 

@@ -18,8 +18,11 @@ import math
 import sympy
 import torch
 
+import logs
 from compiler.backend import indexing, ir
 from compiler.backend.ir import ops
+
+log = logs.get_logger(__name__)
 
 _SPLITTABLE = ("sum", "prod", "max", "min", "any", "all")
 _MIN_RNUMEL = 4096          # shorter rows fit one program's block (persistent reductions)
@@ -41,7 +44,11 @@ def plan(red: ir.Reduction) -> tuple[int, int] | None:
     splits = min(_MAX_SPLIT, math.ceil(rnumel / _MIN_CHUNK))
     chunk = math.ceil(rnumel / splits)
     splits = math.ceil(rnumel / chunk)
-    return (splits, chunk) if splits > 1 else None
+    if splits <= 1:
+        return None
+    log.debug("split_reduction", reduction_type=red.reduction_type, outputs=outer, rnumel=rnumel,
+              splits=splits, chunk=chunk)
+    return splits, chunk
 
 
 def _neutral(rt: str, dtype: torch.dtype):
@@ -51,9 +58,9 @@ def _neutral(rt: str, dtype: torch.dtype):
         return 1
     if dtype.is_floating_point:
         return float("-inf") if rt == "max" else float("inf")
-    info = torch.iinfo(dtype) if dtype != torch.bool else None
-    if info is None:
+    if dtype == torch.bool:
         return 0 if rt == "max" else 1
+    info = torch.iinfo(dtype)
     return info.min if rt == "max" else info.max
 
 

@@ -219,7 +219,7 @@ def compile_kernel(kernel, spec: Spec, target):
                         error=f"{type(e).__name__}: {e}"[:300])
         STATS["waited_s"] += time.perf_counter() - t0
     with _PENDING_LOCK:
-        lfut = _LAUNCHERS.get(_launcher_key(spec, target))
+        lfut = _LAUNCHERS.get(_launcher_key(spec, target, _env()))
     # its launcher, built by a worker beside the compile, is then a cache hit at the first launch;
     # one no worker has started yet is left to that first launch
     if lfut is not None and not lfut.cancel():
@@ -445,17 +445,17 @@ def _env() -> dict:
     return env
 
 
-def request(kernel, spec: Spec, target, op: str = "compile") -> dict:
+def request(kernel, spec: Spec, target, env: dict, op: str = "compile") -> dict:
     return {"op": op, "path": kernel.path, "name": kernel.name, "module": kernel.module_name,
             "types": list(spec.types), "descs": list(spec.descs),
             "constexprs": [list(c) for c in spec.constexprs], "options": dict(spec.options),
-            "target": list(target_key(target)), "env": _env()}
+            "target": list(target_key(target)), "env": env}
 
 
-def _launcher_key(spec: Spec, target) -> tuple:
-    """What Triton's per-signature launcher source depends on: argument types and constexprs."""
-    return (tuple(spec.types), tuple(spec.constexprs), target_key(target),
-            _env().get("TRITON_CACHE_DIR"))
+def _launcher_key(spec: Spec, target, env: dict) -> tuple:
+    """What Triton's per-signature launcher source depends on (argument types and constexprs),
+    and the cache folder it is built into (`env`: _env())."""
+    return (tuple(spec.types), tuple(spec.constexprs), target_key(target), env.get("TRITON_CACHE_DIR"))
 
 
 def precompile(items, target=None, pool: CompilePool | None = None) -> int:
@@ -477,30 +477,29 @@ def precompile(items, target=None, pool: CompilePool | None = None) -> int:
     t0 = time.perf_counter()
     futures = []
     env = _env()
+    # With several workers each distinct launcher signature is built by a worker of its own,
+    # beside the kernel compiles (queued after them: idle workers take them at once), instead of
+    # by each compile's worker after compiling, serially. One worker does both in turn.
+    separate = pool.size > 1
+    submitted = []
     with _PENDING_LOCK:
-        todo = [(k, s) for k, s in items
-                if _request_key(k.path, k.name, s, target) not in _PENDING
-                and (k.device_key(target), s) not in k.compiled]
-        # With several workers each distinct launcher signature is built by a worker of its own,
-        # beside the kernel compiles (queued after them: idle workers take them at once), instead
-        # of by each compile's worker after compiling, serially. One worker does both in turn.
-        separate = pool.size > 1
-        for kernel, spec in todo:
+        for kernel, spec in items:
             key = _request_key(kernel.path, kernel.name, spec, target)
-            if key in _PENDING:
+            if key in _PENDING or (kernel.device_key(target), spec) in kernel.compiled:
                 continue
-            req = request(kernel, spec, target)
-            req["env"] = env
+            req = request(kernel, spec, target, env)
             req["launcher"] = not separate
             fut = pool.submit(req)
             _PENDING[key] = fut
             futures.append(fut)
-        for kernel, spec in todo if separate else ():
-            lkey = _launcher_key(spec, target)
+            submitted.append((kernel, spec))
+        launchers = 0
+        for kernel, spec in submitted if separate else ():
+            lkey = _launcher_key(spec, target, env)
             if lkey not in _LAUNCHERS:
-                req = request(kernel, spec, target, op="launcher")
-                req["env"] = env
+                req = request(kernel, spec, target, env, op="launcher")
                 _LAUNCHERS[lkey] = pool.submit(req)
+                launchers += 1
     n = len(futures)
     if not n:
         return 0
@@ -536,7 +535,7 @@ def precompile(items, target=None, pool: CompilePool | None = None) -> int:
 
     for f in futures:
         f.add_done_callback(done)
-    log.info("triton_precompile_submitted", kernels=n, workers=pool.size)
+    log.info("triton_precompile_submitted", kernels=n, launchers=launchers, workers=pool.size)
     return n
 
 

@@ -168,13 +168,9 @@ def fuse(steps_in: list, readers_of) -> list:
             producers = [where[r] for r in reads if r in where]
             vertical = [s for s in dict.fromkeys(producers) if isinstance(s, Group) and not s.closed]
             vertical.sort(key=lambda s: -steps.index(s))
-            # siblings: they read the same buffers, or buffers that one kernel produced (e.g. the
-            # two second stages of split reductions over one first-stage kernel's partials)
             sources = {id(where[r]) for r in reads if r in where}
             horizontal = [s for s in reversed(steps) if isinstance(s, Group) and s not in vertical
-                          and not s.closed
-                          and (reads & _group_reads(s)
-                               or sources & {id(where[r]) for r in _group_reads(s) if r in where})][:6]
+                          and not s.closed and _is_sibling(reads, sources, s, where)][:6]
             kinds = [("vertical", vertical), ("horizontal", horizontal)]
             if config.backend.fuse_independent and isinstance(buf.data, ir.Pointwise):
                 # same loops, nothing shared: one launch instead of two (a many-parameter
@@ -267,6 +263,13 @@ def _hoists_past_extern(steps, g: Group) -> str:
     if extern is None:
         return ""
     return f"would be computed before {extern.name} ({type(extern).__name__}) and kept alive across it"
+
+
+def _is_sibling(reads: set, sources: set, g: Group, where) -> bool:
+    """g reads what buf reads, or what one kernel produced for both (e.g. the two second stages of
+    split reductions over one first-stage kernel's partials). `sources`: ids of buf's producers."""
+    theirs = _group_reads(g)
+    return bool(reads & theirs) or any(id(where[r]) in sources for r in theirs if r in where)
 
 
 def _group_reads(g: Group) -> set:

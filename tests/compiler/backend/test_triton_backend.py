@@ -233,7 +233,18 @@ def test_split_reduction_matches_eager(name):
 def test_split_reduction_keeps_nan_and_fuses_siblings():
     """Two full reductions of one pointwise input: both split, their second stages share a kernel
     (they read partials of the same first-stage kernel); a NaN in a late chunk still wins."""
+    import logging
+    import logs
     x = torch.randn(8192)
     x[8000] = float("nan")
-    rt = check(lambda x: (x.amax(), (x * 2).sum()), [x], kernels=2)
+    events = []
+    sink = logs.add_sink(events.append, level=logging.DEBUG, artifacts=None)
+    try:
+        with config.patch(**{"backend.cache_enabled": False}):   # lowered here, not a cache hit
+            rt = check(lambda x: (x.amax(), (x * 2).sum()), [x], kernels=2)
+    finally:
+        logs.remove_sink(sink)
     assert "ranges=['8']" in compiled_graph(rt).code
+    splits = [e.fields for e in events if e.name == "split_reduction"]      # the decision is logged
+    assert sorted(f["reduction_type"] for f in splits) == ["max", "sum"]
+    assert all(f["splits"] == 8 and f["chunk"] == 1024 for f in splits)
