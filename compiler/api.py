@@ -6,11 +6,11 @@ import types
 
 import torch
 
-import logs
-from compiler.backends import backend_name, lookup_backend
-from compiler.errors import InvalidUsageError
-from compiler.frontend import cache as _cache
-from compiler.frontend.eval_frame import CompileOptions, compiled_function
+from tracetorch import logs
+from tracetorch.compiler.backends import backend_name, lookup_backend
+from tracetorch.compiler.errors import InvalidUsageError
+from tracetorch.compiler.frontend import cache as _cache
+from tracetorch.compiler.frontend.eval_frame import CompileOptions, compiled_function
 
 log = logs.get_logger(__name__)
 
@@ -35,7 +35,7 @@ def _make_options(backend, fullgraph, dynamic, options) -> CompileOptions:
             raise InvalidUsageError(
                 "options= must be a dict of config overrides, e.g. "
                 "{'frontend.cache_size_limit': 2}; got " + type(options).__name__)
-        from compiler import config
+        from tracetorch.compiler import config
         with config.patch(**options):   # validates names and values now, at the call site
             pass
     return CompileOptions(backend=lookup_backend(backend), backend_name=backend_name(backend),
@@ -168,7 +168,7 @@ def _is_optimizer_step(target) -> bool:
 
 def _compile_optimizer_step(step, backend):
     try:
-        from compiler.optim import compile_optimizer_step
+        from tracetorch.compiler.optim import compile_optimizer_step
     except ImportError as e:
         log.debug("optimizer_step_generic_path", reason=f"compiler.optim unavailable: {e}")
         return None
@@ -183,7 +183,7 @@ def _short(v, n=80):
 
 def explain(fn, *extra_args, **extra_kwargs):
     """`explain(fn)(*args, **kwargs)` -> ExplainReport (graphs, breaks with file:line, guards...)."""
-    from compiler.frontend.explain import explain as _explain
+    from tracetorch.compiler.frontend.explain import explain as _explain
     return _explain(fn, *extra_args, **extra_kwargs)
 
 

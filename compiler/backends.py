@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import Callable
 
-import logs
-from compiler.errors import UnknownBackendError
+from tracetorch import logs
+from tracetorch.compiler.errors import UnknownBackendError
 
 log = logs.get_logger(__name__)
 
@@ -26,13 +26,13 @@ def _run_as_is(gm, example_inputs):
 
 def aot_eager(gm, example_inputs):
     """Our aot stage (functionalize + decompose, or joint/partition), then run the graphs as is."""
-    from compiler.aot import aot_module
+    from tracetorch.compiler.aot import aot_module
     return aot_module(gm, example_inputs, inner_compile=_run_as_is)
 
 
 def default(gm, example_inputs):
     """Ours: compiler.backend (C++ on CPU tensors, Triton on CUDA tensors)."""
-    backend = importlib.import_module("compiler.backend")
+    backend = importlib.import_module("tracetorch.compiler.backend")
     return backend(gm, example_inputs)
 
 

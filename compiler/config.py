@@ -4,7 +4,7 @@ Values come from four layers, each overriding the one before (DESIGN section 3):
     defaults  <  YAML file named by TRACE_CONFIG  <  TRACE_<SECTION>_<OPTION> environment
     variables  <  config.patch(...) / compiler.compile(options=...) / assignment / load_dict
 Every mistake is a ConfigError that says what was wrong and what is accepted; nothing falls
-back to a default silently. `python -m compiler.config` prints the effective configuration and
+back to a default silently. `python -m tracetorch.compiler.config` prints the effective configuration and
 where each non-default value came from (`--yaml` prints it as YAML).
 
 A part that needs a new option adds one `_opt(...)` line to its own section below.
@@ -34,17 +34,21 @@ class Option:
     choices: tuple | None = None
     optional: bool = False         # None is a valid value
     env: tuple[str, ...] = ()      # extra environment names (besides TRACE_<SECTION>_<OPTION>)
+    low: float | None = None       # inclusive bounds of a number (each item of a list[int])
+    high: float | None = None
 
 
-def _opt(default, doc, *, kind=None, choices=None, optional=False, env=()):
+def _opt(default, doc, *, kind=None, choices=None, optional=False, env=(), low=None, high=None):
     if kind is None:
         kind = {bool: "bool", int: "int", float: "float", str: "str"}[type(default)]
-    return Option(default, doc, kind, tuple(choices) if choices else None, optional, tuple(env))
+    return Option(default, doc, kind, tuple(choices) if choices else None, optional, tuple(env),
+                  low, high)
 
 
 SECTIONS: dict[str, dict[str, Option]] = {
     "frontend": {
-        "cache_size_limit": _opt(8, "compiled entries kept per code object before running eagerly"),
+        "cache_size_limit": _opt(8, "compiled entries kept per code object before running eagerly",
+                                 low=0),
         "automatic_dynamic_shapes": _opt(True, "recompile a size that changed as dynamic"),
         "assume_static_by_default": _opt(True, "treat sizes as static until one changes"),
         "capture_scalar_outputs": _opt(False, "capture .item() into the graph instead of breaking"),
@@ -58,7 +62,7 @@ SECTIONS: dict[str, dict[str, Option]] = {
     },
     "backend": {
         "fusion": _opt(True, "fuse compatible loops into one kernel"),
-        "max_fusion_size": _opt(64, "most nodes fused into one kernel"),
+        "max_fusion_size": _opt(64, "most nodes fused into one kernel", low=1),
         "fuse_independent": _opt(False, "also fuse pointwise nodes that share no buffer but run over "
                                         "the same loops (fewer launches; the compiled optimizer step "
                                         "turns it on for its per-parameter updates)"),
@@ -76,28 +80,28 @@ SECTIONS: dict[str, dict[str, Option]] = {
     },
     "triton": {
         "autotune": _opt(True, "benchmark block sizes / warps and keep the fastest"),
-        "max_block": _opt(1024, "largest block size tried for a Triton kernel"),
+        "max_block": _opt(1024, "largest block size tried for a Triton kernel", low=1),
         "num_warps_choices": _opt([2, 4, 8], "num_warps values tried when autotuning",
-                                  kind="list[int]"),
+                                  kind="list[int]", low=1),
         "kernel_dir": _opt("", "folder for generated Triton kernel files and autotune winners; "
                                "empty means <tmp>/tracetorch_<user>/triton"),
         "persistent_reduction_max": _opt(4096, "largest reduction size done in one block "
-                                               "(persistent); larger ones loop over RBLOCK chunks"),
+                                               "(persistent); larger ones loop over RBLOCK chunks", low=1),
         "autotune_pointwise": _opt(False, "also sweep pointwise and persistent-reduction kernels "
                                           "(their candidates timed within 1% on H100; looped "
                                           "reductions are always swept when autotune is on)"),
         "autotune_max_configs": _opt(2, "most candidate configs benchmarked per kernel (each is a "
-                                               "separate Triton compile: cold compile time)"),
+                                               "separate Triton compile: cold compile time)", low=1),
         "compile_threads": _opt(0, "worker processes compiling a graph's Triton kernels ahead of "
                                    "their first launch (in parallel); 0 = min(cores, 16), "
-                                   "1 = none (each kernel compiled at its first launch)"),
+                                   "1 = none (each kernel compiled at its first launch)", low=0),
         "compile_timeout": _opt(300.0, "seconds a worker may take for one kernel before the main "
-                                       "process compiles it itself"),
+                                       "process compiles it itself", low=0),
     },
     "cpp": {
         "cxx": _opt("g++", "C++ compiler used for CPU kernels"),
         "openmp": _opt(True, "parallelise CPU kernels with OpenMP"),
-        "threads": _opt(0, "OpenMP threads; 0 means torch.get_num_threads()"),
+        "threads": _opt(0, "OpenMP threads; 0 means torch.get_num_threads()", low=0),
         "extra_flags": _opt(["-O3", "-march=native"], "extra C++ compiler flags",
                             kind="list[str]"),
     },
@@ -112,8 +116,8 @@ SECTIONS: dict[str, dict[str, Option]] = {
                       choices=("frontend", "backend"), optional=True),
         "level": _opt(2, "1 repro on failure, 2 +minifier launcher, 3 always, 4 +accuracy",
                       choices=(1, 2, 3, 4)),
-        "tolerance": _opt(1e-3, "accuracy tolerance when comparing against eager"),
-        "timeout": _opt(60, "seconds before a minifier candidate counts as hung"),
+        "tolerance": _opt(1e-3, "accuracy tolerance when comparing against eager", low=0),
+        "timeout": _opt(60, "seconds before a minifier candidate counts as hung", low=1),
         "save_real_inputs": _opt(False, "save the failing inputs' values beside repro.py (torch.save)"),
     },
     "testing": {
@@ -195,7 +199,17 @@ def _accepted(opt: Option) -> str:
         return f"{text}{' or None' if opt.optional else ''}"
     kind = {"int": "an int", "list[int]": "a list of ints", "list[str]": "a list of strings",
             "bool": "a bool"}.get(opt.kind, f"a {opt.kind}")
+    bounds = [f">= {opt.low:g}" if opt.low is not None else "",
+              f"<= {opt.high:g}" if opt.high is not None else ""]
+    if any(bounds):
+        kind += (" with each item " if opt.kind.startswith("list") else " ") + " and ".join(b for b in bounds if b)
     return f"{kind}{' or None' if opt.optional else ''}"
+
+
+def _in_range(opt: Option, value) -> bool:
+    numbers = value if isinstance(value, list) else [value]
+    return all((opt.low is None or v >= opt.low) and (opt.high is None or v <= opt.high)
+               for v in numbers if isinstance(v, (int, float)))
 
 
 def check_value(section: str, name: str, value: Any, where: str = "config") -> Any:
@@ -222,7 +236,7 @@ def check_value(section: str, name: str, value: Any, where: str = "config") -> A
         ok = isinstance(value, (list, tuple)) and all(
             isinstance(v, item) and not isinstance(v, bool) for v in value)
         value = list(value) if ok else value
-    if not ok or (opt.choices and value not in opt.choices):
+    if not ok or (opt.choices and value not in opt.choices) or not _in_range(opt, value):
         raise bad
     return copy.copy(value)
 
@@ -429,7 +443,7 @@ def _flow(value) -> str:
 
 def to_yaml(with_sources: bool = True) -> str:
     """The effective configuration as YAML; non-default values carry a `# from ...` comment."""
-    out = ["# tracetorch effective configuration (python -m compiler.config --yaml)"]
+    out = ["# tracetorch effective configuration (python -m tracetorch.compiler.config --yaml)"]
     for sec, opts in _effective.items():
         out.append(f"{sec}:")
         for name, value in opts.items():
@@ -476,7 +490,7 @@ _init()
 
 def main(argv=None) -> int:
     import argparse
-    parser = argparse.ArgumentParser(prog="python -m compiler.config",
+    parser = argparse.ArgumentParser(prog="python -m tracetorch.compiler.config",
                                      description="Print tracetorch's effective configuration.")
     parser.add_argument("--yaml", action="store_true", help="print it as YAML (for TRACE_CONFIG)")
     args = parser.parse_args(argv)

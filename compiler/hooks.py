@@ -1,7 +1,7 @@
 """Extension points through which `debug` (or any plugin) attaches to the compiler.
 
 The import direction is one way: `compiler` never imports `debug`. Instead `debug` declares a
-`tracetorch.plugins` entry point (`debug = "debug.plugin:install"`); `load_plugins()` runs those
+`tracetorch.plugins` entry point (`debug = "tracetorch.debug.plugin:install"`); `load_plugins()` runs those
 entry points once, and each plugin registers what it needs here:
 
 - compiler wrappers: `register_compiler_wrapper(name, wrapper)`, where
@@ -23,14 +23,14 @@ import importlib.util
 import threading
 from typing import Any, Callable
 
-import logs
+from tracetorch import logs
 
 log = logs.get_logger(__name__)
 
 ENTRY_POINT_GROUP = "tracetorch.plugins"
 # Used when tracetorch is run from a checkout (PYTHONPATH=.) without being pip-installed, so the
 # entry point metadata does not exist: the module is imported by name only if it is importable.
-_FALLBACK_PLUGINS = {"debug": "debug.plugin:install"}
+_FALLBACK_PLUGINS = {"debug": "tracetorch.debug.plugin:install"}
 
 STAGES = ("frontend", "backend")
 

@@ -33,8 +33,8 @@ import torch.fx as fx
 import torch.optim.optimizer as _optimizer_module
 from torch.fx.experimental.proxy_tensor import make_fx
 
-import logs
-from compiler import config
+from tracetorch import logs
+from tracetorch.compiler import config
 
 log = logs.get_logger(__name__)
 aten = torch.ops.aten
@@ -138,7 +138,7 @@ class CompiledOptimizerStep:
         functools.update_wrapper(self, optimizer.step)
 
     def _backend(self) -> Callable:
-        from compiler.backends import lookup_backend
+        from tracetorch.compiler.backends import lookup_backend
         return lookup_backend(self.backend)
 
     def _check(self) -> None:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
-from debug import accuracy, graph_code
-from debug import inputs as input_specs
-from debug.failure import Failure, from_exception
+from tracetorch.debug import accuracy, graph_code
+from tracetorch.debug import inputs as input_specs
+from tracetorch.debug.failure import Failure, from_exception
 
 
 @dataclass
@@ -40,7 +40,7 @@ def resolve_compiler(target: str):
 
 def apply_config(config_dict: dict | None) -> None:
     """Restore the configuration the failure happened under, minus repro writing itself."""
-    from compiler import config
+    from tracetorch.compiler import config
 
     known = {sec: {k: v for k, v in opts.items() if k in config.SECTIONS.get(sec, {})}
              for sec, opts in (config_dict or {}).items() if sec in config.SECTIONS}

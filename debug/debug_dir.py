@@ -20,8 +20,8 @@ import logging
 import os
 import threading
 
-import logs
-from logs.render import render
+from tracetorch import logs
+from tracetorch.logs.render import render
 
 log = logs.get_logger(__name__)
 
@@ -84,7 +84,7 @@ class _Entry:
 
 class DebugFolder:
     def __init__(self, run_dir: str):
-        from compiler import config
+        from tracetorch.compiler import config
 
         self.run_dir = run_dir
         self.entries: dict[str, _Entry] = {}
@@ -287,7 +287,7 @@ def start() -> DebugFolder:
     global _active
     with _lock:
         if _active is None:
-            from debug import run_dir
+            from tracetorch.debug import run_dir
 
             _active = DebugFolder(run_dir.get_run_dir())
             log.warning("compile_debug_folder", path=_active.run_dir)
@@ -334,9 +334,9 @@ def wrap(compile_fn, stage: str):
 
 
 def _write_runnable(folder: DebugFolder, cid, gm, example_inputs, compile_fn) -> None:
-    from compiler import config
-    from debug import graph_code, repro_writer
-    from debug.repro_wrapper import compiler_target
+    from tracetorch.compiler import config
+    from tracetorch.debug import graph_code, repro_writer
+    from tracetorch.debug.repro_wrapper import compiler_target
 
     try:
         text, _ = repro_writer.render_script(

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx as fx
 
-from debug import inputs as input_specs
+from tracetorch.debug import inputs as input_specs
 
 
 class ReproUnsupported(Exception):

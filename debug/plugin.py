@@ -1,4 +1,4 @@
-"""Entry point `tracetorch.plugins: debug = "debug.plugin:install"` (run by compiler.hooks).
+"""Entry point `tracetorch.plugins: debug = "tracetorch.debug.plugin:install"` (run by compiler.hooks).
 
 Registers the repro wrapper (TRACE_REPRO_AFTER), the debug-folder wrapper and explain listener,
 and opens the TRACE_COMPILE_DEBUG folder when the configuration asks for it. The wrappers read
@@ -9,14 +9,14 @@ compiler wrapper runs.
 
 from __future__ import annotations
 
-import logs
+from tracetorch import logs
 
 log = logs.get_logger(__name__)
 
 
 def install() -> None:
-    from compiler import config, hooks
-    from debug import debug_dir, repro_wrapper
+    from tracetorch.compiler import config, hooks
+    from tracetorch.debug import debug_dir, repro_wrapper
 
     # Order matters: the last registered wrapper is outermost. The debug folder records the
     # graph first; the repro wrapper then sees failures as the user's compile call does.

@@ -70,8 +70,8 @@ def _positive_float(text: str) -> float:
 
 
 def _run(ns: dict, path: str, args) -> int:
-    from debug import candidate
-    from debug.failure import Failure, compile_check_str, matches
+    from tracetorch.debug import candidate
+    from tracetorch.debug.failure import Failure, compile_check_str, matches
 
     target = Failure.from_dict(ns.get("FAILURE"))
     outcome = candidate.evaluate(ns, check_accuracy=args.accuracy, seed=args.seed, script_path=path)
@@ -119,7 +119,7 @@ class _ProgressLine:
 
 
 def _minify(ns: dict, path: str, args) -> int:
-    from debug.minifier.search import Minifier, MinifyOptions
+    from tracetorch.debug.minifier.search import Minifier, MinifyOptions
 
     with open(path, encoding="utf-8") as f:
         text = f.read()

@@ -25,10 +25,10 @@ import types
 import torch
 import torch.fx as fx
 
-import logs
-from debug import accuracy, graph_code, repro_writer, run_dir
-from debug import inputs as input_specs
-from debug.failure import Failure, from_exception
+from tracetorch import logs
+from tracetorch.debug import accuracy, graph_code, repro_writer, run_dir
+from tracetorch.debug import inputs as input_specs
+from tracetorch.debug.failure import Failure, from_exception
 
 log = logs.get_logger(__name__)
 
@@ -42,7 +42,7 @@ def compiler_target(fn, stage: str) -> str:
     found = _importable(fn, depth=0)
     if found is not None:
         return found
-    fallback = "compiler.backends:default"
+    fallback = "tracetorch.compiler.backends:default"
     log.warning("repro_compiler_not_importable", stage=stage, compiler=repr(fn)[:200], fallback=fallback,
                 hint="give the backend a module-level name (or set __wrapped__ on local wrappers) "
                      "so repro scripts can import it")
@@ -58,7 +58,7 @@ def _importable(fn, depth: int) -> str | None:
     if module and qualname and "<" not in qualname:
         target = f"{module}:{qualname}"
         try:
-            from debug.candidate import resolve_compiler
+            from tracetorch.debug.candidate import resolve_compiler
             if resolve_compiler(target) is fn:
                 return target
         except Exception:
@@ -113,7 +113,7 @@ def _copy_graph(graph: fx.Graph):
 
 def write_repro(snap: _Snapshot, failure: Failure | None, *, is_accuracy: bool, values: list | None = None) -> str | None:
     """Write repro.py (and at level >= 2 minifier_launcher.py); returns the repro path or None."""
-    from compiler import config
+    from tracetorch.compiler import config
 
     cid = str(snap.compile_id) if snap.compile_id is not None else None
     try:
@@ -155,7 +155,7 @@ def _note(exc: BaseException, path: str | None) -> None:
 
 
 def _accuracy_check(snap: _Snapshot, gm: fx.GraphModule, compiled, example_inputs: list) -> str | None:
-    from compiler import config
+    from tracetorch.compiler import config
 
     args = _real_or_generated(list(example_inputs))
     reference = snap_module(snap)  # the graph as captured, not whatever the compiler left in gm
@@ -190,7 +190,7 @@ def wrap(compile_fn, stage: str):
     """The `compiler.hooks` wrapper: a pass-through unless config.repro.after == stage."""
 
     def compile_with_repro(gm, example_inputs):
-        from compiler import config
+        from tracetorch.compiler import config
 
         if config.repro.after != stage:
             return compile_fn(gm, example_inputs)

@@ -18,9 +18,9 @@ import sys
 
 import torch
 
-from debug import graph_code
-from debug import inputs as input_specs
-from debug.failure import Failure
+from tracetorch.debug import graph_code
+from tracetorch.debug import inputs as input_specs
+from tracetorch.debug.failure import Failure
 
 _TRACETORCH_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -29,10 +29,10 @@ _MAIN = '''
 if __name__ == "__main__":
     import sys
     try:
-        import debug.repro_cli
+        from tracetorch import debug; import tracetorch.debug.repro_cli
     except ImportError:  # tracetorch not installed: use the checkout this script was written from
         sys.path.insert(0, TRACETORCH_ROOT)
-    from debug.repro_cli import main
+    from tracetorch.debug.repro_cli import main
     sys.exit(main(globals(), __file__))
 '''
 

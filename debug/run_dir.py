@@ -11,7 +11,7 @@ import datetime
 import os
 import threading
 
-import logs
+from tracetorch import logs
 
 log = logs.get_logger(__name__)
 
@@ -21,7 +21,7 @@ _run_pid: int | None = None
 
 
 def _base_dir() -> str:
-    from compiler import config
+    from tracetorch.compiler import config
 
     return os.path.abspath(config.debug.debug_dir or "./trace_debug")
 

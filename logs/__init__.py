@@ -1,6 +1,6 @@
 """tracetorch's logging and structured tracing (TRACE_LOGS, TRACE_DIR): one event stream.
 
-    import logs
+    from tracetorch import logs
     log = logs.get_logger(__name__)
     log.debug("fused_nodes", first="buf0", second="buf1", reason="same iteration space")
     logs.artifact("guards", lambda: guards_text)          # payload built only if wanted
@@ -22,15 +22,15 @@ import os
 import sys
 import warnings
 
-from logs import registry
-from logs.bound import get_logger
-from logs.compile_ids import CompileId, compile_context, current_compile_id
-from logs.core import (add_sink, artifact, close_trace, enabled, open_trace, open_trace_dir,
+from tracetorch.logs import registry
+from tracetorch.logs.bound import get_logger
+from tracetorch.logs.compile_ids import CompileId, compile_context, current_compile_id
+from tracetorch.logs.core import (add_sink, artifact, close_trace, enabled, open_trace, open_trace_dir,
                        remove_sink, trace_record, tracing)
-from logs.events import Event
-from logs.settings import LogSettingsError, LogsHelp, help_text
-from logs.trace_keys import envelope_key
-from logs import core as _core, settings as _settings
+from tracetorch.logs.events import Event
+from tracetorch.logs.settings import LogSettingsError, LogsHelp, help_text
+from tracetorch.logs.trace_keys import envelope_key
+from tracetorch.logs import core as _core, settings as _settings
 
 __all__ = [
     "get_logger", "enabled", "artifact", "trace_record", "compile_context", "current_compile_id",

@@ -16,9 +16,9 @@ import weakref
 
 import structlog
 
-from logs import core, registry
-from logs.compile_ids import current_compile_id
-from logs.events import Event
+from tracetorch.logs import core, registry
+from tracetorch.logs.compile_ids import current_compile_id
+from tracetorch.logs.events import Event
 
 _NAME_TO_LEVEL = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
                   "warn": logging.WARNING, "error": logging.ERROR, "exception": logging.ERROR,
@@ -108,6 +108,7 @@ def effective_level(module: str) -> int:
 
 def get_logger(name: str = "compiler"):
     """The bound logger of the component owning module `name` (pass __name__)."""
+    name = registry.own_module_name(name)
     logger = _BY_NAME.get(name)
     if logger is None:
         cls = _filtering_class(effective_level(name))

@@ -14,12 +14,12 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
-from logs import registry
-from logs.compile_ids import current_compile_id
-from logs.events import Event
-from logs.render import FORMATS, render
-from logs.settings import LogSettings
-from logs.trace_writer import TraceWriter, capture_stack, encode_payload
+from tracetorch.logs import registry
+from tracetorch.logs.compile_ids import current_compile_id
+from tracetorch.logs.events import Event
+from tracetorch.logs.render import FORMATS, render
+from tracetorch.logs.settings import LogSettings
+from tracetorch.logs.trace_writer import TraceWriter, capture_stack, encode_payload
 
 class _Everything:
     """Stands in for _ON while some consumer (a trace, a debug sink) wants every name. The
@@ -117,7 +117,7 @@ def _emit_artifact(name, payload_fn, fields, frame) -> None:
     if name in _state.console_artifacts:
         console_write(event)
     if _state.traces and (name not in registry.CHATTY or name in _state.trace_chatty):
-        from logs.trace_keys import envelope_for
+        from tracetorch.logs.trace_keys import envelope_for
         key, metadata, body = envelope_for(name, payload, fields)
         text = encode_payload(body)
         stack = capture_stack((_LOGS_DIR,)) if event.compile_id is None else None

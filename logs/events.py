@@ -5,7 +5,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from logs.compile_ids import CompileId
+from tracetorch.logs.compile_ids import CompileId
 
 
 @dataclass(slots=True)

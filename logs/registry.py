@@ -93,7 +93,18 @@ TRACE_ONLY: dict[str, str] = {
 CHATTY = frozenset({"trace_source", "trace_bytecode"})
 
 # Our packages: a dotted name under one of these is a module of ours (TRACE_LOGS=+compiler.x).
+# They are installed as subpackages of NAMESPACE (tracetorch.compiler, ...); log names drop that
+# prefix so a logger reads [compiler.backend.scheduler], and TRACE_LOGS takes either spelling.
+NAMESPACE = "tracetorch"
 OWN_PACKAGES = ("compiler", "logs", "debug", "tui")
+
+
+def own_module_name(module: str) -> str:
+    """'tracetorch.compiler.backend' -> 'compiler.backend'; any other name unchanged."""
+    prefix = NAMESPACE + "."
+    if module.startswith(prefix) and module[len(prefix):].split(".")[0] in OWN_PACKAGES:
+        return module[len(prefix):]
+    return module
 
 
 def canonical_component(name: str) -> str | None:

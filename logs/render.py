@@ -11,7 +11,7 @@ import os
 import sys
 from functools import lru_cache
 
-from logs.events import Event
+from tracetorch.logs.events import Event
 
 _LETTER = {logging.DEBUG: "V", logging.INFO: "I", logging.WARNING: "W",
            logging.ERROR: "E", logging.CRITICAL: "C"}

@@ -19,7 +19,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from logs import registry
+from tracetorch.logs import registry
 
 _ENTRY = re.compile(r"^([+-]?)([A-Za-z_][\w.]*)$")
 _PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -120,6 +120,7 @@ def parse(text: str) -> LogSettings:
                 f"a name with an optional + (DEBUG) or - (ERROR) prefix, separated by commas, "
                 f"e.g. TRACE_LOGS='+dynamo,guards'. Run with TRACE_LOGS=help for the names.")
         prefix, name = m.groups()
+        name = registry.own_module_name(name)
         level = {"+": logging.DEBUG, "-": logging.ERROR}.get(prefix, logging.INFO)
         if name == "help":
             raise LogsHelp(help_text(verbose=prefix == "+"))
@@ -178,6 +179,7 @@ def from_kwargs(kwargs: dict) -> LogSettings:
                 lvl = logging.DEBUG if lvl is True else lvl
                 if lvl is False:
                     continue
+                mod = registry.own_module_name(mod)
                 ours = mod.split(".")[0] in registry.OWN_PACKAGES
                 (settings.modules if ours else settings.foreign)[mod] = lvl
         elif key == "all":

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 try:  # share the compile id type with the writer when `logs` provides it
-    from logs.compile_ids import CompileId  # type: ignore[assignment]
+    from tracetorch.logs.compile_ids import CompileId  # type: ignore[assignment]
 except ImportError:  # `logs` not built yet (or mid-import): same fields, same str()
 
     @dataclasses.dataclass(frozen=True, order=True)

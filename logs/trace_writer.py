@@ -18,7 +18,7 @@ import time
 import traceback
 import warnings
 
-from logs.compile_ids import CompileId
+from tracetorch.logs.compile_ids import CompileId
 
 TRACE_FILE_PREFIX = "trace_"
 
@@ -157,7 +157,7 @@ class TraceWriter:
         self._raw(self._prefix(when, pathname, lineno), envelope, payload)
 
     def _prefix(self, when: float, pathname: str, lineno: int) -> str:
-        from logs.render import relative_path
+        from tracetorch.logs.render import relative_path
         t = datetime.datetime.fromtimestamp(when)
         return (f"V{t:%m%d %H:%M:%S}.{t.microsecond:06d} {os.getpid()} "
                 f"{relative_path(pathname)}:{lineno}]")

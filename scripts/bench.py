@@ -45,9 +45,9 @@ REL_TOL = {torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 5e-3}
 def reset_all():
     torch._dynamo.reset()
     try:
-        import compiler
-        from compiler.backend import autotune
-        from compiler.backend.runtime import cpp_build
+        from tracetorch import compiler
+        from tracetorch.compiler.backend import autotune
+        from tracetorch.compiler.backend.runtime import cpp_build
         compiler.reset()
         autotune.clear_memory_cache()
         cpp_build.forget_loaded()
@@ -67,7 +67,7 @@ def use_variant_caches(base: str, variant: str) -> None:
     for var, sub in CACHE_ENV.items():
         os.environ[var] = os.path.join(base, variant, sub)
     try:
-        import compiler
+        from tracetorch import compiler
         compiler.config.reload()      # TRACE_BACKEND_CACHE_DIR / TRACE_TRITON_KERNEL_DIR
     except Exception:
         pass
@@ -77,10 +77,10 @@ def make_variant(variant, fn):
     if variant == "eager":
         return fn
     if variant == "ours_backend":
-        import compiler
+        from tracetorch import compiler
         return torch.compile(fn, backend=compiler.backend)
     if variant == "ours_compile":
-        import compiler
+        from tracetorch import compiler
         return compiler.compile(fn)
     if variant == "inductor":
         return torch.compile(fn, backend="inductor")
@@ -152,7 +152,7 @@ def count_our_kernels(fn, autotune_log=None):
     """Kernels our backend generated while `fn` ran (the `kernel` events logs emits); the
     `autotuning` decisions taken meanwhile are appended to autotune_log."""
     try:
-        import logs
+        from tracetorch import logs
     except ImportError:
         fn()
         return "n/a: no logs"
@@ -453,7 +453,7 @@ def main(argv=None):
     except Exception:
         meta["triton"] = None
     try:   # worker processes compiling our Triton kernels ahead of their first launch (1 = none)
-        from compiler.backend.runtime.triton_compile import pool_size
+        from tracetorch.compiler.backend.runtime.triton_compile import pool_size
         meta["triton_compile_workers"] = pool_size()
     except Exception:
         meta["triton_compile_workers"] = None

@@ -29,8 +29,8 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-import compiler  # noqa: E402
-import logs  # noqa: E402
+from tracetorch import compiler  # noqa: E402
+from tracetorch import logs  # noqa: E402
 
 log = logs.get_logger("scripts.bench_call_overhead")
 

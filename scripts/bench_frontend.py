@@ -28,8 +28,8 @@ import torch
 import torch._dynamo
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-import compiler  # noqa: E402
-import logs  # noqa: E402
+from tracetorch import compiler  # noqa: E402
+from tracetorch import logs  # noqa: E402
 
 
 def tiny(x, y):

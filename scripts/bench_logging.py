@@ -20,8 +20,8 @@ import timeit
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import logs                                       # noqa: E402
-from logs import core                             # noqa: E402
+from tracetorch import logs                                       # noqa: E402
+from tracetorch.logs import core                             # noqa: E402
 
 
 def bare():

@@ -54,7 +54,7 @@ class ReluDeep(torch.nn.Module):
 '''
 
 OURS_TRIGGER = MODEL + '''
-import compiler
+from tracetorch import compiler
 torch.manual_seed(0)
 opt = compiler.compile(ReluDeep({blocks}, {relu_at}))
 try:

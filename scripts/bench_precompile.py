@@ -26,7 +26,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-INTERP_LIBDEVICE = "from compiler.backend.runtime import triton_interp_libdevice as libdevice"
+INTERP_LIBDEVICE = "from tracetorch.compiler.backend.runtime import triton_interp_libdevice as libdevice"
 CUDA_LIBDEVICE = "from triton.language.extra import libdevice"
 
 
@@ -34,9 +34,9 @@ def generate(names: list[str], preset: str) -> list[str]:
     """(child process, TRITON_INTERPRET=1) the define code of every kernel of the workloads."""
     os.environ["TRITON_INTERPRET"] = "1"
     import torch
-    import compiler
-    from compiler.backend.codegen import triton as tcg
-    from compiler.backend.runtime import triton_launch
+    from tracetorch import compiler
+    from tracetorch.compiler.backend.codegen import triton as tcg
+    from tracetorch.compiler.backend.runtime import triton_launch
     from scripts import workloads as W
     defines = []
     orig = tcg.TritonCodegen._finish
@@ -86,11 +86,11 @@ def main(argv=None):
     base = tempfile.mkdtemp(prefix="tracetorch_precompile_")
     os.environ["TRACE_TRITON_KERNEL_DIR"] = os.path.join(base, "kernels")
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    from compiler import config
+    from tracetorch.compiler import config
     config.reload()
     from triton.backends.compiler import GPUTarget
-    from compiler.backend.runtime import triton_compile as TC
-    from compiler.backend.runtime.triton_launch import TritonLauncher
+    from tracetorch.compiler.backend.runtime import triton_compile as TC
+    from tracetorch.compiler.backend.runtime.triton_launch import TritonLauncher
     target = GPUTarget("cuda", args.arch, 32)
     ns = {"TritonLauncher": TritonLauncher}
     for d in defines:

@@ -156,7 +156,7 @@ def make_variant(variant, model, opt):
     if variant == "eager":
         return model, opt.step
     if variant == "ours":
-        import compiler
+        from tracetorch import compiler
         return compiler.compile(model), compiler.compile(opt.step)
     if variant == "inductor":
         return torch.compile(model), torch.compile(opt.step)
@@ -403,7 +403,7 @@ def memory_report(models, variants, device, dtype, warmup) -> dict:
 
 
 def reset_all():
-    import compiler
+    from tracetorch import compiler
     compiler.reset()
     torch._dynamo.reset()
 

@@ -34,10 +34,10 @@ def child(path: str, t_spawn: float) -> None:
     t_main = time.time()
     from textual.app import App
 
-    from tui.app import TraceApp
-    from tui.paths import open_path
-    from tui.screens.main import MainScreen
-    from tui.widgets.compile_tree import CompileTree
+    from tracetorch.tui.app import TraceApp
+    from tracetorch.tui.paths import open_path
+    from tracetorch.tui.screens.main import MainScreen
+    from tracetorch.tui.widgets.compile_tree import CompileTree
 
     t_imported = time.time()
     marks: dict[str, float] = {}
@@ -146,7 +146,7 @@ PAINTED: dict[int, float] = {}  # timeline cursor index -> when its line was dra
 
 def record_cursor_paints() -> None:
     """Wrap the timeline's render_line to note when the cursor's line is drawn (on screen)."""
-    from tui.widgets.event_list import EventList
+    from tracetorch.tui.widgets.event_list import EventList
 
     orig = EventList.render_line
 
@@ -161,7 +161,7 @@ def record_cursor_paints() -> None:
 
 async def until_painted(pilot, keys: list[str]) -> list[float]:
     """Seconds from the key press until the moved cursor line is drawn (what the user sees move)."""
-    from tui.widgets.event_list import EventList
+    from tracetorch.tui.widgets.event_list import EventList
 
     out = []
     timeline = pilot.app.screen.query_one(EventList)
@@ -185,9 +185,9 @@ async def until_painted(pilot, keys: list[str]) -> list[float]:
 async def navigation(path: Path) -> None:
     from textual.widgets import OptionList
 
-    from tui.app import TraceApp
-    from tui.paths import open_path
-    from tui.widgets.compile_detail import CompileDetail
+    from tracetorch.tui.app import TraceApp
+    from tracetorch.tui.paths import open_path
+    from tracetorch.tui.widgets.compile_detail import CompileDetail
 
     opened = open_path(str(path))
     app = TraceApp(opened.trace, opened.debug_dir, str(path))

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import compiler  # noqa: E402
+from tracetorch import compiler  # noqa: E402
 
 
 class TinyBlock(nn.Module):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tui.synthetic import write_synthetic_trace  # noqa: E402
+from tracetorch.tui.synthetic import write_synthetic_trace  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -20,7 +20,7 @@ def main(argv=None) -> int:
     scale = max(1, args.events // 2000)
     pad = max(0, args.events - scale * 40)
     path = write_synthetic_trace(args.out, scale=scale, pad_events=pad, fail=True)
-    from logs.trace_reader import read_trace
+    from tracetorch.logs.trace_reader import read_trace
     print(f"wrote {path}: {len(read_trace(path).raw_events)} records, "
           f"{path.stat().st_size / 1e6:.1f} MB")
     return 0

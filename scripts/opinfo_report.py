@@ -94,12 +94,12 @@ class FallbackRecorder:
             self.reasons.append(f"{what}: {why}" if what else str(why))
 
     def __enter__(self):
-        import logs
+        from tracetorch import logs
         logs.add_sink(self, level=logging.DEBUG, artifacts={"perf_hint", "perf_hints"})
         return self
 
     def __exit__(self, *exc):
-        import logs
+        from tracetorch import logs
         logs.remove_sink(self)
         return False
 
@@ -245,7 +245,7 @@ def get_backend(name: str):
     if name == "eager":
         return lambda gm, example_inputs: gm
     if name == "ours":
-        import compiler.backend
+        from tracetorch import compiler; import tracetorch.compiler.backend
         return compiler.backend
     raise ValueError(f"unknown backend {name!r} (ours | eager)")
 
@@ -255,7 +255,7 @@ def _worker(conn, backend_name, dtype_name, max_samples, cpu_codegen):
     if cpu_codegen == "triton":
         os.environ.setdefault("TRITON_INTERPRET", "1")   # before anything imports triton
     if cpu_codegen:
-        from compiler import config
+        from tracetorch.compiler import config
         config.backend.cpu_codegen = cpu_codegen
     backend = get_backend(backend_name)
     by = {op_name(op): op for op in op_db()}

@@ -76,7 +76,7 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     import torch
-    import compiler
+    from tracetorch import compiler
     from models import SUITE
     from workloads import WORKLOADS
     dtype = getattr(torch, args.dtype)
@@ -113,7 +113,7 @@ def main(argv=None):
     stats.sort_stats("tottime").print_stats(args.top)
     stats.sort_stats("cumulative").print_stats(args.top)
     text = out.getvalue()
-    import logs
+    from tracetorch import logs
     logs.get_logger("scripts.profile_call").info(
         "profile_call", model=args.model, cold_s=round(cold, 3), eager_ms=round(eager_ms, 4),
         ours_ms=round(ours_ms, 4), calls=args.calls)

@@ -122,8 +122,8 @@ def run_worker(args):
 
 
 def measure(args):
-    import compiler
-    import logs
+    from tracetorch import compiler
+    from tracetorch import logs
     from models import SUITE
 
     spec = SUITE[args.worker]

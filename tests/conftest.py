@@ -16,7 +16,7 @@ import pytest as _pytest_backend
 @_pytest_backend.fixture(scope="session")
 def backend_cache_dir(tmp_path_factory):
     """Point compiler.backend's on-disk cache (graphs + C++ shared objects) at a session tmp dir."""
-    from compiler import config
+    from tracetorch.compiler import config
     d = tmp_path_factory.mktemp("tracetorch_cache")
     with config.patch(**{"backend.cache_dir": str(d)}):
         yield d

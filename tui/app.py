@@ -11,10 +11,10 @@ from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 
-from tui.model import TraceModel
-from tui.screens.main import MainScreen
-from tui.tabs import TAB_TITLES
-from tui.widgets.totals import Totals
+from tracetorch.tui.model import TraceModel
+from tracetorch.tui.screens.main import MainScreen
+from tracetorch.tui.tabs import TAB_TITLES
+from tracetorch.tui.widgets.totals import Totals
 
 # The other screens (and the detail panes) are imported when first opened: the overview's
 # first paint does not wait for modules it does not show.
@@ -114,7 +114,7 @@ class TraceApp(App):
             self.pop_screen()
 
     def action_replay(self, index: int | None = None) -> None:
-        from tui.screens.replay import ReplayScreen
+        from tracetorch.tui.screens.replay import ReplayScreen
 
         if not self._need_model():
             return
@@ -129,7 +129,7 @@ class TraceApp(App):
         self.main_screen().action_tab(tab_id)
 
     def action_help(self) -> None:
-        from tui.screens.help import HelpScreen
+        from tracetorch.tui.screens.help import HelpScreen
 
         if isinstance(self.screen, HelpScreen):
             self.pop_screen()
@@ -137,14 +137,14 @@ class TraceApp(App):
         self.push_screen(HelpScreen(self.screen.BINDINGS, self.BINDINGS))
 
     def action_problems(self) -> None:
-        from tui.screens.problems import ProblemsScreen
+        from tracetorch.tui.screens.problems import ProblemsScreen
 
         if self._need_model():
             self.push_screen(ProblemsScreen(self.trace))
 
     # -- search ----------------------------------------------------------------------------
     def action_search(self) -> None:
-        from tui.screens.search import SearchScreen
+        from tracetorch.tui.screens.search import SearchScreen
 
         if self._need_model():
             self.push_screen(SearchScreen(self.search_pattern), self._search_done)
@@ -162,7 +162,7 @@ class TraceApp(App):
         self.action_replay(self.search_hits[0])
 
     def action_search_next(self, step: int) -> None:
-        from tui.screens.replay import ReplayScreen
+        from tracetorch.tui.screens.replay import ReplayScreen
 
         if not self.search_hits:
             self.notify("No search yet: press / to search.")
@@ -175,7 +175,7 @@ class TraceApp(App):
 
     # -- minifier ----------------------------------------------------------------------------
     def action_minify(self) -> None:
-        from tui.screens.minify import MinifyScreen
+        from tracetorch.tui.screens.minify import MinifyScreen
 
         if not self._need_model():
             return
@@ -210,7 +210,7 @@ class TraceApp(App):
         yield SystemCommand("Help", "Key bindings", self.action_help)
 
     def _jump(self, kind: str) -> None:
-        from tui.screens.replay import ReplayScreen
+        from tracetorch.tui.screens.replay import ReplayScreen
 
         if not self._need_model():
             return

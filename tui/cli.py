@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tui.paths import DEFAULT_BASE, PathError, open_path
+from tracetorch.tui.paths import DEFAULT_BASE, PathError, open_path
 
 EXIT_BAD_PATH = 2
 
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     note = None
     if args.demo:
-        from tui.demo import run_demo
+        from tracetorch.tui.demo import run_demo
         res = run_demo(DEFAULT_BASE.resolve(), echo=lambda s: print(f"tracetui: {s}"))
         if res.failed:
             note = f"The demo failed (exit {res.returncode}); showing the trace it wrote so far."
@@ -57,11 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     except PathError as e:
         return fail(str(e))
     if args.summary:
-        from tui.model import TraceModel
-        from tui.summary import summary_text
+        from tracetorch.tui.model import TraceModel
+        from tracetorch.tui.summary import summary_text
         sys.stdout.write(summary_text(TraceModel(opened.trace, opened.debug_dir), opened.shown))
         return 0
-    from tui.app import TraceApp
+    from tracetorch.tui.app import TraceApp
     TraceApp(opened.trace, opened.debug_dir, opened.shown, note=note).run()
     return 0
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tui import extract as X
+from tracetorch.tui import extract as X
 
 OK, BREAK, RECOMPILE, FAILED, EMPTY = "ok", "graph break", "recompile", "failed", "empty graph"
 OUTCOME_STYLE = {OK: "green", BREAK: "yellow", RECOMPILE: "magenta", FAILED: "bold red",

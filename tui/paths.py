@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from logs.trace_reader import Trace, TraceError, find_trace_files, read_trace
+from tracetorch.logs.trace_reader import Trace, TraceError, find_trace_files, read_trace
 
 DEFAULT_BASE = Path("trace_debug")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tui.model import TraceModel
+from tracetorch.tui.model import TraceModel
 
 
 def summary_text(model: TraceModel, shown: str) -> str:

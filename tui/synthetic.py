@@ -72,8 +72,8 @@ class _LocalWriter:
 def _logs_writer(path: Path):
     """logs' own TraceWriter with a fixed clock and pid (deterministic output), or None."""
     try:
-        from logs.compile_ids import CompileId
-        from logs.trace_writer import TraceWriter
+        from tracetorch.logs.compile_ids import CompileId
+        from tracetorch.logs.trace_writer import TraceWriter
     except ImportError:
         return None
 

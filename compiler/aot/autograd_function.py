@@ -19,7 +19,7 @@ from typing import Callable
 
 import torch
 
-import logs
+from tracetorch import logs
 
 log = logs.get_logger(__name__)
 

@@ -27,7 +27,7 @@ class _Interp(torch.fx.Interpreter):
         # attention is kept whole: one tracetorch::sdpa node (torch picks its fused kernel at run
         # time) instead of the decomposition scaled_dot_product_attention would trace into
         if target in _SDPA and not kwargs.get("enable_gqa", False):
-            from compiler.aot.decompose import sdpa_call
+            from tracetorch.compiler.aot.decompose import sdpa_call
             out = sdpa_call(*args, **kwargs)
             if out is not NotImplemented:
                 return out

@@ -25,16 +25,16 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 
-import logs
-from compiler.aot.decompose import decomposition_table, sdpa_decompositions
-from compiler.aot.functionalize import count_mutations, functional_flat_fn
+from tracetorch import logs
+from tracetorch.compiler.aot.decompose import decomposition_table, sdpa_decompositions
+from tracetorch.compiler.aot.functionalize import count_mutations, functional_flat_fn
 
 log = logs.get_logger(__name__)
 
 
 def _strict() -> bool:
     """Raise instead of falling back (backend.fallback_on_error off, or relu-bug testing)."""
-    from compiler import config
+    from tracetorch.compiler import config
     return not config.backend.fallback_on_error or bool(config.testing.inject_relu_bug)
 
 
@@ -351,7 +351,7 @@ def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynam
     example_inputs = list(example_inputs)
     if _needs_grad(gm, example_inputs):
         try:
-            from compiler.aot import training
+            from tracetorch.compiler.aot import training
         except ImportError as e:
             log.warning("aot_runs_eagerly", reason=f"inputs require grad and the training path is missing: {e}")
             return gm

@@ -82,7 +82,7 @@ def training_decompositions(base: dict | None = None) -> dict:
     """
     if base is None:
         try:
-            from compiler.aot.decompose import decomposition_table  # backend-core's
+            from tracetorch.compiler.aot.decompose import decomposition_table  # backend-core's
             base = decomposition_table()
         except ImportError:
             from torch._decomp import core_aten_decompositions

@@ -23,7 +23,7 @@ from collections import deque
 import torch
 import torch.fx as fx
 
-from compiler.aot.joint import JointGraph, TrainingUnsupported
+from tracetorch.compiler.aot.joint import JointGraph, TrainingUnsupported
 
 aten = torch.ops.aten
 INF = 1 << 62

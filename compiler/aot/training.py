@@ -20,11 +20,11 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
-import logs
-from compiler import config
-from compiler.aot.autograd_function import CompiledFunction, TrainingRuntime
-from compiler.aot.joint import JointGraph, TrainingUnsupported, trace_joint, training_decompositions
-from compiler.aot.partition import Partition, partition_joint
+from tracetorch import logs
+from tracetorch.compiler import config
+from tracetorch.compiler.aot.autograd_function import CompiledFunction, TrainingRuntime
+from tracetorch.compiler.aot.joint import JointGraph, TrainingUnsupported, trace_joint, training_decompositions
+from tracetorch.compiler.aot.partition import Partition, partition_joint
 
 log = logs.get_logger(__name__)
 _graph_counter = itertools.count()

@@ -16,16 +16,16 @@ import types
 
 def inner_compile(gm, example_inputs):
     """The post-aot compiler (wrapped by compiler.hooks for repro/minifier when available)."""
-    from compiler.backend.compile import compile_graph
+    from tracetorch.compiler.backend.compile import compile_graph
     return compile_graph(gm, example_inputs)
 
 
 def compile_fx(gm, example_inputs, *, dynamic=None):
     """Our backend: aot (functionalize, decompose / joint+partition) then the inner compiler."""
-    from compiler.aot import aot_module
+    from tracetorch.compiler.aot import aot_module
     inner = inner_compile
     try:
-        from compiler import hooks
+        from tracetorch.compiler import hooks
         if hasattr(hooks, "wrap_compiler"):
             inner = hooks.wrap_compiler(inner_compile, "backend")
     except ImportError:

@@ -18,9 +18,9 @@ import os
 import tempfile
 import threading
 
-import logs
-from compiler.backend.runtime import triton_launch
-from compiler.backend.runtime.triton_launch import LaunchConfig, TritonKernel, source_hash
+from tracetorch import logs
+from tracetorch.compiler.backend.runtime import triton_launch
+from tracetorch.compiler.backend.runtime.triton_launch import LaunchConfig, TritonKernel, source_hash
 
 log = logs.get_logger(__name__)
 
@@ -29,7 +29,7 @@ _LOCK = threading.Lock()
 
 
 def _opt(name, default):
-    from compiler import config
+    from tracetorch.compiler import config
     try:
         return getattr(config.triton, name)
     except AttributeError:        # option not declared (older config): the documented default

@@ -12,8 +12,8 @@ import tempfile
 
 import torch
 
-import logs
-from compiler import config
+from tracetorch import logs
+from tracetorch.compiler import config
 
 log = logs.get_logger(__name__)   # component "cache"
 
@@ -71,7 +71,7 @@ _NOT_IN_KEY = {("triton", "compile_threads"), ("triton", "compile_timeout")}
 
 
 def _folder() -> str:
-    from compiler.backend.runtime.cpp_build import cache_dir
+    from tracetorch.compiler.backend.runtime.cpp_build import cache_dir
     d = os.path.join(cache_dir(), "graphs")
     os.makedirs(d, exist_ok=True)
     return d

@@ -11,12 +11,12 @@ import time
 
 import torch
 
-import logs
-from compiler import config
-from compiler.backend import cache, ir
-from compiler.backend.codegen.common import CodegenUnsupported
-from compiler.backend.lowering import GraphFallback, lower_graph
-from compiler.backend.scheduler import schedule
+from tracetorch import logs
+from tracetorch.compiler import config
+from tracetorch.compiler.backend import cache, ir
+from tracetorch.compiler.backend.codegen.common import CodegenUnsupported
+from tracetorch.compiler.backend.lowering import GraphFallback, lower_graph
+from tracetorch.compiler.backend.scheduler import schedule
 
 log = logs.get_logger(__name__)
 
@@ -58,7 +58,7 @@ def pick_codegen(device: torch.device):
     if device is None or device.type == "cpu":
         if config.backend.cpu_codegen == "triton":
             return _triton("backend.cpu_codegen is 'triton'")
-        from compiler.backend.codegen.cpp import CppCodegen
+        from tracetorch.compiler.backend.codegen.cpp import CppCodegen
         return CppCodegen()
     if device.type == "cuda":
         return _triton("CUDA tensors")
@@ -67,14 +67,14 @@ def pick_codegen(device: torch.device):
 
 def _triton(why):
     try:
-        from compiler.backend.codegen.triton import TritonCodegen
+        from tracetorch.compiler.backend.codegen.triton import TritonCodegen
     except ImportError as e:
         raise CodegenUnsupported(f"{why} need the Triton code generator, which is not available: {e}")
     return TritonCodegen()
 
 
 def _exec(code: str, path: str, gm):
-    from compiler.backend.lowering.graph import graph_constants
+    from tracetorch.compiler.backend.lowering.graph import graph_constants
     ns = {"__name__": "tracetorch_output_code", "__file__": path}
     exec(compile(code, path, "exec"), ns)
     ns["constants"].update(graph_constants(gm))
@@ -91,7 +91,7 @@ def _precompile(ns: dict) -> None:
     launchers = [v for v in ns.values() if isinstance(v, launcher_cls)]
     if not launchers or any(l.interpret for l in launchers):
         return
-    from compiler.backend.runtime import triton_compile
+    from tracetorch.compiler.backend.runtime import triton_compile
     if triton_compile.pool_size() <= 1 or not torch.cuda.is_available():
         return
     try:
@@ -104,8 +104,8 @@ def _precompile(ns: dict) -> None:
 
 def generate(gm, example_inputs):
     """(output code, number of kernels) for the graph."""
-    from compiler.backend.codegen.wrapper import generate_wrapper
-    from compiler.backend.conv_layout import use_channels_last
+    from tracetorch.compiler.backend.codegen.wrapper import generate_wrapper
+    from tracetorch.compiler.backend.conv_layout import use_channels_last
     use_channels_last(gm)
     graph = lower_graph(gm, example_inputs)
     sched = schedule(graph)

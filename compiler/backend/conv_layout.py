@@ -25,8 +25,8 @@ from __future__ import annotations
 import torch
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
-import logs
-from compiler import config
+from tracetorch import logs
+from tracetorch.compiler import config
 
 log = logs.get_logger(__name__)
 aten = torch.ops.aten

@@ -7,12 +7,12 @@ import types
 
 import torch
 
-from compiler.frontend import model_outputs
-from compiler.frontend import variables as V
-from compiler.frontend.builder import wrap
-from compiler.frontend.calls import record
-from compiler.frontend.errors import Unsupported
-from compiler.frontend.source import AttrSource, GetItemSource, is_torch_object
+from tracetorch.compiler.frontend import model_outputs
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.builder import wrap
+from tracetorch.compiler.frontend.calls import record
+from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.source import AttrSource, GetItemSource, is_torch_object
 
 _TENSOR_CONST_ATTRS = {"dtype", "device", "requires_grad", "is_cuda", "layout", "is_leaf",
                        "is_sparse", "is_quantized", "is_meta", "is_nested", "is_mkldnn", "is_cpu",
@@ -48,7 +48,7 @@ def get_attr(tx, obj, name):
         torch_mod = is_torch_object(mod) or mod.__name__ in ("math", "operator", "builtins")
         source = AttrSource(obj.source, name) if obj.source is not None else None
         if torch_mod:
-            from compiler.frontend.builder import _wrap_foreign
+            from tracetorch.compiler.frontend.builder import _wrap_foreign
             try:
                 return _wrap_foreign(tx, value)
             except Unsupported:
@@ -61,10 +61,10 @@ def get_attr(tx, obj, name):
     if isinstance(obj, V.ModelOutputVariable):
         return model_outputs.get_attr(tx, obj, name)
     if isinstance(obj, V.NDArrayVariable):
-        from compiler.frontend import numpy_calls
+        from tracetorch.compiler.frontend import numpy_calls
         return numpy_calls.get_attr(tx, obj, name)
     if isinstance(obj, V.NewModuleVariable):
-        from compiler.frontend import new_modules
+        from tracetorch.compiler.frontend import new_modules
         return new_modules.get_attr(tx, obj, name)
     if isinstance(obj, V.NewObjectVariable):
         if name in obj.attrs:
@@ -159,7 +159,7 @@ def _type_attr(tx, cv, name):
             tx.output.add_guard(AttrSource(cv.source, name), "CONSTANT_MATCH", value)
         return V.ConstantVariable(value)
     if is_torch_object(cls):
-        from compiler.frontend.builder import _wrap_foreign
+        from tracetorch.compiler.frontend.builder import _wrap_foreign
         return _wrap_foreign(tx, value)
     if isinstance(value, enum.Enum) and type(value) is cls:
         return V.ConstantVariable(value)        # a member of an Enum class: fixed
@@ -214,7 +214,7 @@ def _object_attr(tx, ov, value, name):
         # aliases) is inlined like any method; its super().__getattribute__ is the generic
         # lookup below. What it returns is guarded through the attribute's own source.
         if isinstance(custom, types.FunctionType):
-            from compiler.frontend.inline import inline_call
+            from tracetorch.compiler.frontend.inline import inline_call
             return inline_call(tx, V.UserFunctionVariable(custom), [ov, V.ConstantVariable(name)], {})
         raise Unsupported(f"attribute {name} of {cls.__name__}, which customizes attribute access")
     return generic_object_attr(tx, ov, name)
@@ -236,7 +236,7 @@ def generic_object_attr(tx, ov, name):
     if static is _MISSING:
         fallback = getattr(cls, "__getattr__", None)
         if isinstance(fallback, types.FunctionType):
-            from compiler.frontend.inline import inline_call
+            from tracetorch.compiler.frontend.inline import inline_call
             return inline_call(tx, V.UserFunctionVariable(fallback), [ov, V.ConstantVariable(name)], {})
         raise Unsupported(f"{cls.__name__} has no attribute {name}")
     return _class_attr(tx, ov, value, name, AttrSource(ov.source, name))
@@ -259,7 +259,7 @@ def _function_member(tx, obj_var, cls, static):
     if isinstance(static, types.FunctionType):
         return V.UserMethodVariable(static, obj_var)
     if isinstance(static, property) and isinstance(static.fget, types.FunctionType):
-        from compiler.frontend.inline import inline_call
+        from tracetorch.compiler.frontend.inline import inline_call
         return inline_call(tx, V.UserFunctionVariable(static.fget), [obj_var], {})
     if isinstance(static, staticmethod) and isinstance(static.__func__, types.FunctionType):
         return V.UserFunctionVariable(static.__func__)
@@ -297,7 +297,7 @@ def store_attr(tx, obj, name, value):
         model_outputs.set_attr(tx, obj, name, value)
         return
     if isinstance(obj, V.NewModuleVariable):
-        from compiler.frontend import new_modules
+        from tracetorch.compiler.frontend import new_modules
         new_modules.store_attr(tx, obj, name, value)
         return
     if isinstance(obj, V.NewObjectVariable):

@@ -14,11 +14,11 @@ import types
 
 import torch
 
-from compiler.frontend import numpy_calls
-from compiler.frontend import variables as V
-from compiler.frontend.dynamic import dynamic_scalar_value
-from compiler.frontend.errors import Unsupported
-from compiler.frontend.source import AttrSource, GetItemSource, GlobalSource, is_torch_object
+from tracetorch.compiler.frontend import numpy_calls
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.dynamic import dynamic_scalar_value
+from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.source import AttrSource, GetItemSource, GlobalSource, is_torch_object
 
 _CONSTANT_TYPES = (bool, int, float, str, complex, type(None), bytes, torch.dtype,
                    torch.device, range, slice, type(Ellipsis), torch.memory_format, torch.layout)

@@ -13,10 +13,10 @@ import weakref
 
 import torch
 
-from compiler.frontend import variables as V
-from compiler.frontend.calls import (specialize, binary_op, compare_op, get_item, get_iter, graph_value,
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.calls import (specialize, binary_op, compare_op, get_item, get_iter, graph_value,
                                      record, truthiness, unary_op, unpack)
-from compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.errors import Unsupported
 
 _OPERATOR_BINARY = {operator.add: "+", operator.sub: "-", operator.mul: "*",
                     operator.truediv: "/", operator.floordiv: "//", operator.mod: "%",
@@ -112,33 +112,33 @@ def call_builtin(tx, fn, args, kwargs):
         items.update(kwargs)
         return V.DictVariable(items)
     if fn is map and len(args) >= 2:
-        from compiler.frontend.calls import call_function
+        from tracetorch.compiler.frontend.calls import call_function
         seqs = [unpack(tx, a) for a in args[1:]]
         return V.IteratorVariable([call_function(tx, args[0], list(t), {}) for t in zip(*seqs)])
     if fn is getattr:
-        from compiler.frontend.attributes import get_attr
+        from tracetorch.compiler.frontend.attributes import get_attr
         name = args[1].as_constant()
         if len(args) == 3:
             if not _hasattr(tx, args[0], name):
                 return args[2]
         return get_attr(tx, args[0], name)
     if fn is object.__getattribute__ and len(args) == 2 and not kwargs and args[1].is_constant():
-        from compiler.frontend.attributes import generic_object_attr
+        from tracetorch.compiler.frontend.attributes import generic_object_attr
         return generic_object_attr(tx, args[0], args[1].as_constant())
     if fn in (dict.get, dict.__getitem__, dict.__contains__) and args and not kwargs:
-        from compiler.frontend.attributes import dict_subclass_read
+        from tracetorch.compiler.frontend.attributes import dict_subclass_read
         return dict_subclass_read(tx, fn, args[0], args[1:])
     if fn is torch.nn.Module.__call__ and args and isinstance(args[0], V.NNModuleVariable):
-        from compiler.frontend.inline import call_module_forward
+        from tracetorch.compiler.frontend.inline import call_module_forward
         return call_module_forward(tx, args[0], args[1:], kwargs)
     if fn is hasattr:
         return V.ConstantVariable(_hasattr(tx, args[0], args[1].as_constant()))
     if fn is setattr:
-        from compiler.frontend.attributes import store_attr
+        from tracetorch.compiler.frontend.attributes import store_attr
         store_attr(tx, args[0], args[1].as_constant(), args[2])
         return V.ConstantVariable(None)
     if fn is slice:
-        from compiler.frontend.data_ops import make_slice
+        from tracetorch.compiler.frontend.data_ops import make_slice
         return make_slice(list(args))
     if fn is sum and not kwargs:
         items = unpack(tx, args[0])
@@ -154,7 +154,7 @@ def call_builtin(tx, fn, args, kwargs):
             return record(tx, torch.sym_max if fn is max else torch.sym_min, items)
         raise Unsupported(f"{fn.__name__}() over tensors (Python comparison of data)")
     if fn is abs and len(args) == 1 and isinstance(args[0], V.NDArrayVariable):
-        from compiler.frontend import numpy_calls
+        from tracetorch.compiler.frontend import numpy_calls
         return numpy_calls.operator_call(tx, "abs", [args[0]])
     if fn is abs and graph_value(args[0]):
         return record(tx, operator.abs, args)
@@ -210,8 +210,8 @@ def make_super(tx, args):
         raise Unsupported("super() with one argument")
     # zero-argument form: the __class__ cell and the first argument of the calling function
     if "__class__" not in tx.cells and "__class__" in getattr(tx, "freevar_values", {}):
-        from compiler.frontend.builder import wrap
-        from compiler.frontend.source import LocalSource
+        from tracetorch.compiler.frontend.builder import wrap
+        from tracetorch.compiler.frontend.source import LocalSource
         tx.cells["__class__"] = wrap(tx, tx.freevar_values["__class__"],
                                      LocalSource("__class__", is_cell=True))
     cell = tx.cells.get("__class__")
@@ -247,7 +247,7 @@ def _len(tx, v):
     if isinstance(v, V.NDArrayVariable) and not v.scalar:
         return _len(tx, v.tensor)         # an array's len() is its first dim, as a tensor's
     if isinstance(v, V.RuntimeStrVariable):
-        from compiler.frontend.source import LenSource
+        from tracetorch.compiler.frontend.source import LenSource
         return tx.output.add_scalar_input(len(v.value), LenSource(v.source))
     if v.is_constant():
         return V.ConstantVariable(len(v.as_constant()))
@@ -280,7 +280,7 @@ def _hasattr(tx, v, name):
     if v.is_constant():
         return hasattr(v.as_constant(), name)
     if isinstance(v, V.ModelOutputVariable):
-        from compiler.frontend import model_outputs
+        from tracetorch.compiler.frontend import model_outputs
         return model_outputs.has_attr(v, name)
     if isinstance(v, (V.BaseListVariable, V.DictVariable)):
         return hasattr(v.python_type(), name)
@@ -316,17 +316,17 @@ def call_type(tx, cls, args, kwargs):
                                           **{k: v.as_constant() for k, v in kwargs.items()}))
         except Exception as e:
             raise Unsupported(f"{cls.__name__}() raised {type(e).__name__}") from None
-    from compiler.frontend import model_outputs
+    from tracetorch.compiler.frontend import model_outputs
     if model_outputs.is_model_output_class(cls):
         return model_outputs.construct(tx, cls, args, kwargs)
-    from compiler.frontend import new_modules
+    from tracetorch.compiler.frontend import new_modules
     if new_modules.simple_module_class(cls):
         return new_modules.construct(tx, cls, args, kwargs)
     if _plain_class(cls):
         obj = V.NewObjectVariable(cls)
         init = inspect.getattr_static(cls, "__init__", object.__init__)
         if isinstance(init, types.FunctionType):
-            from compiler.frontend.inline import inline_call
+            from tracetorch.compiler.frontend.inline import inline_call
             inline_call(tx, V.UserFunctionVariable(init), [obj] + list(args), kwargs)
         elif args or kwargs:
             raise Unsupported(f"creating {cls.__qualname__} with arguments but no Python __init__")

@@ -15,8 +15,8 @@ import threading
 import types
 import weakref
 
-import logs
-from compiler.frontend.guards import Guard, GuardSet
+from tracetorch import logs
+from tracetorch.compiler.frontend.guards import Guard, GuardSet
 
 log = logs.get_logger(__name__)
 

@@ -15,9 +15,9 @@ import weakref
 
 import torch
 
-import logs
-from compiler.frontend import variables as V
-from compiler.frontend.errors import Unsupported
+from tracetorch import logs
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.errors import Unsupported
 
 log = logs.get_logger(__name__)
 
@@ -55,7 +55,7 @@ def binary_op(tx, symbol, a, b):
     if fn is None:
         raise Unsupported(f"binary operator {symbol}")
     if isinstance(a, V.NDArrayVariable) or isinstance(b, V.NDArrayVariable):
-        from compiler.frontend import numpy_calls
+        from tracetorch.compiler.frontend import numpy_calls
         return numpy_calls.operator_call(tx, symbol, [a, b])
     if graph_value(a) or graph_value(b):
         if isinstance(a, V.TensorVariable) or isinstance(b, V.TensorVariable):
@@ -77,7 +77,7 @@ def binary_op(tx, symbol, a, b):
                 return a
             return type(a)(a.items + b.items) if not isinstance(a, V.SizeVariable) else V.SizeVariable(a.items + b.items)
     if isinstance(a, V.ListVariable) and inplace and base is operator.add and isinstance(b, V.Variable):
-        from compiler.frontend.calls import unpack as _unpack
+        from tracetorch.compiler.frontend.calls import unpack as _unpack
         tx.ctx.side_effects.mutate(tx, a)
         a.items.extend(_unpack(tx, b))
         return a
@@ -99,7 +99,7 @@ def _const_apply(fn, *args):
 def unary_op(tx, name, a):
     fn = UNARY_OPS[name]
     if isinstance(a, V.NDArrayVariable):
-        from compiler.frontend import numpy_calls
+        from tracetorch.compiler.frontend import numpy_calls
         return numpy_calls.operator_call(tx, name, [a])
     if graph_value(a):
         return record(tx, fn, (a,))
@@ -116,7 +116,7 @@ def compare_op(tx, symbol, a, b):
         return V.ConstantVariable(same if symbol == "is" else not same)
     fn = COMPARE_OPS[symbol]
     if isinstance(a, V.NDArrayVariable) or isinstance(b, V.NDArrayVariable):
-        from compiler.frontend import numpy_calls
+        from tracetorch.compiler.frontend import numpy_calls
         return numpy_calls.operator_call(tx, symbol, [a, b])
     if graph_value(a) or graph_value(b):
         return record(tx, fn, (a, b))
@@ -231,7 +231,7 @@ def contains_op(tx, item, container) -> bool:
         tx.output.add_guard(expr, "SYMBOLIC", expr)
         return found
     if isinstance(container, V.ObjectDictVariable):
-        from compiler.frontend.attributes import object_dict_lookup
+        from tracetorch.compiler.frontend.attributes import object_dict_lookup
         return object_dict_lookup(tx, container, item)[0]
     if container.is_constant() and item.is_constant():
         return item.as_constant() in container.as_constant()
@@ -252,8 +252,8 @@ def unpack(tx, v) -> list:
         return items
     if isinstance(v, V.NNModuleVariable):
         m = v.value
-        from compiler.frontend.builder import wrap
-        from compiler.frontend.source import GetItemSource
+        from tracetorch.compiler.frontend.builder import wrap
+        from tracetorch.compiler.frontend.source import GetItemSource
         if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ParameterList)):
             tx.output.add_guard(v.source, "LENGTH_CHECK", len(m))
             return [wrap(tx, sub, GetItemSource(v.source, i)) for i, sub in enumerate(m)]
@@ -308,7 +308,7 @@ def specialize(tx, v):
 
 def get_item(tx, obj, key):
     if isinstance(obj, V.NDArrayVariable):
-        from compiler.frontend import numpy_calls
+        from tracetorch.compiler.frontend import numpy_calls
         return numpy_calls.get_item(tx, obj, key)
     if isinstance(obj, V.TensorVariable):
         if not (key.is_constant() or graph_value(key) or _index_ok(key)):
@@ -334,8 +334,8 @@ def get_item(tx, obj, key):
             return obj.items[key.as_constant()]
         raise Unsupported(f"dict lookup with {key!r}")
     if isinstance(obj, V.NNModuleVariable):
-        from compiler.frontend.source import GetItemSource
-        from compiler.frontend.builder import wrap
+        from tracetorch.compiler.frontend.source import GetItemSource
+        from tracetorch.compiler.frontend.builder import wrap
         if key.is_constant() and isinstance(obj.value, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)):
             k = key.as_constant()
             try:
@@ -352,15 +352,15 @@ def get_item(tx, obj, key):
                     type(obj.value))
         raise Unsupported(f"subscript of module {obj!r}")
     if isinstance(obj, V.ObjectDictVariable):
-        from compiler.frontend.methods import call_method
+        from tracetorch.compiler.frontend.methods import call_method
         return call_method(tx, obj, "__getitem__", [key], {})
     if isinstance(obj, V.ModelOutputVariable):
-        from compiler.frontend import model_outputs
+        from tracetorch.compiler.frontend import model_outputs
         return model_outputs.get_item(tx, obj, key)
     if isinstance(obj, (V.UserObjectVariable, V.NewObjectVariable)):
         method = getattr(obj.python_type(), "__getitem__", None)
         if isinstance(method, types.FunctionType):     # a Python __getitem__: inlined
-            from compiler.frontend.inline import inline_call
+            from tracetorch.compiler.frontend.inline import inline_call
             return inline_call(tx, V.UserFunctionVariable(method), [obj, key], {})
     if obj.is_constant() and key.is_constant():
         return _const_apply(operator.getitem, obj.as_constant(), key.as_constant())
@@ -401,7 +401,7 @@ def store_item(tx, obj, key, value):
         obj.items[key.as_constant()] = value
         return
     if isinstance(obj, V.ModelOutputVariable):
-        from compiler.frontend import model_outputs
+        from tracetorch.compiler.frontend import model_outputs
         model_outputs.set_item(tx, obj, key, value)
         return
     raise Unsupported(f"item assignment on {obj!r}")
@@ -422,8 +422,8 @@ def _mapping_get_now(tx, obj, args, kwargs):
     """Mapping.get(key[, default]) with a constant key on a pre-existing mapping (os.environ,
     a registry): whether the key is there is asked now and guarded; a Python __getitem__ of
     user code is inlined, else a constant value is read now and guarded by reading it again."""
-    from compiler.frontend.builder import _CONSTANT_TYPES
-    from compiler.frontend.inline import _is_stdlib
+    from tracetorch.compiler.frontend.builder import _CONSTANT_TYPES
+    from tracetorch.compiler.frontend.inline import _is_stdlib
     if kwargs or not 1 <= len(args) <= 2 or not args[0].is_constant() \
             or type(args[0].as_constant()) not in (str, int):
         raise Unsupported(f"Mapping.get on {obj!r} with a non-constant key")
@@ -435,7 +435,7 @@ def _mapping_get_now(tx, obj, args, kwargs):
         return args[1] if len(args) > 1 else V.ConstantVariable(None)
     getitem = type(obj.value).__getitem__
     if isinstance(getitem, types.FunctionType) and not _is_stdlib(getitem.__code__.co_filename):
-        from compiler.frontend.inline import inline_call
+        from tracetorch.compiler.frontend.inline import inline_call
         return inline_call(tx, V.UserFunctionVariable(getitem), [obj, args[0]], {})
     value = obj.value[key]
     if type(value) not in _CONSTANT_TYPES:
@@ -446,14 +446,14 @@ def _mapping_get_now(tx, obj, args, kwargs):
 
 def call_function(tx, fn, args, kwargs):
     """Call fn (a Variable) with Variables; returns the symbolic result."""
-    from compiler.frontend import builtin_calls, inline, methods, torch_calls
+    from tracetorch.compiler.frontend import builtin_calls, inline, methods, torch_calls
     real = getattr(fn, "fn", None)
     if real is not None and not args and not kwargs:
         known, answer = torch_calls.trace_time_answer(real)
         if known:
             return V.ConstantVariable(answer)
     if isinstance(fn, V.NumpyFunctionVariable):
-        from compiler.frontend import numpy_calls
+        from tracetorch.compiler.frontend import numpy_calls
         return numpy_calls.call(tx, fn.fn, args, kwargs)
     if isinstance(fn, V.BuiltinVariable):
         return builtin_calls.call_builtin(tx, fn.fn, args, kwargs)
@@ -465,7 +465,7 @@ def call_function(tx, fn, args, kwargs):
             and isinstance(getattr(fn.fn, "__wrapped__", None), types.FunctionType):
         # a compiler.compile'd function called from traced code: its original is inlined (the
         # wrapper's cache lookup is runtime machinery), as Dynamo inlines a torch.compile'd one
-        from compiler.frontend.source import AttrSource
+        from tracetorch.compiler.frontend.source import AttrSource
         src = AttrSource(fn.source, "__wrapped__") if fn.source is not None else None
         return inline.inline_call(tx, V.UserFunctionVariable(fn.fn.__wrapped__, src), args, kwargs)
     if isinstance(fn, V.UserFunctionVariable) and fn.fn is inspect.signature and len(args) == 1 \
@@ -492,8 +492,8 @@ def call_function(tx, fn, args, kwargs):
         return call_function(tx, fn.fn, fn.args + list(args), {**fn.kwargs, **kwargs})
     if isinstance(fn, V.UserObjectVariable) and isinstance(fn.value, functools.partial) \
             and type(fn.value) is functools.partial:
-        from compiler.frontend.builder import wrap
-        from compiler.frontend.source import AttrSource
+        from tracetorch.compiler.frontend.builder import wrap
+        from tracetorch.compiler.frontend.source import AttrSource
         p = fn.value
         inner = wrap(tx, p.func, AttrSource(fn.source, "func"))
         pargs = wrap(tx, p.args, AttrSource(fn.source, "args"))
@@ -501,8 +501,8 @@ def call_function(tx, fn, args, kwargs):
         return call_function(tx, inner, pargs.items + list(args), {**pkw.items, **kwargs})
     if isinstance(fn, V.UserObjectVariable) and type(fn.value) is weakref.ReferenceType \
             and not args and not kwargs:
-        from compiler.frontend.builder import wrap
-        from compiler.frontend.source import CallSource
+        from tracetorch.compiler.frontend.builder import wrap
+        from tracetorch.compiler.frontend.source import CallSource
         target = fn.value()
         if target is None:
             # dead now, dead for good: unless the weakref at the source is replaced (guarded)
@@ -513,10 +513,10 @@ def call_function(tx, fn, args, kwargs):
     if isinstance(fn, V.WeakRefVariable) and not args and not kwargs:
         return fn.target
     if isinstance(fn, V.NewModuleVariable):
-        from compiler.frontend import new_modules
+        from tracetorch.compiler.frontend import new_modules
         return new_modules.call(tx, fn, args, kwargs)
     if isinstance(fn, V.NewObjectVariable):
-        from compiler.frontend.attributes import get_attr
+        from tracetorch.compiler.frontend.attributes import get_attr
         return call_function(tx, get_attr(tx, fn, "__call__"), args, kwargs)
     if isinstance(fn, V.UserObjectVariable):
         call = getattr(type(fn.value), "__call__", None)

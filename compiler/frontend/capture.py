@@ -16,15 +16,15 @@ import types
 
 import torch
 
-import logs
-from compiler.frontend import variables as V
-from compiler.frontend.builder import wrap
-from compiler.frontend.bytecode_info import code_info, format_instruction
-from compiler.frontend.errors import FullgraphError, RestartAnalysis, Unsupported
-from compiler.frontend.instructions import ReturnValue, Tracer
-from compiler.frontend.output_graph import OutputGraph
-from compiler.frontend.side_effects import SideEffects
-from compiler.frontend.source import LocalSource
+from tracetorch import logs
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.builder import wrap
+from tracetorch.compiler.frontend.bytecode_info import code_info, format_instruction
+from tracetorch.compiler.frontend.errors import FullgraphError, RestartAnalysis, Unsupported
+from tracetorch.compiler.frontend.instructions import ReturnValue, Tracer
+from tracetorch.compiler.frontend.output_graph import OutputGraph
+from tracetorch.compiler.frontend.side_effects import SideEffects
+from tracetorch.compiler.frontend.source import LocalSource
 
 log = logs.get_logger(__name__)
 MAX_RESTARTS = 12
@@ -190,7 +190,7 @@ class RootTracer(Tracer):
             # itself: rather than break the graph, capture again with the scalars constant
             # (CONSTANT_MATCH, as before they were marked dynamic)
             self.plan.static_scalars = True
-            from compiler.frontend import dynamic
+            from tracetorch.compiler.frontend import dynamic
             dynamic.log.info("dynamic_scalars_specialized", function=self.fn.__qualname__,
                              sources=sorted(self.ctx.output.dynamic_scalars), reason=e.reason,
                              location=f"{gb.filename}:{gb.lineno}")
@@ -214,7 +214,7 @@ class RootTracer(Tracer):
         raise RestartAnalysis()
 
     def _cannot_resume_at(self, inst, via_call):
-        from compiler.frontend.emit_break import RESUMABLE
+        from tracetorch.compiler.frontend.emit_break import RESUMABLE
         if self.code.co_cellvars and self._closure_alive():
             return "a closure over this function's variables is alive"
         if inst.opname not in RESUMABLE:
@@ -279,7 +279,7 @@ class RootTracer(Tracer):
     def entry_offset(self):
         """Where this code's own work starts: after RESUME (and, in a resume function, at the
         target of its prologue's jump). Stopping there means capturing nothing."""
-        from compiler.frontend.resume import RESUME_ORIGIN
+        from tracetorch.compiler.frontend.resume import RESUME_ORIGIN
         origin = RESUME_ORIGIN.get(self.code)
         if origin is not None:
             return origin[2]
@@ -290,7 +290,7 @@ class RootTracer(Tracer):
 
     # ---- running ----------------------------------------------------------------------------
     def capture(self) -> CaptureResult:
-        from compiler.frontend import emit_break
+        from tracetorch.compiler.frontend import emit_break
         try:
             self.run()
         except ReturnValue as r:

@@ -18,9 +18,9 @@ except ImportError as _e:  # pragma: no cover - depends on the environment
     raise ImportError("tracetorch's frontend builds code objects with the `bytecode` package "
                       "(PyPI: bytecode>=0.15); install it with `pip install bytecode`") from _e
 
-from compiler.frontend import variables as V
-from compiler.frontend.bytecode_info import PY312
-from compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.bytecode_info import PY312
+from tracetorch.compiler.frontend.errors import Unsupported
 
 GRAPH_OUT = "___graph_out"
 
@@ -87,7 +87,7 @@ class PyCodegen:
                 return var.source.render()
             raise Unsupported(f"internal: {var!r} is neither a graph output nor sourced")
         if isinstance(var, V.NDArrayVariable):
-            from compiler.frontend import numpy_calls
+            from tracetorch.compiler.frontend import numpy_calls
             return numpy_calls.reconstruct(self, var, side_effects)
         if isinstance(var, V.ConstantVariable):
             if var.source is not None and not _plain_constant(var.value):
@@ -250,7 +250,7 @@ class PyCodegen:
 
     def _build_model_output(self, var, side_effects):
         """cls(**non-None fields): the real __init__/__post_init__ rebuild the dict part."""
-        from compiler.frontend.model_outputs import check_rebuildable
+        from tracetorch.compiler.frontend.model_outputs import check_rebuildable
         key = id(var)
         if key in self._built:
             self.emit("LOAD_FAST", self._built[key])

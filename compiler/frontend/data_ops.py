@@ -2,10 +2,10 @@
 instructions.Tracer): BINARY_OP, COMPARE_OP, BINARY_SUBSCR, BUILD_LIST/MAP/..., UNPACK_*."""
 from __future__ import annotations
 
-from compiler.frontend import variables as V
-from compiler.frontend.calls import (binary_op, compare_op, contains_op, get_item, store_item,
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.calls import (binary_op, compare_op, contains_op, get_item, store_item,
                                      truthiness, unary_op, unpack)
-from compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.errors import Unsupported
 
 
 class DataOps:
@@ -110,7 +110,7 @@ class DataOps:
         spec = self.pop().as_constant() if (inst.arg & 0x04) else ""
         value = self.pop()
         if isinstance(value, V.SymNodeVariable):
-            from compiler.frontend.calls import specialize
+            from tracetorch.compiler.frontend.calls import specialize
             value = specialize(self, value)     # f"{n}" needs n's value (guarded), as Dynamo
         if not value.is_constant():
             raise Unsupported(f"f-string formatting of {value!r} (only Python constants)")

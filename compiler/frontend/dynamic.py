@@ -27,15 +27,15 @@ import re
 
 import torch
 
-import logs
-from compiler.frontend.guards import Guard, evaluate_source, tensor_meta
+from tracetorch import logs
+from tracetorch.compiler.frontend.guards import Guard, evaluate_source, tensor_meta
 
 log = logs.get_logger(__name__)
 
 
 def _option(name: str, default):
     try:
-        from compiler import config
+        from tracetorch.compiler import config
         return getattr(config.frontend, name)
     except (ImportError, AttributeError):
         return default

@@ -16,14 +16,14 @@ except ImportError as _e:  # pragma: no cover - depends on the environment
     raise ImportError("tracetorch's frontend builds code objects with the `bytecode` package "
                       "(PyPI: bytecode>=0.15); install it with `pip install bytecode`") from _e
 
-import logs
-from compiler.frontend import variables as V
-from compiler.frontend.bytecode_info import PY312
-from compiler.frontend.graph_compile import compile_graph
-from compiler.frontend.codegen import GRAPH_OUT, PyCodegen
-from compiler.frontend.errors import Unsupported
-from compiler.frontend.static_inputs import StaticInputCall
-from compiler.frontend.resume import (STACK_ARG, abstract_instr_at, assemble, make_function,
+from tracetorch import logs
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.bytecode_info import PY312
+from tracetorch.compiler.frontend.graph_compile import compile_graph
+from tracetorch.compiler.frontend.codegen import GRAPH_OUT, PyCodegen
+from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.static_inputs import StaticInputCall
+from tracetorch.compiler.frontend.resume import (STACK_ARG, abstract_instr_at, assemble, make_function,
                                       make_resume_code, transformed_function)
 
 log = logs.get_logger(__name__)
@@ -105,7 +105,7 @@ def _result(tx, body, cg, breaks):
     fn = transformed_function(tx.fn, code)
     src = _render(tx, cg)
     logs.artifact("bytecode", lambda: _transformed_text(tx, code, src))
-    from compiler.frontend.capture import CaptureResult
+    from tracetorch.compiler.frontend.capture import CaptureResult
     return CaptureResult(fn, _guards(tx), list(tx.ctx.graphs), breaks, src)
 
 
@@ -118,7 +118,7 @@ def _guards(tx):
 
 
 def _guard(source, kind, expected):
-    from compiler.frontend.output_graph import Guard
+    from tracetorch.compiler.frontend.output_graph import Guard
     return Guard(source, kind, expected, None)
 
 
@@ -230,8 +230,8 @@ def finish_stop(tx, inst, gb):
     if not tx.output.has_ops() and not tx.ctx.side_effects and _first_real(tx, inst):
         # nothing was captured before the stop point: run the whole frame eagerly, with the
         # functions it calls compiled on their own (as Dynamo's frame hook would)
-        from compiler.frontend.capture import CaptureResult
-        from compiler.frontend.eager_calls import route_calls
+        from tracetorch.compiler.frontend.capture import CaptureResult
+        from tracetorch.compiler.frontend.eager_calls import route_calls
         fn, routed = route_calls(tx.fn, tx.ctx.make_compiled_callable)
         if gb.call_offset is not None and gb.call_offset in routed:
             # the break is the callee's, which now compiles on its own and reports it there
@@ -389,7 +389,7 @@ def _break_text(gb):
 
 
 def _render(tx, cg):
-    from compiler.frontend.guards import _signature_source
+    from tracetorch.compiler.frontend.guards import _signature_source
     head = f"def {tx.code.co_name}({_signature_source(tx.code)}):"
     return "\n".join([head] + ["    " + line for line in cg.lines])
 

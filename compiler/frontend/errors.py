@@ -7,7 +7,7 @@ knowledge (where to break), as Dynamo does.
 """
 from __future__ import annotations
 
-from compiler.errors import GraphBreakError
+from tracetorch.compiler.errors import GraphBreakError
 
 
 class Unsupported(Exception):

@@ -22,10 +22,10 @@ from typing import Callable
 
 import torch
 
-import logs
-from compiler.errors import BackendCompilerFailed, CompilerError, RecompileLimitError
-from compiler.frontend.cache import CacheEntry, FrameCache, next_compile_id
-from compiler.frontend.guards import Guard, GuardSet, frame_locals, render_guards
+from tracetorch import logs
+from tracetorch.compiler.errors import BackendCompilerFailed, CompilerError, RecompileLimitError
+from tracetorch.compiler.frontend.cache import CacheEntry, FrameCache, next_compile_id
+from tracetorch.compiler.frontend.guards import Guard, GuardSet, frame_locals, render_guards
 
 log = logs.get_logger(__name__)
 
@@ -47,7 +47,7 @@ class CompileOptions:
     dynamic_state: dict = dataclasses.field(default_factory=dict)  # code -> DynamicDims
 
     def dynamic_dims_for(self, code):
-        from compiler.frontend.dynamic import DynamicDims
+        from tracetorch.compiler.frontend.dynamic import DynamicDims
         dims = self.dynamic_state.get(code)
         if dims is None:
             dims = self.dynamic_state[code] = DynamicDims(self.dynamic)
@@ -56,7 +56,7 @@ class CompileOptions:
 
 def _capture_frame(*args, **kwargs):
     """Indirection so tests can stand in for capture before/without it."""
-    from compiler.frontend.capture import capture_frame
+    from tracetorch.compiler.frontend.capture import capture_frame
     return capture_frame(*args, **kwargs)
 
 
@@ -118,7 +118,7 @@ def compiled_function(fn, options: CompileOptions, nested: bool = False):
 
 def _config_value(section: str, option: str, default):
     try:
-        from compiler import config
+        from tracetorch.compiler import config
         return getattr(getattr(config, section), option)
     except (ImportError, AttributeError):
         return default
@@ -216,7 +216,7 @@ def _load_plugins_once():
         return
     _plugins_loaded[0] = True
     try:
-        from compiler import hooks
+        from tracetorch.compiler import hooks
     except ImportError:
         return
     if hasattr(hooks, "load_plugins"):
@@ -254,7 +254,7 @@ def _frontend_backend(options: CompileOptions, timer: _Timer):
     timed.__wrapped__ = inner      # repro scripts find the user's backend through this
     wrapped = timed
     try:
-        from compiler import hooks
+        from tracetorch.compiler import hooks
         if hasattr(hooks, "wrap_compiler"):
             wrapped = hooks.wrap_compiler(timed, "frontend")
     except ImportError:
@@ -353,7 +353,7 @@ def _config_overrides(overrides):
     if not overrides:
         yield
         return
-    from compiler import config
+    from tracetorch.compiler import config
     with config.patch(**overrides):
         yield
 
@@ -366,14 +366,14 @@ def _log_guards(cache: FrameCache, gs: GuardSet) -> None:
         for g in gs.guards])
     symbolic = [g for g in gs.guards if g.kind == "SYMBOLIC"]
     if symbolic:
-        from compiler.frontend import dynamic
+        from tracetorch.compiler.frontend import dynamic
         for g in symbolic:
             dynamic.log.info("symbolic_guard", function=cache.name, guard=_describe(g),
                              user_location=g.user_location)
 
 
 def _describe(g: Guard) -> str:
-    from compiler.frontend.guards import describe
+    from tracetorch.compiler.frontend.guards import describe
     return describe(g)
 
 

@@ -12,8 +12,8 @@ import time
 
 import torch
 
-import logs
-from compiler.frontend.eval_frame import CompileOptions
+from tracetorch import logs
+from tracetorch.compiler.frontend.eval_frame import CompileOptions
 
 log = logs.get_logger(__name__)
 
@@ -75,7 +75,7 @@ class ExplainReport:
             lines += [f"  {r}" for r in self.recompiles]
         if self.guards:
             lines.append("Out Guards:")
-            from compiler.frontend.guards import describe
+            from tracetorch.compiler.frontend.guards import describe
             for g in self.guards:
                 loc = f"  # {g.user_location}" if g.user_location else ""
                 lines.append(f"  {describe(g)}{loc}")
@@ -142,19 +142,19 @@ def _ops(gm) -> list:
 
 def explain(fn, *extra_args, **extra_kwargs):
     """Returns `inner(*args, **kwargs) -> ExplainReport`; extra args are prepended (Dynamo's API)."""
-    from compiler.api import CompiledModule, InvalidUsageError
+    from tracetorch.compiler.api import CompiledModule, InvalidUsageError
     if not callable(fn):
         raise InvalidUsageError(f"compiler.explain expects a function or nn.Module, got "
                                 f"{type(fn).__name__}: it is not callable")
 
     def inner(*args, **kwargs):
         collector = _Collector()
-        from compiler.backends import eager
+        from tracetorch.compiler.backends import eager
         opts = CompileOptions(backend=eager, backend_name="eager", listeners=[collector])
         if isinstance(fn, torch.nn.Module):
             target = CompiledModule(fn, opts)
         else:
-            from compiler.api import _compile_with
+            from tracetorch.compiler.api import _compile_with
             target = _compile_with(fn, opts=opts, backend="eager")
         t0 = time.perf_counter()
         target(*extra_args, *args, **{**extra_kwargs, **kwargs})
@@ -172,7 +172,7 @@ def explain(fn, *extra_args, **extra_kwargs):
                                guards=guards, recompiles=collector.recompiles,
                                compile_times={"total (compile + run)": total}, compile_ids=ids)
         try:
-            from compiler import hooks
+            from tracetorch.compiler import hooks
             if hasattr(hooks, "report_explain"):
                 hooks.report_explain(report)
         except ImportError:

@@ -21,10 +21,10 @@ import inspect
 
 import torch
 
-import logs
-from compiler.frontend import variables as V
-from compiler.frontend.errors import Unsupported
-from compiler.frontend.source import AttrSource, GetItemSource
+from tracetorch import logs
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.source import AttrSource, GetItemSource
 
 log = logs.get_logger(__name__)
 
@@ -56,7 +56,7 @@ def consumed_immediately(tx) -> bool:
 
 def run_generator(tx, child, name):
     """Run an inlined generator function's child tracer to completion."""
-    from compiler.frontend.instructions import ReturnValue
+    from tracetorch.compiler.frontend.instructions import ReturnValue
     effects = tx.ctx.side_effects
     ops_before, touched_before = len(effects.ops), len(effects.touched)
     nodes_before = set(tx.output.graph.nodes)
@@ -144,7 +144,7 @@ def module_tree_method(fn):
 
 def call_module_tree(tx, mv, method, args, kwargs):
     """modules() / named_parameters() / ... of a sourced module: its real items, wrapped."""
-    from compiler.frontend.builder import wrap
+    from tracetorch.compiler.frontend.builder import wrap
     if mv.source is None or not all(a.is_constant() for a in list(args) + list(kwargs.values())):
         raise Unsupported(f"nn.Module.{method} with non-constant arguments")
     try:

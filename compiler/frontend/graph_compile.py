@@ -7,8 +7,8 @@ import itertools
 import torch
 import torch.fx
 
-import logs
-from compiler.frontend.codegen import collect_graph_values
+from tracetorch import logs
+from tracetorch.compiler.frontend.codegen import collect_graph_values
 
 _graph_counter = itertools.count()
 

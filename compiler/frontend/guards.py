@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-import logs
+from tracetorch import logs
 
 log = logs.get_logger(__name__)
 
@@ -405,7 +405,7 @@ class GuardSet:
         if self.scope.unreachable:
             # A guard on a name that is neither an argument nor a free variable can never
             # pass: say so now rather than recompiling until the cache limit.
-            from logs import get_logger
+            from tracetorch.logs import get_logger
             get_logger(__name__).warning(
                 "guard_source_unreachable", function=fn.__code__.co_name,
                 names=sorted(self.scope.unreachable),
@@ -414,11 +414,11 @@ class GuardSet:
     def _build(self) -> None:
         statics = None
         if self.static_modules:
-            from compiler.frontend.static_sources import StaticSources
+            from tracetorch.compiler.frontend.static_sources import StaticSources
             statics = StaticSources(self.guards)
         self.source, self.check, self.scope, self.implied = self._generate(statics)
         if statics is not None and statics.deps:
-            from compiler.frontend import mutation
+            from tracetorch.compiler.frontend import mutation
             self._paths = {k: d.path for k, d in statics.deps.items()}
             self._watched = [d.module for d in statics.deps.values()]
             for d in statics.deps.values():
@@ -476,7 +476,7 @@ class GuardSet:
     def _revalidate(self, *args, **kwargs) -> bool:
         if not self.walking_check()(*args, **kwargs):
             return False
-        from compiler.frontend import mutation
+        from tracetorch.compiler.frontend import mutation
         mutation.unwatch_all(self, self._watched)
         self._watched = []
         self.rebuilds += 1

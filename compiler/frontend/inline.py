@@ -13,10 +13,10 @@ import types
 
 import torch
 
-from compiler.frontend import generators
-from compiler.frontend import variables as V
-from compiler.frontend.errors import Unsupported
-from compiler.frontend.source import AttrSource, DefaultSource, GetItemSource
+from tracetorch.compiler.frontend import generators
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.source import AttrSource, DefaultSource, GetItemSource
 
 
 def call_module(tx, mv, args, kwargs):
@@ -53,7 +53,7 @@ def call_module_forward(tx, mv, args, kwargs):
 
 
 def inline_call(tx, fn, args, kwargs, callee=None):
-    from compiler.frontend.instructions import MAX_INLINE_DEPTH, ReturnValue, Tracer
+    from tracetorch.compiler.frontend.instructions import MAX_INLINE_DEPTH, ReturnValue, Tracer
     if tx.depth >= MAX_INLINE_DEPTH:
         raise Unsupported("inlining too deep (recursion?)")
     if isinstance(fn, V.UserFunctionVariable):
@@ -146,9 +146,9 @@ def _free_var(tx, fn, i, name):
     except ValueError:
         raise Unsupported(f"closure variable {name!r} is empty") from None
     if fn.source is None:
-        from compiler.frontend.builder import _wrap_foreign
+        from tracetorch.compiler.frontend.builder import _wrap_foreign
         return _wrap_foreign(tx, value)
-    from compiler.frontend.builder import wrap
+    from tracetorch.compiler.frontend.builder import wrap
     src = AttrSource(GetItemSource(AttrSource(fn.source, "__closure__"), i), "cell_contents")
     return wrap(tx, value, src)
 
@@ -213,7 +213,7 @@ def _defaults(tx, fn):
             d = list(fn.defaults.items)
         kd = dict(fn.kwdefaults.items) if fn.kwdefaults is not None else {}
         return d, kd
-    from compiler.frontend.builder import _wrap_foreign, wrap
+    from tracetorch.compiler.frontend.builder import _wrap_foreign, wrap
     real = fn.fn
     d, kd = [], {}
     for j, value in enumerate(real.__defaults__ or ()):
@@ -230,7 +230,7 @@ def _defaults(tx, fn):
 
 
 def _const_default(tx, value):
-    from compiler.frontend.builder import _CONSTANT_TYPES, _wrap_foreign
+    from tracetorch.compiler.frontend.builder import _CONSTANT_TYPES, _wrap_foreign
     if type(value) in _CONSTANT_TYPES:
         return V.ConstantVariable(value)
     if type(value) is tuple and all(type(v) in _CONSTANT_TYPES for v in value):

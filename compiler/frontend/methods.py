@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from compiler.frontend import variables as V
-from compiler.frontend.builtin_calls import consts
-from compiler.frontend.calls import record, unpack
-from compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.builtin_calls import consts
+from tracetorch.compiler.frontend.calls import record, unpack
+from tracetorch.compiler.frontend.errors import Unsupported
 
 _TENSOR_METHODS_BREAK = {"item", "tolist", "numpy", "data_ptr", "__bool__", "backward",
                          "register_hook", "retain_grad", "storage", "untyped_storage",
@@ -20,7 +20,7 @@ def call_method(tx, obj, name, args, kwargs):
     if isinstance(obj, V.ListVariable):
         return list_method(tx, obj, name, args, kwargs)
     if isinstance(obj, V.NDArrayVariable):
-        from compiler.frontend import numpy_calls
+        from tracetorch.compiler.frontend import numpy_calls
         return numpy_calls.call_method(tx, obj, name, args, kwargs)
     if isinstance(obj, V.DictVariable):
         return dict_method(tx, obj, name, args, kwargs)
@@ -42,11 +42,11 @@ def call_method(tx, obj, name, args, kwargs):
     if isinstance(obj, V.SymNodeVariable):
         return tx.output.call("call_method", name, (obj, *args), dict(kwargs))
     if isinstance(obj, V.ModelOutputVariable):
-        from compiler.frontend import model_outputs
+        from tracetorch.compiler.frontend import model_outputs
         return model_outputs.call_method(tx, obj, name, args, kwargs)
     if isinstance(obj, V.ObjectDictVariable) and name in ("get", "__getitem__", "__contains__") \
             and not kwargs and args:
-        from compiler.frontend.attributes import object_dict_lookup
+        from tracetorch.compiler.frontend.attributes import object_dict_lookup
         found, value = object_dict_lookup(tx, obj, args[0])
         if name == "__contains__":
             return V.ConstantVariable(found)
@@ -60,7 +60,7 @@ def call_method(tx, obj, name, args, kwargs):
 
 def tensor_method(tx, t, name, args, kwargs):
     if name == "numpy":
-        from compiler.frontend import numpy_calls
+        from tracetorch.compiler.frontend import numpy_calls
         return numpy_calls.tensor_numpy(tx, t, args, kwargs)
     if name in _TENSOR_METHODS_BREAK:
         raise Unsupported(f"Tensor.{name}() (needs the tensor's data in Python)")
@@ -74,7 +74,7 @@ def tensor_method(tx, t, name, args, kwargs):
                 return V.ConstantVariable(v)
             op = torch.ops.aten.sym_size.int if name == "size" else torch.ops.aten.sym_stride.int
             return record(tx, op, (t, V.ConstantVariable(d % ex.dim())))
-        from compiler.frontend.attributes import tensor_shape
+        from tracetorch.compiler.frontend.attributes import tensor_shape
         return tensor_shape(tx, t) if name == "size" else _stride(tx, t)
     if name in ("dim", "ndimension"):
         return V.ConstantVariable(t.example.dim())

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from compiler.frontend import variables as V
-from compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.errors import Unsupported
 
 _PROTOCOL = ("__post_init__", "__getitem__", "__setitem__", "__setattr__", "to_tuple",
              "__init__", "__delitem__", "keys", "values", "items", "__iter__", "__len__",
@@ -94,7 +94,7 @@ def get_attr(tx, mo, name):
         return V.ConstantVariable(mo.cls)
     if name in ("keys", "values", "items", "to_tuple", "get", "__getitem__", "__contains__"):
         return V.MethodVariable(mo, name)
-    from compiler.frontend.attributes import _type_member
+    from tracetorch.compiler.frontend.attributes import _type_member
     return _type_member(tx, mo, mo.cls, name)
 
 

@@ -26,7 +26,7 @@ import weakref
 
 import torch
 
-import logs
+from tracetorch import logs
 
 log = logs.get_logger(__name__)
 

@@ -17,8 +17,8 @@ import types
 
 import torch
 
-from compiler.frontend import variables as V
-from compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.errors import Unsupported
 
 _Module = torch.nn.Module
 
@@ -52,7 +52,7 @@ def get_attr(tx, obj, name):
         if klass is _Module:
             break
         if name in klass.__dict__:
-            from compiler.frontend.attributes import _type_member
+            from tracetorch.compiler.frontend.attributes import _type_member
             return _type_member(tx, obj, obj.cls, name)
     # nn.Module's own machinery (parameters(), _modules, ...) of a fresh module is not modelled
     raise Unsupported(f"attribute {name} of a {obj.cls.__name__} created in the frame")
@@ -69,7 +69,7 @@ def store_attr(tx, obj, name, value):
 
 def call(tx, obj, args, kwargs):
     """obj(*args): nn.Module.__call__ without hooks (a fresh module has none), forward inlined."""
-    from compiler.frontend.inline import inline_call
+    from tracetorch.compiler.frontend.inline import inline_call
     mod = torch.nn.modules.module
     if mod._global_forward_hooks or mod._global_forward_pre_hooks or \
             getattr(mod, "_global_backward_hooks", None) or getattr(mod, "_global_backward_pre_hooks", None):

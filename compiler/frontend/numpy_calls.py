@@ -20,8 +20,8 @@ import sys
 
 import torch
 
-from compiler.frontend import variables as V
-from compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.errors import Unsupported
 
 # functions that give back an array even when it is 0-d (others give a numpy scalar then)
 _ARRAY_RESULT = {"array", "asarray", "asanyarray", "ascontiguousarray", "copy", "reshape",
@@ -130,7 +130,7 @@ def _template(tx, value, slots):
     if isinstance(value, V.SymNodeVariable):
         # torch._numpy has no symbolic scalars (its weak-scalar promotion asks the Python
         # type): the value now, guarded, as Python needs it elsewhere
-        from compiler.frontend.calls import specialize
+        from tracetorch.compiler.frontend.calls import specialize
         return _template(tx, specialize(tx, value), slots)
     if isinstance(value, V.SliceVariable):
         return slice(*[_template(tx, p, slots) for p in value.parts])
@@ -181,7 +181,7 @@ def is_ndarray(value) -> bool:
 def wrap_ndarray(tx, value, source):
     """An array read from the frame (e.g. one that crossed a graph break into a resume
     function): traced as its tensor view, a graph input read as torch.from_numpy(source)."""
-    from compiler.frontend.source import NumpyTensorSource
+    from tracetorch.compiler.frontend.source import NumpyTensorSource
     try:
         tensor = torch.from_numpy(value)
     except (TypeError, ValueError) as e:      # object dtype, negative strides, ...
@@ -247,7 +247,7 @@ def get_attr(tx, arr, name):
     np = _np()
     ex = arr.tensor.example
     if name == "shape":
-        from compiler.frontend.attributes import tensor_shape
+        from tracetorch.compiler.frontend.attributes import tensor_shape
         return V.TupleVariable(tensor_shape(tx, arr.tensor).items)
     if name == "ndim":
         return V.ConstantVariable(ex.dim())
@@ -307,7 +307,7 @@ def torch_call(tx, fn, args, kwargs):
         # from_numpy shares the array's memory: a view of its tensor
         return tx.output.call("call_method", "view_as", (arr.tensor, arr.tensor), {})
     if fn is torch.as_tensor and args and set(kwargs) <= {"dtype"} and len(args) <= 2:
-        from compiler.frontend.torch_calls import call_torch
+        from tracetorch.compiler.frontend.torch_calls import call_torch
         return call_torch(tx, fn, [args[0].tensor, *args[1:]], kwargs)
     return None
 
@@ -324,7 +324,7 @@ def as_numpy_scalar(t):
 
 def reconstruct(cg, arr, side_effects):
     """Emit as_ndarray(<tensor>) / as_numpy_scalar(<tensor>)."""
-    from compiler.frontend.source import NumpyTensorSource
+    from tracetorch.compiler.frontend.source import NumpyTensorSource
     src = arr.tensor.source
     if isinstance(src, NumpyTensorSource) and arr.tensor.node.op == "placeholder" and not arr.scalar:
         # an array read from the frame, unchanged: the same object, not a new view of it

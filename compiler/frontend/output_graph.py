@@ -16,13 +16,13 @@ import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
-import logs
-from compiler.frontend import variables as V
-from compiler.frontend.errors import Unsupported
-from compiler.frontend.source import shape_env_source
+from tracetorch import logs
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.source import shape_env_source
 
 try:
-    from compiler.frontend.guards import Guard
+    from tracetorch.compiler.frontend.guards import Guard
 except ImportError:  # frontend-runtime's module not there yet: same fields (CONTRACTS.md 6)
     import dataclasses
 

@@ -17,8 +17,8 @@ except ImportError as _e:  # pragma: no cover - depends on the environment
     raise ImportError("tracetorch's frontend builds code objects with the `bytecode` package "
                       "(PyPI: bytecode>=0.15); install it with `pip install bytecode`") from _e
 
-from compiler.frontend.bytecode_info import PY312, code_info
-from compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.bytecode_info import PY312, code_info
+from tracetorch.compiler.frontend.errors import Unsupported
 
 STACK_ARG = "___stack"
 _PREFIX_OPS = {"RESUME", "MAKE_CELL", "COPY_FREE_VARS", "NOP"}

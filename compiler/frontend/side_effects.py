@@ -8,9 +8,9 @@ they happened, right after the compiled graph: `lst[:] = [...]`, `d.clear(); d.u
 """
 from __future__ import annotations
 
-import logs
-from compiler.frontend import variables as V
-from compiler.frontend.errors import Unsupported
+from tracetorch import logs
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.errors import Unsupported
 
 log = logs.get_logger(__name__)
 

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import torch
 
-import logs
-from compiler.frontend import mutation
-from compiler.frontend.source import AttrSource, GetItemSource, GlobalSource, LocalSource
-from compiler.frontend.static_sources import static_read
+from tracetorch import logs
+from tracetorch.compiler.frontend import mutation
+from tracetorch.compiler.frontend.source import AttrSource, GetItemSource, GlobalSource, LocalSource
+from tracetorch.compiler.frontend.static_sources import static_read
 
 log = logs.get_logger(__name__)
 

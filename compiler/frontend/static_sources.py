@@ -26,7 +26,7 @@ import re
 
 import torch
 
-from compiler.frontend.mutation import ITEMS
+from tracetorch.compiler.frontend.mutation import ITEMS
 
 _ROOT = r"""[LG]\[(?:'[A-Za-z_]\w*'|"[A-Za-z_]\w*")\]"""
 _STEP = r"""(?:\.[A-Za-z_]\w*|\[(?:-?\d+|'[^'\\\]]*'|"[^"\\\]]*")\])"""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from compiler.frontend import variables as V
-from compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.errors import Unsupported
 
 # Functions with effects outside the graph (global state, files, RNG seeding, printing).
 _SIDE_EFFECT_NAMES = {"manual_seed", "seed", "save", "load", "compile", "set_printoptions",
@@ -72,7 +72,7 @@ def _cloned_grad_mode(fn):
 def call_torch(tx, fn, args, kwargs):
     out = tx.output
     if any(isinstance(a, V.NDArrayVariable) for a in list(args) + list(kwargs.values())):
-        from compiler.frontend import numpy_calls
+        from tracetorch.compiler.frontend import numpy_calls
         result = numpy_calls.torch_call(tx, fn, args, kwargs)
         if result is None:
             raise Unsupported(f"torch.{getattr(fn, '__name__', fn)} with a numpy array argument")
@@ -107,7 +107,7 @@ def call_torch(tx, fn, args, kwargs):
     if fn is torch.is_tensor:
         return V.ConstantVariable(isinstance(args[0], V.TensorVariable))
     if fn in (torch.Size,):
-        from compiler.frontend.builtin_calls import call_type
+        from tracetorch.compiler.frontend.builtin_calls import call_type
         return call_type(tx, fn, args, kwargs)
     if fn in _MODE_STACK_QUERIES:
         raise Unsupported(f"torch._C.{name} reads the dispatch mode stack, which capture itself "
@@ -115,6 +115,6 @@ def call_torch(tx, fn, args, kwargs):
     if name in _SIDE_EFFECT_NAMES or name.startswith("set_") or name.startswith("_set"):
         raise Unsupported(f"torch.{name} has effects outside the graph")
     if isinstance(fn, type):
-        from compiler.frontend.builtin_calls import call_type
+        from tracetorch.compiler.frontend.builtin_calls import call_type
         return call_type(tx, fn, args, kwargs)
     return out.call("call_function", fn, tuple(args), dict(kwargs))

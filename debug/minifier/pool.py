@@ -19,8 +19,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from debug.failure import Failure, from_exitcode, timeout_failure
-from debug.minifier import worker
+from tracetorch.debug.failure import Failure, from_exitcode, timeout_failure
+from tracetorch.debug.minifier import worker
 
 _CONTEXT = None
 
@@ -39,7 +39,7 @@ def _context(preload: list[str], warm_fake: bool = False):
             os.environ["TRACETORCH_MINIFY_WARM_FAKE"] = "1"  # read by debug.minifier.warmup
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(list(dict.fromkeys(
-            ["torch", "debug.minifier.warmup", "debug.minifier.worker", *preload])))
+            ["torch", "tracetorch.debug.minifier.warmup", "tracetorch.debug.minifier.worker", *preload])))
         _CONTEXT = ctx
         # Start the server now: it imports torch and the compiler in the background while the
         # caller prepares its first candidates.

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx as fx
 
-import logs
-from debug import graph_code
-from debug import inputs as input_specs
-from debug import repro_writer
-from debug.failure import Failure, compile_check_str, matches
-from debug.minifier import graph_edits as edits
-from debug.minifier.pool import CandidatePool, Result
+from tracetorch import logs
+from tracetorch.debug import graph_code
+from tracetorch.debug import inputs as input_specs
+from tracetorch.debug import repro_writer
+from tracetorch.debug.failure import Failure, compile_check_str, matches
+from tracetorch.debug.minifier import graph_edits as edits
+from tracetorch.debug.minifier.pool import CandidatePool, Result
 
 log = logs.get_logger(__name__)
 
@@ -103,11 +103,11 @@ class Minifier:
         # The pool first: its forkserver warms up (imports torch, the compiler) while we load.
         module = ns["COMPILER"].partition(":")[0]
         self.pool = CandidatePool(jobs=options.jobs, timeout=options.timeout or 600.0,
-                                  preload=["compiler", module],
+                                  preload=["tracetorch.compiler", module],
                                   options={"accuracy": self.accuracy, "seed": self.seed},
                                   # only our aot stage (frontend-stage repros of our backends) uses fake tensors
-                                  warm_fake=ns.get("STAGE") == "frontend" and module.startswith("compiler."))
-        from debug.candidate import apply_config, load_real
+                                  warm_fake=ns.get("STAGE") == "frontend" and module.startswith("tracetorch.compiler."))
+        from tracetorch.debug.candidate import apply_config, load_real
         apply_config(ns.get("CONFIG"))
         real, state = load_real(ns, script_path)
         # Candidates live elsewhere (checkpoints/): they name the saved values by absolute path.
@@ -254,7 +254,7 @@ class Minifier:
             self.target = seen
         hits = sum(1 for r in results if self.interesting(r) and self.target is not None)
         if self.opts.timeout is None:
-            from compiler import config
+            from tracetorch.compiler import config
             slowest = max((r.seconds for r in results if r), default=10.0)
             self.pool.timeout = max(float(config.repro.timeout), 4 * slowest)
         if hits == len(results):

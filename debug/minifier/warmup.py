@@ -11,9 +11,9 @@ import os
 import torch
 import torch.fx
 
-import compiler.config  # noqa: F401  (lazy in `compiler`, needed by every candidate)
-import debug.candidate  # noqa: F401
-import debug.graph_code  # noqa: F401
+from tracetorch import compiler; import tracetorch.compiler.config  # noqa: F401  (lazy in `compiler`, needed by every candidate)
+from tracetorch import debug; import tracetorch.debug.candidate  # noqa: F401
+from tracetorch import debug; import tracetorch.debug.graph_code  # noqa: F401
 
 
 class _Tiny(torch.nn.Module):
@@ -26,7 +26,8 @@ torch.fx.symbolic_trace(_Tiny())
 # Our compiler's own modules, and, when candidates will run the aot stage (frontend-stage
 # repros), the fake-tensor machinery it uses: its first construction imports a large part of
 # torch, seconds per candidate if left to each one, wasted startup time if never needed.
-for _name in ("compiler.backend", "compiler.backend.compile", "compiler.aot", "compiler.backends"):
+for _name in ("tracetorch.compiler.backend", "tracetorch.compiler.backend.compile", "tracetorch.compiler.aot",
+              "tracetorch.compiler.backends"):
     try:
         __import__(_name)
     except Exception:  # a part under construction must not break the minifier

@@ -27,8 +27,8 @@ def run_candidate(conn, script: str, script_path: str, options: dict, output_pat
 
         # Candidates run side by side on few cores: one intra-op thread each avoids oversubscription.
         torch.set_num_threads(max(1, int(options.get("threads", 1))))
-        from debug import candidate
-        from debug.failure import Failure
+        from tracetorch.debug import candidate
+        from tracetorch.debug.failure import Failure
 
         ns = {"__name__": "__repro_candidate__", "__file__": script_path}
         try:

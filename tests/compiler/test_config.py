@@ -6,8 +6,8 @@ import sys
 import pytest
 import yaml
 
-from compiler import config
-from compiler.config import ConfigError
+from tracetorch.compiler import config
+from tracetorch.compiler.config import ConfigError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -36,7 +36,7 @@ def run_module(*args, env=None):
     full = {k: v for k, v in os.environ.items() if not k.startswith("TRACE_")}
     full["PYTHONPATH"] = ROOT
     full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "compiler.config", *args], env=full, cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "tracetorch.compiler.config", *args], env=full, cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -264,3 +264,21 @@ def test_python_dash_m_compiler_config_yaml():
     assert r.returncode == 0, r.stderr
     assert yaml.safe_load(r.stdout)["repro"]["level"] == 3
     assert "level: 3  # from env TRACE_REPRO_LEVEL" in r.stdout
+
+
+@pytest.mark.parametrize("key, value", [("frontend.cache_size_limit", -1),
+                                        ("triton.num_warps_choices", [4, 0]),
+                                        ("repro.timeout", 0),
+                                        ("repro.tolerance", -1e-3)])
+def test_out_of_range_value_is_a_clear_error(clean_config, key, value):
+    with pytest.raises(config.ConfigError) as e:
+        with config.patch(**{key: value}):
+            pass
+    assert key in str(e.value) and repr(value) in str(e.value) and ">=" in str(e.value)
+
+
+def test_out_of_range_environment_value_names_the_variable():
+    r = run_module(env={"TRACE_FRONTEND_CACHE_SIZE_LIMIT": "-3"})
+    assert r.returncode != 0
+    assert "TRACE_FRONTEND_CACHE_SIZE_LIMIT" in r.stderr and ">= 0" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-import logs
-from compiler.optim import compile_optimizer_step
+from tracetorch import logs
+from tracetorch.compiler.optim import compile_optimizer_step
 
 
 def _model():
@@ -255,7 +255,7 @@ def test_same_shaped_parameters_update_in_one_kernel():
     """The per-parameter updates share nothing but their loops: the optimizer's graph is
     compiled with backend.fuse_independent, so same-shaped parameters (biases, norm weights)
     are updated by one kernel, in place, and the values still match eager's."""
-    from compiler.backend.compile import CompiledGraph
+    from tracetorch.compiler.backend.compile import CompiledGraph
     torch.manual_seed(0)
     shapes = [(64,)] * 6 + [(16, 8)] * 3 + [(5,)]
     params = [nn.Parameter(torch.randn(s)) for s in shapes]

@@ -20,7 +20,7 @@ def run_script(path, *args, timeout=300, cwd=None):
 
 def load_script_graph(path) -> fx.GraphModule:
     """The graph a repro script holds (without running its CLI)."""
-    from debug import graph_code
+    from tracetorch.debug import graph_code
 
     ns = {"__name__": "loaded_for_test", "__file__": str(path)}
     with open(path) as f:

@@ -14,7 +14,7 @@ def _is_relu(node):
 
 
 def buggy_compile(gm: fx.GraphModule, example_inputs):
-    from compiler import config
+    from tracetorch.compiler import config
 
     bug = config.testing.inject_relu_bug
     relus = [n for n in gm.graph.nodes if _is_relu(n)]

@@ -1,6 +1,6 @@
 """The debug folder's event filing, driven by events emitted here (no compiler involved)."""
-import logs
-from debug.debug_dir import DebugFolder
+from tracetorch import logs
+from tracetorch.debug.debug_dir import DebugFolder
 
 
 def test_events_are_filed_per_compile_id(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from tests.debug.helpers import REPO
 
 PROGRAM = '''
-import torch, compiler
+from tracetorch import compiler; import torch
 
 def f(x, y):
     a = torch.sin(x) + y

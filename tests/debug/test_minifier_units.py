@@ -8,11 +8,11 @@ import pytest
 import torch
 import torch.fx as fx
 
-from compiler import config
-from debug import accuracy, graph_code, repro_wrapper, run_dir
-from debug.failure import Failure, matches
-from debug.minifier import graph_edits as edits
-from debug.minifier.pool import CandidatePool
+from tracetorch.compiler import config
+from tracetorch.debug import accuracy, graph_code, repro_wrapper, run_dir
+from tracetorch.debug.failure import Failure, matches
+from tracetorch.debug.minifier import graph_edits as edits
+from tracetorch.debug.minifier.pool import CandidatePool
 from tests.debug.helpers import REPO, compute_nodes, is_relu, load_script_graph, run_script
 from tests.debug.models import relu_chain
 from tests.debug.standin_backend import buggy_compile, flaky_compile
@@ -39,8 +39,8 @@ def _write_repro(tmp_path, compile_fn, bug="compile_error", level=2, stage="back
 
 # -- graph edits -------------------------------------------------------------------------------
 def _annotated(blocks=4):
-    from debug.minifier.search import _annotate_specs
-    from debug.inputs import value_spec
+    from tracetorch.debug.minifier.search import _annotate_specs
+    from tracetorch.debug.inputs import value_spec
     gm = _chain_gm(blocks, relu_at=2)
     specs = [value_spec(torch.randn(8, 8)), value_spec(torch.randn(8, 8))]
     _annotate_specs(gm, specs, 0, None)
@@ -165,8 +165,8 @@ def test_segfault_with_level_3_repro_and_minify(tmp_path):
     prog = tmp_path / "crash.py"
     prog.write_text(
         "import torch, torch.fx as fx\n"
-        "from compiler import config\n"
-        "from debug import repro_wrapper\n"
+        "from tracetorch.compiler import config\n"
+        "from tracetorch.debug import repro_wrapper\n"
         "from tests.debug.models import relu_chain\n"
         "from tests.debug.standin_backend import segfault_compile\n"
         "gm = fx.symbolic_trace(lambda x, w: relu_chain(x, w))\n"
@@ -186,7 +186,7 @@ def test_segfault_with_level_3_repro_and_minify(tmp_path):
 
 def test_frontend_stage_with_the_users_backend(tmp_path):
     """TRACE_REPRO_AFTER=frontend wraps the user's backend around the captured graph."""
-    import compiler
+    from tracetorch import compiler
 
     run_dir._reset_for_tests()
     compiler.reset()
@@ -217,7 +217,7 @@ def test_frontend_stage_with_the_users_backend(tmp_path):
     (["--minify", "--run"], "not allowed with"),
 ])
 def test_bad_arguments_are_clear_errors(args, message, capsys):
-    from debug import repro_cli
+    from tracetorch.debug import repro_cli
 
     with pytest.raises(SystemExit) as info:
         repro_cli._parser("repro.py", "run").parse_args(args)
@@ -231,7 +231,7 @@ def test_bad_arguments_end_to_end_no_traceback(tmp_path):
 
 
 def test_hooks_load_the_debug_plugin_and_check_stages():
-    from compiler import hooks
+    from tracetorch.compiler import hooks
 
     hooks._reset_for_tests()
     try:
@@ -246,7 +246,7 @@ def test_hooks_load_the_debug_plugin_and_check_stages():
 
 
 def test_real_input_values_are_saved_only_when_asked(tmp_path):
-    from debug import candidate
+    from tracetorch.debug import candidate
 
     run_dir._reset_for_tests()
     gm = _chain_gm()

@@ -11,9 +11,9 @@ import re
 import pytest
 import torch
 
-import compiler
-from compiler import config
-from debug import run_dir
+from tracetorch import compiler
+from tracetorch.compiler import config
+from tracetorch.debug import run_dir
 from tests.debug.helpers import compute_nodes, is_relu, load_script_graph, run_script
 from tests.debug.models import ReluDeep
 

@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-import logs
-from logs import core
+from tracetorch import logs
+from tracetorch.logs import core
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -4,8 +4,8 @@ import logging
 import os
 import re
 
-import logs
-from logs import core
+from tracetorch import logs
+from tracetorch.logs import core
 
 GLOG = re.compile(r"^(?P<L>[VIWEC])(?P<date>\d{4} \d\d:\d\d:\d\d\.\d{6}) (?P<pid>\d+) "
                   r"(?P<path>[^ ]+):(?P<line>\d+)\](?P<rest>.*)$")
@@ -111,7 +111,7 @@ def test_other_libraries_stdlib_loggers_still_print_normally(run_python):
     code = ("import logging, sys\n"
             "h = logging.StreamHandler(sys.stdout); h.setFormatter(logging.Formatter('%(name)s:%(message)s'))\n"
             "lib = logging.getLogger('somelib'); lib.addHandler(h); lib.setLevel(logging.INFO)\n"
-            "import logs\n"
+            "import tracetorch.logs\n"
             "logs.get_logger('compiler.frontend.x').info('ours')\n"
             "lib.info('theirs')\n"
             "logging.getLogger('somelib.child').warning('child')\n")

@@ -1,5 +1,5 @@
 """The registry holds exactly DESIGN section 4's names, with descriptions and flags."""
-from logs import registry
+from tracetorch.logs import registry
 
 DESIGN_ARTIFACTS = {
     "bytecode", "graph", "graph_code", "graph_sizes", "graph_breaks", "guards", "verbose_guards",

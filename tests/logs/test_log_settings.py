@@ -4,9 +4,9 @@ import warnings
 
 import pytest
 
-import logs
-from logs import registry
-from logs.settings import LogSettingsError, LogsHelp, from_kwargs, parse
+from tracetorch import logs
+from tracetorch.logs import registry
+from tracetorch.logs.settings import LogSettingsError, LogsHelp, from_kwargs, parse
 
 
 def test_empty_means_defaults():
@@ -129,20 +129,20 @@ def test_syntax_errors(text):
 
 
 def test_bad_environment_is_a_clean_message_and_exit(run_python):
-    r = run_python("import logs", env={"TRACE_LOGS": "+dynamo,gaurds"})
+    r = run_python("import tracetorch.logs", env={"TRACE_LOGS": "+dynamo,gaurds"})
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     assert "unknown log name 'gaurds'" in r.stderr and "Did you mean 'guards'?" in r.stderr
 
 
 def test_help_from_environment_prints_and_exits_zero(run_python):
-    r = run_python("import logs; print('not reached')", env={"TRACE_LOGS": "help"})
+    r = run_python("import tracetorch.logs; print('not reached')", env={"TRACE_LOGS": "help"})
     assert r.returncode == 0 and "not reached" not in r.stdout
     assert "Components:" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_bad_format_from_environment(run_python):
-    r = run_python("import logs", env={"TRACE_LOGS_FORMAT": "fancy"})
+    r = run_python("import tracetorch.logs", env={"TRACE_LOGS_FORMAT": "fancy"})
     assert r.returncode == 2 and "TRACE_LOGS_FORMAT='fancy'" in r.stderr
     assert "glog, json, console" in r.stderr and "Traceback" not in r.stderr
 

@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-import logs
+from tracetorch import logs
 
 
 def test_compile_id_str_parse_and_folder_name():

@@ -1,8 +1,8 @@
 """Disabled means free: no payload built, no message formatted (proved by counting calls)."""
 import logging
 
-import logs
-from logs import bound
+from tracetorch import logs
+from tracetorch.logs import bound
 
 
 class Counter:

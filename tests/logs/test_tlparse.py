@@ -5,7 +5,7 @@ import re
 import shutil
 import subprocess
 
-import logs
+from tracetorch import logs
 
 COMPILES = [(0, 0, 0), (0, 1, 0), (1, 0, 0), (1, 0, 1)]
 

@@ -2,8 +2,8 @@
 subprocess) and finds its compile ids, its graph break and its recompile."""
 import textwrap
 
-from logs import CompileId
-from logs.trace_reader import read_trace
+from tracetorch.logs import CompileId
+from tracetorch.logs.trace_reader import read_trace
 
 PROGRAM = textwrap.dedent("""
     import torch

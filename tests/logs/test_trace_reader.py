@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from logs.trace_reader import TraceError, read_trace
+from tracetorch.logs.trace_reader import TraceError, read_trace
 
 # A function with a graph break (print) called with two ranks of input (a recompile).
 TORCH_PROGRAM = textwrap.dedent(

@@ -7,10 +7,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logs.trace_reader import read_trace
-from tui.model import TraceModel
-from tui.summary import summary_text
-from tui.synthetic import write_synthetic_trace
+from tracetorch.logs.trace_reader import read_trace
+from tracetorch.tui.model import TraceModel
+from tracetorch.tui.summary import summary_text
+from tracetorch.tui.synthetic import write_synthetic_trace
 
 _DIR = Path(tempfile.mkdtemp(prefix="trace_fuzz_"))
 BASE = write_synthetic_trace(_DIR / "base.log", fail=True).read_bytes()
@@ -73,7 +73,7 @@ FIELDS = ("index", "lineno", "key", "compile_id", "payload_ok", "level", "time",
 
 def read_all(path, fast: bool):
     """Every event's fields, skipped and damaged; with `scan`'s fast path on or off."""
-    import logs.trace_reader as reader
+    import tracetorch.logs.trace_reader as reader
 
     saved = reader._FAST_HEADER
     if not fast:
@@ -96,7 +96,7 @@ def test_fast_header_path_reads_exactly_what_the_exact_path_reads(blob):
 
 
 def test_fast_header_path_takes_the_common_records():
-    import logs.trace_reader as reader
+    import tracetorch.logs.trace_reader as reader
 
     heads = [line.encode() for line in BASE.decode().split("\n") if line and line[0] != "\t"]
     fast = [h for h in heads if reader._FAST_HEADER.fullmatch(h)]

@@ -3,8 +3,8 @@ import json
 
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
-import logs
-from logs.trace_reader import read_trace
+from tracetorch import logs
+from tracetorch.logs.trace_reader import read_trace
 
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=200)
 JSONABLE = st.recursive(st.none() | st.booleans() | st.integers(-10**9, 10**9) | TEXT,

@@ -5,8 +5,8 @@ import os
 import re
 import sys
 
-import logs
-from logs import trace_writer
+from tracetorch import logs
+from tracetorch.logs import trace_writer
 
 PREFIX = re.compile(r"^V\d{4} \d\d:\d\d:\d\d\.\d{6} (\d+) ([^ ]+):(\d+)\] (\{.*\})$")
 
@@ -124,7 +124,7 @@ def test_written_line_by_line_so_a_crash_leaves_a_valid_prefix(fresh_logs, tmp_p
 
 
 def test_trace_dir_from_environment_writes_trace_pid_log(run_python, tmp_path):
-    code = ("import logs\n"
+    code = ("import tracetorch.logs\n"
             "with logs.compile_context(0, 0):\n"
             "    logs.artifact('graph_break', lambda: {'reason': 'x'})\n"
             "print(logs.trace_dir_writer().path)\n")
@@ -137,7 +137,7 @@ def test_trace_dir_from_environment_writes_trace_pid_log(run_python, tmp_path):
 
 
 def test_no_trace_file_without_records(run_python, tmp_path):
-    r = run_python("import logs", env={"TRACE_DIR": str(tmp_path / "traces")})
+    r = run_python("import tracetorch.logs", env={"TRACE_DIR": str(tmp_path / "traces")})
     assert r.returncode == 0 and not (tmp_path / "traces").exists()
 
 
@@ -193,7 +193,7 @@ def test_unwritable_trace_dir_warns_once_and_compilation_goes_on(fresh_logs, tmp
 def test_unwritable_trace_logs_out_is_a_clean_error(run_python, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    r = run_python("import logs", env={"TRACE_LOGS_OUT": str(blocker / "out.txt")})
+    r = run_python("import tracetorch.logs", env={"TRACE_LOGS_OUT": str(blocker / "out.txt")})
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "TRACE_LOGS_OUT=" in r.stderr and "cannot open the file for writing" in r.stderr
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.synthetic import write_synthetic_trace
+from tracetorch.tui.synthetic import write_synthetic_trace
 from tui_trace_fixtures import cached_torch_trace, make_our_debug_run, normalized_our_run
 
 

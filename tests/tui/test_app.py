@@ -8,13 +8,13 @@ from rich.text import Text
 
 from textual.widgets import OptionList, Static
 
-from tui.app import TraceApp
-from tui.model import BREAK, FAILED, RECOMPILE
-from tui.paths import open_path
-from tui.screens.replay import ReplayScreen
-from tui.widgets.compile_detail import CompileDetail
-from tui.widgets.compile_tree import CompileTree
-from tui.widgets.event_list import EventList
+from tracetorch.tui.app import TraceApp
+from tracetorch.tui.model import BREAK, FAILED, RECOMPILE
+from tracetorch.tui.paths import open_path
+from tracetorch.tui.screens.replay import ReplayScreen
+from tracetorch.tui.widgets.compile_detail import CompileDetail
+from tracetorch.tui.widgets.compile_tree import CompileTree
+from tracetorch.tui.widgets.event_list import EventList
 
 SIZE = (140, 40)
 

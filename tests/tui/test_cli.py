@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from tui import cli, demo, paths
-from tui.synthetic import write_synthetic_trace
+from tracetorch.tui import cli, demo, paths
+from tracetorch.tui.synthetic import write_synthetic_trace
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def run_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "tui.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "tracetorch.tui.cli", *args], capture_output=True,
                           text=True, cwd=cwd or REPO, timeout=120,
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
 
@@ -101,7 +101,7 @@ def test_demo_failure_is_reported_and_partial_trace_opened(tmp_path, monkeypatch
     fake.write_text(
         "import os, sys\n"
         "sys.path.insert(0, %r)\n"
-        "from tui.synthetic import write_synthetic_trace\n"
+        "from tracetorch.tui.synthetic import write_synthetic_trace\n"
         "base = os.environ['TRACE_COMPILE_DEBUG_DIR']\n"
         "write_synthetic_trace(os.path.join(base, 'run_2026_01_01_00_00_00_000000-pid_7', 'trace.log'))\n"
         "sys.exit('RuntimeError: backend exploded')\n" % str(REPO))

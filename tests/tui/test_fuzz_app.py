@@ -8,9 +8,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tui.app import TraceApp
-from tui.paths import PathError, open_path
-from tui.synthetic import write_synthetic_trace
+from tracetorch.tui.app import TraceApp
+from tracetorch.tui.paths import PathError, open_path
+from tracetorch.tui.synthetic import write_synthetic_trace
 
 _DIR = Path(tempfile.mkdtemp(prefix="tui_fuzz_"))
 BASE = write_synthetic_trace(_DIR / "base.log", fail=True).read_bytes()

@@ -2,11 +2,11 @@
 
 from textual.widgets import RichLog
 
-from tui.app import TraceApp
-from tui.paths import open_path
-from tui.screens.minify import MinifyScreen
-from tui.screens.problems import ProblemsScreen
-from tui.synthetic import write_synthetic_trace
+from tracetorch.tui.app import TraceApp
+from tracetorch.tui.paths import open_path
+from tracetorch.tui.screens.minify import MinifyScreen
+from tracetorch.tui.screens.problems import ProblemsScreen
+from tracetorch.tui.synthetic import write_synthetic_trace
 from tui_trace_fixtures import make_failed_debug_run
 
 SIZE = (120, 36)

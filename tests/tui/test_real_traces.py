@@ -2,12 +2,12 @@
 
 from textual.widgets import OptionList
 
-from tui.app import TraceApp
-from tui.model import TraceModel
-from tui.paths import open_path
-from tui.summary import summary_text
-from tui.widgets.compile_detail import CompileDetail
-from tui.widgets.compile_tree import CompileTree
+from tracetorch.tui.app import TraceApp
+from tracetorch.tui.model import TraceModel
+from tracetorch.tui.paths import open_path
+from tracetorch.tui.summary import summary_text
+from tracetorch.tui.widgets.compile_detail import CompileDetail
+from tracetorch.tui.widgets.compile_tree import CompileTree
 
 SIZE = (140, 40)
 

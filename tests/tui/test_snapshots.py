@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tui.app import TraceApp
-from tui.paths import open_path
-from tui.synthetic import write_synthetic_trace
+from tracetorch.tui.app import TraceApp
+from tracetorch.tui.paths import open_path
+from tracetorch.tui.synthetic import write_synthetic_trace
 from tui_trace_fixtures import FIXTURE_ROOT, make_failed_debug_run
 
 SIZE = (130, 36)

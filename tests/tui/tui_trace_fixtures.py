@@ -71,7 +71,7 @@ def cached_torch_trace(work: Path) -> Path:
 
     import torch
 
-    from logs.trace_reader import find_trace_files
+    from tracetorch.logs.trace_reader import find_trace_files
 
     key = hashlib.md5(f"{torch.__version__}\n{PROGRAM}\n{_VOLATILE}".encode()).hexdigest()[:12]
     cached = FIXTURE_ROOT / f"torch_trace_{key}" / "dedicated_log_torch_trace_x.log"
@@ -98,7 +98,7 @@ def make_our_debug_run(base: Path) -> Path:
     with open(base.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not any(base.glob("run_*")):
-            prog = write_program("ours", "__import__('compiler').compile(f)")
+            prog = write_program("ours", "__import__('tracetorch').compiler.compile(f)")
             run(prog, {"TRACE_COMPILE_DEBUG": "1", "TRACE_COMPILE_DEBUG_DIR": str(base),
                        "TRACE_BACKEND_CACHE_ENABLED": "0"}, base.parent)
     runs = sorted(base.glob("run_*"))
@@ -223,7 +223,7 @@ open("repro_minified.py", "w").write("# minimal repro\\n")
 
 def make_failed_debug_run(root: Path) -> Path:
     """A debug run folder with a failed compile and a repro script (a stand-in for debug's)."""
-    from tui.synthetic import write_synthetic_trace
+    from tracetorch.tui.synthetic import write_synthetic_trace
 
     root.mkdir(parents=True, exist_ok=True)
     write_synthetic_trace(root / "trace.log", fail=True)

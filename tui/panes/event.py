@@ -4,7 +4,7 @@ import json
 
 from rich.text import Text
 
-from tui.panes.base import Pane, code, heading, missing
+from tracetorch.tui.panes.base import Pane, code, heading, missing
 
 
 class EventPane(Pane):

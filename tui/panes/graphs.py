@@ -2,7 +2,7 @@
 
 from rich.text import Text
 
-from tui.panes.base import Pane, code, heading, missing
+from tracetorch.tui.panes.base import Pane, code, heading, missing
 
 
 class GraphsPane(Pane):

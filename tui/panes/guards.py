@@ -3,7 +3,7 @@
 from rich.table import Table
 from rich.text import Text
 
-from tui.panes.base import Pane, heading, missing
+from tracetorch.tui.panes.base import Pane, heading, missing
 
 
 class GuardsPane(Pane):

@@ -3,8 +3,8 @@
 from rich.table import Table
 from rich.text import Text
 
-from tui import extract as X
-from tui.panes.base import Pane, code, heading, missing
+from tracetorch.tui import extract as X
+from tracetorch.tui.panes.base import Pane, code, heading, missing
 
 MAX_DECISIONS = 200
 

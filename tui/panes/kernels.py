@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from tui.panes.base import code, heading, missing
+from tracetorch.tui.panes.base import code, heading, missing
 
 
 class KernelsPane(Horizontal):

@@ -4,7 +4,7 @@ from rich.bar import Bar
 from rich.table import Table
 from rich.text import Text
 
-from tui.panes.base import Pane, heading, missing
+from tracetorch.tui.panes.base import Pane, heading, missing
 
 SHOWN = ("graph_op_count", "graph_node_count", "graph_input_count", "guard_count",
          "cache_size", "fail_type", "fail_reason", "kernel_count")

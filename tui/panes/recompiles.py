@@ -4,7 +4,7 @@ guard that failed, expected vs actual, and the user line that introduced that gu
 from rich.table import Table
 from rich.text import Text
 
-from tui.panes.base import Pane, heading, missing
+from tracetorch.tui.panes.base import Pane, heading, missing
 
 
 def introduced_at(model, c, gf) -> str:

@@ -11,7 +11,7 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from tui.panes.base import missing
+from tracetorch.tui.panes.base import missing
 
 
 def same_file(a: str, b: str) -> bool:

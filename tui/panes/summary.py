@@ -3,8 +3,8 @@
 from rich.table import Table
 from rich.text import Text
 
-from tui.model import OUTCOME_STYLE
-from tui.panes.base import Pane, heading
+from tracetorch.tui.model import OUTCOME_STYLE
+from tracetorch.tui.panes.base import Pane, heading
 
 
 class SummaryPane(Pane):

@@ -8,10 +8,10 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Tree
 
-from tui.model import Compile, Frame
-from tui.tabs import TAB_IDS, TAB_TITLES
-from tui.widgets.compile_tree import CompileTree
-from tui.widgets.totals import Totals
+from tracetorch.tui.model import Compile, Frame
+from tracetorch.tui.tabs import TAB_IDS, TAB_TITLES
+from tracetorch.tui.widgets.compile_tree import CompileTree
+from tracetorch.tui.widgets.totals import Totals
 
 TAB_KEYS = [Binding(str(n), f"tab('{tab_id}')", title, show=False)
             for n, (tab_id, title) in enumerate(TAB_TITLES[:9], 1)]
@@ -51,7 +51,7 @@ class MainScreen(Screen):
         self.query_one(CompileTree).focus()
 
     async def _mount_detail(self) -> None:
-        from tui.widgets.compile_detail import CompileDetail
+        from tracetorch.tui.widgets.compile_detail import CompileDetail
 
         detail = CompileDetail(id="detail")
         await self.query_one("#detail-slot").mount(detail)

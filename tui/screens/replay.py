@@ -9,8 +9,8 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from tui.widgets.compile_detail import CompileDetail
-from tui.widgets.event_list import EventList
+from tracetorch.tui.widgets.compile_detail import CompileDetail
+from tracetorch.tui.widgets.event_list import EventList
 
 PLAY_INTERVAL = 0.25  # seconds per step while playing
 

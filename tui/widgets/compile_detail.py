@@ -8,19 +8,19 @@ from textual.css.query import NoMatches
 from textual.lazy import Lazy
 from textual.widgets import TabbedContent, TabPane
 
-from tui import extract as X
-from tui.debounce import Debouncer
-from tui.tabs import TAB_TITLES
-from tui.panes.breaks import BreaksPane
-from tui.panes.event import EventPane
-from tui.panes.graphs import GraphsPane
-from tui.panes.guards import GuardsPane
-from tui.panes.ir import IRPane
-from tui.panes.kernels import KernelsPane
-from tui.panes.metrics import MetricsPane
-from tui.panes.recompiles import RecompilesPane
-from tui.panes.source import SourcePane
-from tui.panes.summary import SummaryPane
+from tracetorch.tui import extract as X
+from tracetorch.tui.debounce import Debouncer
+from tracetorch.tui.tabs import TAB_TITLES
+from tracetorch.tui.panes.breaks import BreaksPane
+from tracetorch.tui.panes.event import EventPane
+from tracetorch.tui.panes.graphs import GraphsPane
+from tracetorch.tui.panes.guards import GuardsPane
+from tracetorch.tui.panes.ir import IRPane
+from tracetorch.tui.panes.kernels import KernelsPane
+from tracetorch.tui.panes.metrics import MetricsPane
+from tracetorch.tui.panes.recompiles import RecompilesPane
+from tracetorch.tui.panes.source import SourcePane
+from tracetorch.tui.panes.summary import SummaryPane
 
 TABS = [("summary", SummaryPane), ("source", SourcePane), ("breaks", BreaksPane),
         ("guards", GuardsPane), ("recompiles", RecompilesPane), ("graphs", GraphsPane),

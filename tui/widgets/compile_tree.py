@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import Tree
 
-from tui.model import OUTCOME_STYLE, BREAK, FAILED, RECOMPILE
+from tracetorch.tui.model import OUTCOME_STYLE, BREAK, FAILED, RECOMPILE
 
 
 def frame_label(f) -> Text:

@@ -16,7 +16,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tui import extract as X
+from tracetorch.tui import extract as X
 
 KIND_STYLE = {
     **{k: "yellow" for k in X.BREAK_KEYS},

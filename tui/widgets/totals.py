@@ -3,7 +3,7 @@
 from rich.text import Text
 from textual.widgets import Static
 
-from tui.model import OUTCOME_STYLE, BREAK, FAILED, RECOMPILE
+from tracetorch.tui.model import OUTCOME_STYLE, BREAK, FAILED, RECOMPILE
 
 
 def totals_text(model) -> Text:

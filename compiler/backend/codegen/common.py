@@ -13,7 +13,7 @@ from typing import Optional
 import sympy
 import torch
 
-from compiler.backend import ir
+from tracetorch.compiler.backend import ir
 
 
 class CodegenUnsupported(Exception):

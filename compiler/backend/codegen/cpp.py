@@ -25,15 +25,15 @@ import re
 
 import torch
 
-import logs
-from compiler.backend import ir
-from compiler.backend.codegen import cpp_ops
-from compiler.backend.codegen.common import (CodegenUnsupported, GeneratedKernel, KernelCodegen,
+from tracetorch import logs
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.codegen import cpp_ops
+from tracetorch.compiler.backend.codegen.common import (CodegenUnsupported, GeneratedKernel, KernelCodegen,
                                              provenance_comment)
-from compiler.backend.codegen.cpp_ops import CPP_STORAGE, CppOpsHandler, CppVar, cpp_index, ctype
-from compiler.backend.codegen.cpp_prefetch import next_row_prefetch
-from compiler.backend.codegen.cpp_reduction import acc_dtype, reduction_block
-from compiler.backend.codegen.cpp_rowcache import RowCache
+from tracetorch.compiler.backend.codegen.cpp_ops import CPP_STORAGE, CppOpsHandler, CppVar, cpp_index, ctype
+from tracetorch.compiler.backend.codegen.cpp_prefetch import next_row_prefetch
+from tracetorch.compiler.backend.codegen.cpp_reduction import acc_dtype, reduction_block
+from tracetorch.compiler.backend.codegen.cpp_rowcache import RowCache
 
 log = logs.get_logger(__name__)
 _TMP = re.compile(r"\btmp\d+\b")
@@ -194,7 +194,7 @@ class CppCodegen(KernelCodegen):
         xs = [ir.index_var("x", i) for i in range(len(group.ranges))]
         rs = [ir.index_var("r", i) for i in range(len(group.reduction_ranges))]
         body: list[str] = []
-        from compiler.backend.codegen import cpp_column, cpp_dims
+        from tracetorch.compiler.backend.codegen import cpp_column, cpp_dims
         # a scatter kernel runs its loops serially (why: see _scatter) and as they are
         scatter = any(isinstance(n, ir.ScatterBuffer) for n in group.nodes)
         column = not scatter and cpp_column.eligible(group)
@@ -359,7 +359,7 @@ def cpp_module_prelude(kernels: list[GeneratedKernel]) -> str:
     each kernel name (one compiler run per graph; cached on disk by source hash)."""
     if not kernels:
         return ""
-    from compiler.backend.runtime.cpp_build import simd_math_declarations
+    from tracetorch.compiler.backend.runtime.cpp_build import simd_math_declarations
     src = cpp_ops.PRELUDE + simd_math_declarations() + "\n\n" + "\n\n".join(k.source for k in kernels)
     kinds = {k.name: "".join("d" if a in k.launch.get("float_args", ()) else
                              "i" if a in k.launch.get("size_args", ()) else "p" for a in k.call_args)

@@ -21,8 +21,8 @@ from __future__ import annotations
 import sympy
 import torch
 
-from compiler.backend import ir
-from compiler.backend.codegen.cpp_ops import CppVar, cpp_index, ctype
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.codegen.cpp_ops import CppVar, cpp_index, ctype
 
 BLOCK = 32
 _OPS = {"sum": "+", "prod": "*", "max": ">", "min": "<"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sympy
 
-from compiler.backend import ir
+from tracetorch.compiler.backend import ir
 
 
 def _indices(group):

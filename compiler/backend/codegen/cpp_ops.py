@@ -12,8 +12,8 @@ import math
 import sympy
 import torch
 
-from compiler.backend import ir
-from compiler.backend.codegen.common import CodegenUnsupported
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.codegen.common import CodegenUnsupported
 
 CPP_TYPES = {
     torch.float32: "float", torch.float64: "double", torch.float16: "float", torch.bfloat16: "float",
@@ -295,7 +295,7 @@ class CppOpsHandler(ir.OpsHandler):
         return super().__getattr__(name)
 
     def _relu(self, x):
-        from compiler import config
+        from tracetorch.compiler import config
         bug = _inject_relu_bug(config)
         if bug == "compile_error":
             return self._emit(f"tt_injected_compile_error({x}) +* ;", x.dtype)

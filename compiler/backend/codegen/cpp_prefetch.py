@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import sympy
 
-from compiler.backend import ir
-from compiler.backend.codegen.cpp_ops import cpp_index
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.codegen.cpp_ops import cpp_index
 
 CACHE_LINE = 64
 MIN_ROW = 64           # elements: shorter rows gain nothing from a prefetch loop

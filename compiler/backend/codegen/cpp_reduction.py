@@ -20,8 +20,8 @@ from __future__ import annotations
 import sympy
 import torch
 
-from compiler.backend import ir
-from compiler.backend.codegen.cpp_ops import CppVar, cpp_index, ctype
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.codegen.cpp_ops import CppVar, cpp_index, ctype
 
 CHUNK = 1024
 # independent accumulators of a reduction loop: a single SIMD accumulator waits for each add

@@ -21,8 +21,8 @@ import re
 
 import sympy
 
-from compiler.backend import ir
-from compiler.backend.codegen.cpp_ops import CPP_STORAGE, CppVar, cpp_index, ctype
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.codegen.cpp_ops import CPP_STORAGE, CppVar, cpp_index, ctype
 
 # rows up to this many bytes live on the stack of the thread running the row
 STACK_ROW_BYTES = 64 * 1024

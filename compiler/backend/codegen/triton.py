@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import torch
 
-from compiler.backend import indexing, ir
-from compiler.backend.codegen.common import (CodegenUnsupported, GeneratedKernel, KernelCodegen,
+from tracetorch.compiler.backend import indexing, ir
+from tracetorch.compiler.backend.codegen.common import (CodegenUnsupported, GeneratedKernel, KernelCodegen,
                                              provenance_comment)
-from compiler.backend.codegen import triton_online, triton_scatter
-from compiler.backend.codegen.triton_kernel import (R, X, TritonKernelBuilder, _is_int, _opt,
+from tracetorch.compiler.backend.codegen import triton_online, triton_scatter
+from tracetorch.compiler.backend.codegen.triton_kernel import (R, X, TritonKernelBuilder, _is_int, _opt,
                                                     _print)
-from compiler.backend.codegen.triton_ops import TVar, compute_dtype, tl_type
-from compiler.backend.runtime.triton_compile import ptr_type
+from tracetorch.compiler.backend.codegen.triton_ops import TVar, compute_dtype, tl_type
+from tracetorch.compiler.backend.runtime.triton_compile import ptr_type
 
 
 # ---------------------------------------------------------------------------------- nodes
@@ -65,7 +65,7 @@ class TritonCodegen(KernelCodegen):
     def generate(self, group: ir.KernelGroup) -> GeneratedKernel:
         interpret = any(l.device.type == "cpu" for l in group.layouts.values())
         if interpret:
-            from compiler.backend.runtime.triton_launch import interpreter_usable
+            from tracetorch.compiler.backend.runtime.triton_launch import interpreter_usable
             if not interpreter_usable():
                 raise CodegenUnsupported("Triton kernels for CPU tensors need TRITON_INTERPRET=1 "
                                          "set before triton is first imported")
@@ -315,8 +315,8 @@ class TritonCodegen(KernelCodegen):
         if prov:
             src.append(prov)
         src += ["import triton", "import triton.language as tl",
-                "from compiler.backend.runtime import triton_helpers as th",
-                "from compiler.backend.runtime import triton_interp_libdevice as libdevice"
+                "from tracetorch.compiler.backend.runtime import triton_helpers as th",
+                "from tracetorch.compiler.backend.runtime import triton_interp_libdevice as libdevice"
                 if k.interpret else "from triton.language.extra import libdevice", "", "",
                 "@triton.jit", f"def {g.name}({', '.join(params)}):"]
         src += ["    " + line for line in head + k.prologue + k.lines]
@@ -378,7 +378,7 @@ class TritonCodegen(KernelCodegen):
     def module_prelude(self, kernels) -> str:
         if not kernels:
             return ""
-        return "from compiler.backend.runtime.triton_launch import TritonLauncher"
+        return "from tracetorch.compiler.backend.runtime.triton_launch import TritonLauncher"
 
 
 def _status_arg(*statuses) -> str:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import sympy
 import torch
 
-from compiler.backend import ir
-from compiler.backend.codegen.common import CodegenUnsupported, PythonIndexPrinter
-from compiler.backend.codegen.triton_ops import (TVar, TritonOpsHandler, compute_dtype,
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.codegen.common import CodegenUnsupported, PythonIndexPrinter
+from tracetorch.compiler.backend.codegen.triton_ops import (TVar, TritonOpsHandler, compute_dtype,
                                                  triton_constant, tl_type)
 
 _print = PythonIndexPrinter()
@@ -22,7 +22,7 @@ X, R = "x", "r"
 
 
 def _opt(name, default):
-    from compiler import config
+    from tracetorch.compiler import config
     return getattr(config.triton, name, default)
 
 

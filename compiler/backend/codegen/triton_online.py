@@ -13,7 +13,7 @@ reduction ranges. Anything else is left to the plain two-loop schedule.
 """
 from __future__ import annotations
 
-from compiler.backend import ir
+from tracetorch.compiler.backend import ir
 
 
 class _ExprHandler(ir.OpsHandler):

@@ -19,8 +19,8 @@ import sympy
 
 import torch
 
-from compiler.backend import ir
-from compiler.backend.codegen.common import CodegenUnsupported
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.codegen.common import CodegenUnsupported
 
 TL_TYPES = {
     torch.float32: "tl.float32", torch.float64: "tl.float64", torch.float16: "tl.float16",
@@ -253,7 +253,7 @@ class TritonOpsHandler(ir.OpsHandler):
         raise CodegenUnsupported(f"ops.{name} on {a.dtype}")
 
     def _relu(self, x):
-        from compiler import config
+        from tracetorch.compiler import config
         bug = getattr(config.testing, "inject_relu_bug", None)
         d = _dims(x)
         if bug == "compile_error":

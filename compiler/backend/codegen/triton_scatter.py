@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from compiler.backend.codegen.common import CodegenUnsupported
-from compiler.backend.codegen.triton_kernel import X
-from compiler.backend.codegen.triton_ops import tl_type
+from tracetorch.compiler.backend.codegen.common import CodegenUnsupported
+from tracetorch.compiler.backend.codegen.triton_kernel import X
+from tracetorch.compiler.backend.codegen.triton_ops import tl_type
 
 
 def emit_scatter(k, node):

@@ -22,8 +22,8 @@ import math
 import sympy
 import torch
 
-from compiler.backend import ir
-from compiler.backend.codegen.common import CodegenUnsupported, PythonIndexPrinter
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.codegen.common import CodegenUnsupported, PythonIndexPrinter
 
 pexpr = PythonIndexPrinter()
 
@@ -147,9 +147,9 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
                  "import torch",
                  "from torch import empty_strided, as_strided",
                  "from torch.nn.functional import scaled_dot_product_attention",
-                 "from compiler.backend.runtime.cpp_build import load_cpp_module",
-                 "from compiler.backend.runtime.wrapper_support import ensure_layout",
-                 "import compiler.aot.decompose  # registers torch.ops.tracetorch.sdpa (attention kept whole)",
+                 "from tracetorch.compiler.backend.runtime.cpp_build import load_cpp_module",
+                 "from tracetorch.compiler.backend.runtime.wrapper_support import ensure_layout",
+                 "import tracetorch.compiler.aot.decompose  # registers torch.ops.tracetorch.sdpa (attention kept whole)",
                  "aten = torch.ops.aten",
                  "constants = {}  # get_attr tensors (weights), bound by the loader", ""]
     for p in preludes:
@@ -292,7 +292,7 @@ def _main_block(graph, example_inputs) -> str:
             specs.append(repr(ex))
     return "\n".join([
         'if __name__ == "__main__":',
-        "    from compiler.backend.runtime.wrapper_support import rand_strided",
+        "    from tracetorch.compiler.backend.runtime.wrapper_support import rand_strided",
         *[f"    constants[{n!r}] = rand_strided({tuple(int(x) for x in t.shape)!r}, {tuple(t.stride())!r}, "
           f"{t.dtype}, '{t.device}')" for n, t in graph.constants.items()],
         f"    args = [{', '.join(specs)}]",

@@ -5,11 +5,11 @@ indexing), scatter.py (scatter / index_put, in place into a copy of self), exter
 whole + the ATen fallback). graph.py walks the FX graph.
 """
 
-from compiler.backend.lowering import extern, misc, pointwise, pooling, reductions, scan, search, sort, special, views  # noqa: F401
-from compiler.backend.lowering import embedding_bag, scatter  # noqa: F401
-from compiler.backend.lowering import special_extra, special_polynomials  # noqa: F401
-from compiler.backend.lowering.graph import GraphFallback, GraphLowering, user_location
-from compiler.backend.lowering.registry import LOWERINGS, NotLowerable, register_lowering
+from tracetorch.compiler.backend.lowering import extern, misc, pointwise, pooling, reductions, scan, search, sort, special, views  # noqa: F401
+from tracetorch.compiler.backend.lowering import embedding_bag, scatter  # noqa: F401
+from tracetorch.compiler.backend.lowering import special_extra, special_polynomials  # noqa: F401
+from tracetorch.compiler.backend.lowering.graph import GraphFallback, GraphLowering, user_location
+from tracetorch.compiler.backend.lowering.registry import LOWERINGS, NotLowerable, register_lowering
 
 
 def lower_graph(gm, example_inputs) -> GraphLowering:

@@ -13,11 +13,11 @@ import operator
 import sympy
 import torch
 
-from compiler.backend import ir
-from compiler.backend.ir import ops
-from compiler.backend.lowering.registry import NotLowerable, aten, register_lowering
-from compiler.backend.lowering.scan import static_length
-from compiler.backend.lowering.scatter import SizedCtx, _acc_dtype, _apply, _finish, _init_buffer
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.ir import ops
+from tracetorch.compiler.backend.lowering.registry import NotLowerable, aten, register_lowering
+from tracetorch.compiler.backend.lowering.scan import static_length
+from tracetorch.compiler.backend.lowering.scatter import SizedCtx, _acc_dtype, _apply, _finish, _init_buffer
 
 
 def _i64(v):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from compiler.backend import ir
-from compiler.backend.lowering.registry import aten, register_lowering, to_sympy
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.lowering.registry import aten, register_lowering, to_sympy
 
 #: ops the aot stage keeps whole and the backend calls as extern kernels
 EXTERN_OPS = [
@@ -91,7 +91,7 @@ def _extern(ctx, *args, **kwargs):
     return make_extern(ctx, list(args), kwargs)
 
 
-import compiler.aot.decompose  # noqa: E402,F401  (registers tracetorch::sdpa)
+from tracetorch import compiler; import tracetorch.compiler.aot.decompose  # noqa: E402,F401  (registers tracetorch::sdpa)
 
 EXTERN_OPS.append(torch.ops.tracetorch.sdpa.default)
 

@@ -18,11 +18,11 @@ import re
 import sympy
 import torch
 
-import logs
-from compiler import config
-from compiler.backend import ir
-from compiler.backend.lowering.registry import LOWERINGS, Ctx, NotLowerable, aten, to_sympy
-from compiler.backend.lowering.extern import layout_from_meta, make_extern
+from tracetorch import logs
+from tracetorch.compiler import config
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.lowering.registry import LOWERINGS, Ctx, NotLowerable, aten, to_sympy
+from tracetorch.compiler.backend.lowering.extern import layout_from_meta, make_extern
 
 log = logs.get_logger(__name__)
 
@@ -74,8 +74,8 @@ def _takes_float_scalars(fn) -> bool:
     float becomes ops.index_expr of its symbol, a runtime kernel argument) or on to an ATen call
     as they are: elementwise ops, factories, extern kernels. Any other lowering given a
     symbolic float falls back to ATen for that op (it may read the scalar's value in Python)."""
-    from compiler.backend.lowering import extern, misc
-    return (getattr(fn, "__module__", "") == "compiler.backend.lowering.pointwise"
+    from tracetorch.compiler.backend.lowering import extern, misc
+    return (getattr(fn, "__module__", "") == "tracetorch.compiler.backend.lowering.pointwise"
             or fn in (misc.full, misc.full_like, misc.new_full, misc.fill, extern._extern))
 
 
@@ -274,7 +274,7 @@ class GraphLowering:
             # nothing to compute: an empty buffer of the right size and dtype (its loop runs zero
             # times). Lowering the op itself would index zero-size inputs (divisions by a zero
             # size in views/strides gave NaN index expressions).
-            from compiler.backend.lowering.misc import zeros
+            from tracetorch.compiler.backend.lowering.misc import zeros
             return self._after_lowering(zeros(ctx), node)
         fn = LOWERINGS.get(target)
         if fn is None:

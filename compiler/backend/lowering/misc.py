@@ -6,9 +6,9 @@ from __future__ import annotations
 import sympy
 import torch
 
-from compiler.backend import ir
-from compiler.backend.ir import ops
-from compiler.backend.lowering.registry import NotLowerable, aten, broadcast_loader, register_lowering, same, \
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.ir import ops
+from tracetorch.compiler.backend.lowering.registry import NotLowerable, aten, broadcast_loader, register_lowering, same, \
     to_sympy
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from compiler.backend.ir import ops
-from compiler.backend.lowering.registry import (NotLowerable, aten, is_tensor, make_pointwise,
+from tracetorch.compiler.backend.ir import ops
+from tracetorch.compiler.backend.lowering.registry import (NotLowerable, aten, is_tensor, make_pointwise,
                                                 promoted_dtype, register_lowering)
 
 # unary ops computed in the output dtype: aten name -> ops name

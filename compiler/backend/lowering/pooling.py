@@ -10,9 +10,9 @@ import math
 import sympy
 import torch
 
-from compiler.backend import ir
-from compiler.backend.ir import ops
-from compiler.backend.lowering.registry import NotLowerable, aten, register_lowering
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.ir import ops
+from tracetorch.compiler.backend.lowering.registry import NotLowerable, aten, register_lowering
 
 MAX_WINDOW = 128   # larger windows would unroll into very long kernels: use ATen
 

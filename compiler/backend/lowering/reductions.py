@@ -11,10 +11,10 @@ from __future__ import annotations
 import sympy
 import torch
 
-from compiler.backend import ir
-from compiler.backend.ir import ops
-from compiler.backend.lowering import split_reduction
-from compiler.backend.lowering.registry import NotLowerable, aten, inlined_origins, register_lowering, same, \
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.ir import ops
+from tracetorch.compiler.backend.lowering import split_reduction
+from tracetorch.compiler.backend.lowering.registry import NotLowerable, aten, inlined_origins, register_lowering, same, \
     uses_triton
 
 

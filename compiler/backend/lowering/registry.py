@@ -14,9 +14,9 @@ from typing import Callable, Sequence
 import sympy
 import torch
 
-from compiler import config
-from compiler.backend import ir
-from compiler.backend.ir import ops
+from tracetorch.compiler import config
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.ir import ops
 
 aten = torch.ops.aten
 LOWERINGS: dict = {}

@@ -14,9 +14,9 @@ from typing import Callable, Sequence
 
 import torch
 
-from compiler.backend import ir
-from compiler.backend.ir import ops
-from compiler.backend.lowering.registry import NotLowerable, aten, inlined_origins, register_lowering
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.ir import ops
+from tracetorch.compiler.backend.lowering.registry import NotLowerable, aten, inlined_origins, register_lowering
 
 
 def _acc(dtype):

@@ -21,10 +21,10 @@ from __future__ import annotations
 import sympy
 import torch
 
-import logs
-from compiler.backend import ir
-from compiler.backend.ir import ops
-from compiler.backend.lowering.registry import Ctx, NotLowerable, aten, broadcast_loader, inlined_origins, \
+from tracetorch import logs
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.ir import ops
+from tracetorch.compiler.backend.lowering.registry import Ctx, NotLowerable, aten, broadcast_loader, inlined_origins, \
     register_lowering, same, uses_triton, value_loader
 
 log = logs.get_logger(__name__)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import torch
 
-from compiler.backend import ir
-from compiler.backend.ir import ops
-from compiler.backend.lowering.registry import (NotLowerable, aten, is_tensor, register_lowering,
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.ir import ops
+from tracetorch.compiler.backend.lowering.registry import (NotLowerable, aten, is_tensor, register_lowering,
                                                 value_loader)
-from compiler.backend.lowering.scan import static_length
+from tracetorch.compiler.backend.lowering.scan import static_length
 
 
 def _i64(v):

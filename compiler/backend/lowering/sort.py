@@ -16,11 +16,11 @@ from __future__ import annotations
 import sympy
 import torch
 
-from compiler.backend import ir
-from compiler.backend.ir import ops
-from compiler.backend.lowering.reductions import make_reduction
-from compiler.backend.lowering.registry import NotLowerable, aten, inlined_origins, register_lowering
-from compiler.backend.lowering.scan import static_length
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.ir import ops
+from tracetorch.compiler.backend.lowering.reductions import make_reduction
+from tracetorch.compiler.backend.lowering.registry import NotLowerable, aten, inlined_origins, register_lowering
+from tracetorch.compiler.backend.lowering.scan import static_length
 
 MAX_SORT = 16384
 
@@ -217,7 +217,7 @@ def nanmedian_dim(ctx, x, dim, keepdim=False):
 
 
 def _flat(ctx, x):
-    from compiler.backend.lowering.views import flat_reindex
+    from tracetorch.compiler.backend.lowering.views import flat_reindex
     numel = ir.product(x.get_size())
     return ir.View(x, [numel], flat_reindex(x.get_size(), [numel]), origins=ctx.origins)
 

@@ -15,9 +15,9 @@ import math
 
 import torch
 
-from compiler.backend.ir import ops
-from compiler.backend.lowering import special_coefficients as C
-from compiler.backend.lowering.registry import NotLowerable, aten, make_pointwise, register_lowering
+from tracetorch.compiler.backend.ir import ops
+from tracetorch.compiler.backend.lowering import special_coefficients as C
+from tracetorch.compiler.backend.lowering.registry import NotLowerable, aten, make_pointwise, register_lowering
 
 
 class _Math:

@@ -17,9 +17,9 @@ import math
 
 import torch
 
-from compiler.backend.ir import ops
-from compiler.backend.lowering.registry import NotLowerable, aten, make_pointwise, register_lowering
-from compiler.backend.lowering.special import _compute_dtype, _Math
+from tracetorch.compiler.backend.ir import ops
+from tracetorch.compiler.backend.lowering.registry import NotLowerable, aten, make_pointwise, register_lowering
+from tracetorch.compiler.backend.lowering.special import _compute_dtype, _Math
 
 F64 = torch.float64
 

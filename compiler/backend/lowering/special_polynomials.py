@@ -24,9 +24,9 @@ import platform
 
 import torch
 
-from compiler.backend.ir import ops
-from compiler.backend.lowering.registry import NotLowerable, aten, is_tensor, make_pointwise, register_lowering
-from compiler.backend.lowering.special import _compute_dtype, _Math
+from tracetorch.compiler.backend.ir import ops
+from tracetorch.compiler.backend.lowering.registry import NotLowerable, aten, is_tensor, make_pointwise, register_lowering
+from tracetorch.compiler.backend.lowering.special import _compute_dtype, _Math
 
 _I64_MIN = -2.0 ** 63
 

@@ -18,9 +18,9 @@ import math
 import sympy
 import torch
 
-import logs
-from compiler.backend import indexing, ir
-from compiler.backend.ir import ops
+from tracetorch import logs
+from tracetorch.compiler.backend import indexing, ir
+from tracetorch.compiler.backend.ir import ops
 
 log = logs.get_logger(__name__)
 

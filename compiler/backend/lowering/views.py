@@ -13,8 +13,8 @@ from __future__ import annotations
 import sympy
 import torch
 
-from compiler.backend import ir
-from compiler.backend.lowering.registry import NotLowerable, aten, register_lowering, same, to_sympy
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.lowering.registry import NotLowerable, aten, register_lowering, same, to_sympy
 
 
 def layout_of(x):
@@ -257,7 +257,7 @@ def as_strided(ctx, x, size, stride, storage_offset=None):
             exact = False
         if not exact:
             # not even the ATen op is safe on our copy (its storage differs from eager's)
-            from compiler.backend.lowering.graph import GraphFallback
+            from tracetorch.compiler.backend.lowering.graph import GraphFallback
             raise GraphFallback("as_strided of a computed tensor that is not its whole storage")
         if not (isinstance(x, ir.ComputedBuffer) and x.layout.is_contiguous()):
             x = ctx.graph.realize(ir.Pointwise(x.get_size(), x.make_loader(), x.get_dtype(), x.get_device(),

@@ -18,8 +18,8 @@ import time
 
 import torch
 
-import logs
-from compiler import config
+from tracetorch import logs
+from tracetorch.compiler import config
 
 log = logs.get_logger(__name__)
 

@@ -40,8 +40,8 @@ import time
 from concurrent.futures import Future
 from typing import NamedTuple
 
-import logs
-from compiler.backend.runtime import triton_compile_worker as worker_mod
+from tracetorch import logs
+from tracetorch.compiler.backend.runtime import triton_compile_worker as worker_mod
 
 log = logs.get_logger(__name__)
 
@@ -233,13 +233,13 @@ def compile_kernel(kernel, spec: Spec, target):
 
 
 def _timeout() -> float:
-    from compiler import config
+    from tracetorch.compiler import config
     return float(config.triton.compile_timeout)
 
 
 def pool_size() -> int:
     """config.triton.compile_threads; 0 means min(cores, 16)."""
-    from compiler import config
+    from tracetorch.compiler import config
     n = int(config.triton.compile_threads)
     if n <= 0:
         try:

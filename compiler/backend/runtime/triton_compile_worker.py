@@ -129,12 +129,14 @@ def load_kernel(path: str, name: str, module_name: str):
 
 
 def _stub_packages(root: str) -> None:
-    """`compiler.backend.runtime.triton_helpers` without running compiler/__init__ (torch)."""
-    for pkg, sub in (("compiler", ()), ("compiler.backend", ("backend",)),
-                     ("compiler.backend.runtime", ("backend", "runtime"))):
+    """`tracetorch.compiler.backend.runtime.triton_helpers` without running the packages'
+    __init__ files (they import torch). `root` is the folder holding compiler/."""
+    for pkg, folder in (("tracetorch", root), ("tracetorch.compiler", ("compiler",)),
+                        ("tracetorch.compiler.backend", ("compiler", "backend")),
+                        ("tracetorch.compiler.backend.runtime", ("compiler", "backend", "runtime"))):
         if pkg not in sys.modules:
             m = types.ModuleType(pkg)
-            m.__path__ = [os.path.join(root, "compiler", *sub)]
+            m.__path__ = [folder if isinstance(folder, str) else os.path.join(root, *folder)]
             sys.modules[pkg] = m
 
 

@@ -23,7 +23,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import logs
+from tracetorch import logs
 
 log = logs.get_logger(__name__)
 
@@ -38,7 +38,7 @@ def source_hash(source: str) -> str:
 def kernel_dir() -> str:
     """Where kernel files go: config.triton.kernel_dir, else <tmp>/tracetorch_<user>/triton."""
     try:
-        from compiler import config
+        from tracetorch.compiler import config
         d = config.triton.kernel_dir
     except (ImportError, AttributeError):
         d = None
@@ -170,11 +170,11 @@ class TritonKernel:
 
     @staticmethod
     def device_key(target, device: int | None = None) -> tuple:
-        from compiler.backend.runtime import triton_compile
+        from tracetorch.compiler.backend.runtime import triton_compile
         return (device, triton_compile.target_key(target))
 
     def spec(self, args: list, size_args: list, config: LaunchConfig):
-        from compiler.backend.runtime import triton_compile
+        from tracetorch.compiler.backend.runtime import triton_compile
         return triton_compile.specialize(self.fn, list(args) + list(size_args), config.meta,
                                          config.num_warps, config.num_stages)
 
@@ -183,7 +183,7 @@ class TritonKernel:
         key = (self.device_key(target, device), spec)
         ck = self.compiled.get(key)
         if ck is None:
-            from compiler.backend.runtime import triton_compile
+            from tracetorch.compiler.backend.runtime import triton_compile
             ck = self.compiled[key] = triton_compile.compile_kernel(self, spec, target)
         return ck
 
@@ -198,7 +198,7 @@ class TritonKernel:
         if spec is not None:
             # Compile this exact specialization explicitly (a disk-cache hit when the worker pool
             # compiled it ahead of time) and launch Triton's compiled kernel directly.
-            from compiler.backend.runtime import triton_compile
+            from tracetorch.compiler.backend.runtime import triton_compile
             device = triton_compile.current_device()
             ck = self.compile(spec, triton_compile.current_target(device), device)
             full = list(args) + list(size_args)
@@ -263,8 +263,8 @@ class TritonLauncher:
         if xnumel == 0:
             return []
         ints = sizes + [xnumel] + ([rnumel] if self.reduction else [])
-        from compiler.backend import autotune
-        from compiler.backend.runtime import triton_compile
+        from tracetorch.compiler.backend import autotune
+        from tracetorch.compiler.backend.runtime import triton_compile
         kernel, kind, rblock = self._pick(rnumel) if self.reduction else (self.kernel, self.kind, None)
         key = (kind,) + autotune.size_bucket([xnumel, rnumel])
         cfg = self._configs.get(key)
@@ -293,8 +293,8 @@ class TritonLauncher:
         return (cdiv(xnumel, meta["XBLOCK"]), 1, 1)
 
     def _candidates(self, kind, xnumel, rnumel):
-        from compiler import config
-        from compiler.backend import autotune
+        from tracetorch.compiler import config
+        from tracetorch.compiler.backend import autotune
         if kind == "pointwise":
             cands = autotune.pointwise_configs(xnumel)
         else:
@@ -360,7 +360,7 @@ class TritonLauncher:
         if xnumel == 0:
             return None
         ints = int_sizes + [xnumel] + ([rnumel] if self.reduction else [])
-        from compiler.backend.autotune import choose_config, size_bucket
+        from tracetorch.compiler.backend.autotune import choose_config, size_bucket
         kernel, kind, rblock = self._pick(rnumel) if self.reduction else (self.kernel, self.kind, None)
         key = (kind,) + size_bucket([xnumel, rnumel])
         cfg = self._configs.get(key)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
-import logs
-from compiler.backend import ir
-from compiler.backend.scheduler import fusion, memory
+from tracetorch import logs
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.scheduler import fusion, memory
 
 log = logs.get_logger(__name__)
 

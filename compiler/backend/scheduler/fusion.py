@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import sympy
 
-import logs
-from compiler import config
-from compiler.backend import ir
-from compiler.backend.indexing import simplify_index
+from tracetorch import logs
+from tracetorch.compiler import config
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.indexing import simplify_index
 
 log = logs.get_logger(__name__)
 

@@ -18,8 +18,8 @@ import dataclasses
 
 import sympy
 
-import logs
-from compiler.backend import ir
+from tracetorch import logs
+from tracetorch.compiler.backend import ir
 
 log = logs.get_logger(__name__)
 

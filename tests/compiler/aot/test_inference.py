@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-import logs
-from compiler.aot import aot_module, decomposition_table
-from compiler.aot import inference
+from tracetorch import logs
+from tracetorch.compiler.aot import aot_module, decomposition_table
+from tracetorch.compiler.aot import inference
 
 aten = torch.ops.aten
 
@@ -121,7 +121,7 @@ def test_decomposition_table_is_reusable():
 
 def test_grad_needed_goes_to_training_path(monkeypatch):
     calls = []
-    from compiler.aot import training
+    from tracetorch.compiler.aot import training
 
     def fake_training(gm, example_inputs, inner_compile, **kw):
         calls.append(len(example_inputs))

@@ -3,8 +3,8 @@ exactly what the full check accepts. Inputs with other strides/dtypes/shapes tha
 graph eagerly; every result is compared with eager."""
 import torch
 
-import compiler
-from compiler.aot.inference import InputCheck
+from tracetorch import compiler
+from tracetorch.compiler.aot.inference import InputCheck
 
 
 def f(x, y):

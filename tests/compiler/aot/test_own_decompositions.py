@@ -3,8 +3,8 @@ compiled through both code generators and compared with eager."""
 import pytest
 import torch
 
-from compiler import config
-from compiler.backend import compile_fx
+from tracetorch.compiler import config
+from tracetorch.compiler.backend import compile_fx
 
 
 @pytest.mark.parametrize("codegen", ["cpp", "triton"])

@@ -15,7 +15,7 @@ import torch.fx as fx
 import torch.nn as nn
 import torch.nn.functional as F
 
-from compiler.aot.training import aot_module_training, needs_autograd
+from tracetorch.compiler.aot.training import aot_module_training, needs_autograd
 
 
 def run_as_is(gm, example_inputs):
@@ -314,7 +314,7 @@ def test_lstm_falls_back_to_eager_and_stays_correct():
 
 
 def test_beyond_the_specialisation_limit_runs_eagerly(monkeypatch):
-    from compiler.aot.training import SpecializingRunner
+    from tracetorch.compiler.aot.training import SpecializingRunner
     monkeypatch.setattr(SpecializingRunner, "LIMIT", 1)
     torch.manual_seed(0)
     model = MLP()

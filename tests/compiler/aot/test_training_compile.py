@@ -9,9 +9,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import compiler
-import logs
-from compiler.backends import aot_eager
+from tracetorch import compiler
+from tracetorch import logs
+from tracetorch.compiler.backends import aot_eager
 from tests.compiler.aot.test_training import CNN, MLP, capture
 
 
@@ -107,8 +107,8 @@ def test_loss_curve_20_steps_matches_eager(backend, opt_cls, tol):
 
 
 def test_cpp_backend_cnn_grads():
-    from compiler.backend import inner_compile
-    from compiler.aot.training import aot_module_training
+    from tracetorch.compiler.backend import inner_compile
+    from tracetorch.compiler.aot.training import aot_module_training
     torch.manual_seed(0)
     model = CNN()
     ref = copy.deepcopy(model)

@@ -10,7 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
-import compiler
+from tracetorch import compiler
 from tests.compiler.aot.test_training import compile_training
 
 
@@ -136,7 +136,7 @@ def test_saved_activation_is_released_by_backward():
 def test_compiled_backward_is_called_boxed_and_drops_its_inputs():
     """Our backend's backward frees each saved input after its last use: it is called with a
     list it clears (no caller frame keeps the inputs) and its output code dels them."""
-    from compiler.backend import inner_compile
+    from tracetorch.compiler.backend import inner_compile
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 4))
     x = torch.randn(8, 16)

@@ -9,11 +9,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import logs
-from compiler import config
-from compiler.aot.joint import trace_joint, training_decompositions
-from compiler.aot.partition import INF, FlowNetwork, is_recomputable, partition_joint
-from compiler.aot.training import aot_module_training
+from tracetorch import logs
+from tracetorch.compiler import config
+from tracetorch.compiler.aot.joint import trace_joint, training_decompositions
+from tracetorch.compiler.aot.partition import INF, FlowNetwork, is_recomputable, partition_joint
+from tracetorch.compiler.aot.training import aot_module_training
 from tests.compiler.aot.test_training import capture, run_as_is
 
 
@@ -198,7 +198,7 @@ def test_contiguous_as_strided_becomes_a_view():
 
 
 def test_structured_trace_records_for_training(tmp_path):
-    from logs.trace_reader import read_trace
+    from tracetorch.logs.trace_reader import read_trace
     path = tmp_path / "trace.log"
     writer = logs.open_trace(str(path))
     try:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 from torch.utils import _pytree as pytree
 
-import compiler.backend as backend
-from compiler.backend.compile import CompiledGraph
+import tracetorch.compiler.backend as backend
+from tracetorch.compiler.backend.compile import CompiledGraph
 
 TOL = {torch.float32: (1e-5, 1e-5), torch.float64: (1e-10, 1e-10), torch.float16: (2e-3, 2e-3),
        torch.bfloat16: (1.6e-2, 1.6e-2)}

@@ -23,18 +23,18 @@ os.environ["TRITON_CACHE_DIR"] = os.path.join(BASE, "triton_cache_startup")
 
 import torch  # noqa: E402
 
-import logs  # noqa: E402
-from compiler import config  # noqa: E402
+from tracetorch import logs  # noqa: E402
+from tracetorch.compiler import config  # noqa: E402
 config.reload()
-from compiler.backend.runtime import triton_compile as TC  # noqa: E402
-from compiler.backend.runtime import triton_launch as TL  # noqa: E402
+from tracetorch.compiler.backend.runtime import triton_compile as TC  # noqa: E402
+from tracetorch.compiler.backend.runtime import triton_launch as TL  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
 
 HEAD = '''import triton
 import triton.language as tl
-from compiler.backend.runtime import triton_helpers as th
+from tracetorch.compiler.backend.runtime import triton_helpers as th
 from triton.language.extra import libdevice
 
 
@@ -198,7 +198,7 @@ def scenario_pool():
     launcher_results = [f.result() for f in TC._LAUNCHERS.values()]
     hits = _listen()
     # the main process computes its specialization from real (aligned) tensors, as a launch does
-    from compiler.backend import autotune
+    from tracetorch.compiler.backend import autotune
     pw, looped = ls
     x, y = torch.empty(5000), torch.empty(5000, dtype=torch.bfloat16)
     o = torch.empty(5000, dtype=torch.bfloat16)

@@ -8,9 +8,9 @@ import sys
 import pytest
 import torch
 
-import compiler.backend
-import logs
-from compiler import config
+from tracetorch import compiler; import tracetorch.compiler.backend
+from tracetorch import logs
+from tracetorch.compiler import config
 from cpp_test_utils import assert_same, check, compile_fn, kernel_count
 
 pytestmark = pytest.mark.usefixtures("backend_cache_dir")

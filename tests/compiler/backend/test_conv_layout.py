@@ -5,8 +5,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-import compiler
-from compiler import config
+from tracetorch import compiler
+from tracetorch.compiler import config
 
 
 
@@ -70,7 +70,7 @@ def _fake_graph(model, x):
 
 
 def test_conv_graph_is_rewritten():
-    from compiler.backend.conv_layout import use_channels_last
+    from tracetorch.compiler.backend.conv_layout import use_channels_last
     torch.manual_seed(0)
     model = feature_map().eval()
     x = torch.randn(2, 3, 8, 8)
@@ -88,7 +88,7 @@ def test_conv_graph_is_rewritten():
 
 
 def test_auto_leaves_cpu_graphs_alone():
-    from compiler.backend.conv_layout import use_channels_last
+    from tracetorch.compiler.backend.conv_layout import use_channels_last
     gm = _fake_graph(feature_map().eval(), torch.randn(1, 3, 8, 8))
     before = gm.code
     with config.patch(**{"backend.conv_layout": "auto"}):

@@ -144,7 +144,7 @@ def test_factories():
 
 
 def test_fallback_is_logged_and_correct():
-    import logs
+    from tracetorch import logs
     events = []
     sink = logs.add_sink(events.append, artifacts=["perf_hint", "perf_hints"])
     try:
@@ -251,7 +251,7 @@ def test_fallback_with_no_output_is_kept_and_raises_like_eager():
     """linalg.inv decomposes to linalg_inv_ex + _linalg_check_errors, a call made for its effect
     (it raises on a singular matrix, returns None): the graph still compiles, keeps the call, and
     raises where eager raises."""
-    import compiler
+    from tracetorch import compiler
 
     def f(x):
         return torch.linalg.inv(x) + 1

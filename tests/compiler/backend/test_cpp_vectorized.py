@@ -6,8 +6,8 @@ import subprocess
 
 import torch
 
-import compiler
-from compiler.backend.runtime import cpp_build
+from tracetorch import compiler
+from tracetorch.compiler.backend.runtime import cpp_build
 
 
 def chain(x, y):

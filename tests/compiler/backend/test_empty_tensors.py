@@ -4,10 +4,10 @@ generators, equal to eager in shape, dtype and strides; non-empty results that r
 import pytest
 import torch
 
-import logs
+from tracetorch import logs
 
-from compiler import config
-from compiler.backend import compile_fx
+from tracetorch.compiler import config
+from tracetorch.compiler.backend import compile_fx
 
 CASES = {
     "stack_empty": (lambda x, i: torch.stack([x[:0], x[:0] * 2]), ),

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-import logs
+from tracetorch import logs
 from cpp_test_utils import check, extern_count, kernel_count
 
 pytestmark = pytest.mark.usefixtures("backend_cache_dir")

@@ -13,7 +13,7 @@ if not torch.cuda.is_available():   # before triton is imported (see tests/conft
 
 import pytest  # noqa: E402
 
-from compiler import config  # noqa: E402
+from tracetorch.compiler import config  # noqa: E402
 from tests.compiler.backend.cpp_test_utils import assert_same, compile_fn, compiled_graph  # noqa: E402
 
 IN_PLACE = "needs no copy"

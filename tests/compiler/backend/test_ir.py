@@ -2,8 +2,8 @@
 
 import torch
 
-from compiler.backend import ir
-from compiler.backend.ir import ops
+from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.ir import ops
 
 
 def test_simplify_index_folds_reshapes():

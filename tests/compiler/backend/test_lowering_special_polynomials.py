@@ -17,10 +17,10 @@ if not torch.cuda.is_available():   # before triton is imported (see tests/conft
 
 import pytest  # noqa: E402
 
-from compiler import config  # noqa: E402
+from tracetorch.compiler import config  # noqa: E402
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
-import compiler.backend as backend  # noqa: E402
+import tracetorch.compiler.backend as backend  # noqa: E402
 from tests.compiler.backend.cpp_test_utils import assert_same, fallback_count  # noqa: E402
 
 pytest.importorskip("triton")

@@ -14,15 +14,15 @@ if not torch.cuda.is_available():   # before triton is imported (see tests/conft
 import pytest  # noqa: E402
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
-from compiler import config  # noqa: E402
-from compiler.backend import ir  # noqa: E402
+from tracetorch.compiler import config  # noqa: E402
+from tracetorch.compiler.backend import ir  # noqa: E402
 from tests.compiler.backend.cpp_test_utils import assert_same, compile_fn, compiled_graph, fallback_count  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("backend_cache_dir")
 
 aten = torch.ops.aten
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-from compiler.backend.runtime.triton_launch import check_all_statuses  # noqa: E402
+from tracetorch.compiler.backend.runtime.triton_launch import check_all_statuses  # noqa: E402
 
 
 @pytest.fixture(params=["cpp", "triton"])
@@ -248,8 +248,8 @@ def test_out_of_range_index_raises(codegen, case):
 def test_scatter_gets_its_own_kernel_between_producer_and_readers():
     """The ScatterBuffer runs alone in its kernel, after the kernel producing its target and
     before every reader, and takes the target's storage in place."""
-    from compiler.backend.lowering import lower_graph
-    from compiler.backend.scheduler import schedule
+    from tracetorch.compiler.backend.lowering import lower_graph
+    from tracetorch.compiler.backend.scheduler import schedule
 
     def f(x, i, s):
         y = (x + 1).scatter_add(0, i, s * 2)

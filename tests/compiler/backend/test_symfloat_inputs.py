@@ -18,10 +18,10 @@ if not torch.cuda.is_available():   # before triton is imported (see tests/conft
 import pytest  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-import compiler  # noqa: E402
-import compiler.backend as backend  # noqa: E402
-import logs  # noqa: E402
-from compiler import config  # noqa: E402
+from tracetorch import compiler  # noqa: E402
+import tracetorch.compiler.backend as backend  # noqa: E402
+from tracetorch import logs  # noqa: E402
+from tracetorch.compiler import config  # noqa: E402
 from tests.compiler.backend.cpp_test_utils import assert_same, compiled_graph, fallback_count  # noqa: E402
 
 VALUES = (0.5, -1.75, 3.0e-3, 1.0, 3.7, 1.0 / 3.0)
@@ -209,7 +209,7 @@ def test_extern_kernel_gets_the_float(codegen, events, dtype):
 # ------------------------------------------------------------------ cache key, input check
 
 def test_cache_key_and_input_check_do_not_hold_the_value(events):
-    from compiler.aot.inference import InferenceRuntime
+    from tracetorch.compiler.aot.inference import InferenceRuntime
 
     def f(x, s):
         return x * s + 1.0
@@ -268,7 +268,7 @@ def test_input_check_evaluates_guards_on_a_float():
     from torch._dynamo.source import ConstantSource
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    from compiler.aot.inference import InputCheck
+    from tracetorch.compiler.aot.inference import InputCheck
 
     env = ShapeEnv()
     s = env.create_symfloatnode(env.create_unspecified_symbol(0.5, ConstantSource("s")), hint=0.5)

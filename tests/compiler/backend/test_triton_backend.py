@@ -19,7 +19,7 @@ pytest.importorskip("triton")
 
 import torch.nn.functional as F  # noqa: E402
 
-from compiler import config  # noqa: E402
+from tracetorch.compiler import config  # noqa: E402
 from tests.compiler.backend.cpp_test_utils import assert_same, compile_fn, compiled_graph  # noqa: E402
 
 
@@ -234,7 +234,7 @@ def test_split_reduction_keeps_nan_and_fuses_siblings():
     """Two full reductions of one pointwise input: both split, their second stages share a kernel
     (they read partials of the same first-stage kernel); a NaN in a late chunk still wins."""
     import logging
-    import logs
+    from tracetorch import logs
     x = torch.randn(8192)
     x[8000] = float("nan")
     events = []

@@ -16,10 +16,10 @@ import pytest
 
 pytest.importorskip("triton")
 
-from compiler import config  # noqa: E402
-from compiler.backend import ir  # noqa: E402
-from compiler.backend.codegen.triton import TritonCodegen  # noqa: E402
-from compiler.backend.ir import ops  # noqa: E402
+from tracetorch.compiler import config  # noqa: E402
+from tracetorch.compiler.backend import ir  # noqa: E402
+from tracetorch.compiler.backend.codegen.triton import TritonCodegen  # noqa: E402
+from tracetorch.compiler.backend.ir import ops  # noqa: E402
 
 F32 = torch.float32
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"   # CPU: the Triton interpreter

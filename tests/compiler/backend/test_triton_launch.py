@@ -13,10 +13,10 @@ import pytest
 
 pytest.importorskip("triton")
 
-import logs  # noqa: E402
-from compiler import config  # noqa: E402
-from compiler.backend import autotune  # noqa: E402
-from compiler.backend.runtime import triton_launch as tl_launch  # noqa: E402
+from tracetorch import logs  # noqa: E402
+from tracetorch.compiler import config  # noqa: E402
+from tracetorch.compiler.backend import autotune  # noqa: E402
+from tracetorch.compiler.backend.runtime import triton_launch as tl_launch  # noqa: E402
 
 ADD_SRC = '''
 import triton
@@ -151,7 +151,7 @@ def test_launch_hooks_pass_empty_chains_as_none():
     """An empty HookChain is passed to the launcher as None (no metadata built, nothing called);
     a profiler's hook is passed on."""
     from triton import knobs
-    from compiler.backend.runtime.triton_launch import launch_hooks
+    from tracetorch.compiler.backend.runtime.triton_launch import launch_hooks
     chain = knobs.runtime.launch_enter_hook
     if not hasattr(chain, "add"):         # an older Triton: the knob is a plain callable or None
         assert launch_hooks()[0] is chain

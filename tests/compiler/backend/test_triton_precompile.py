@@ -20,8 +20,8 @@ import pytest
 
 pytest.importorskip("triton")
 
-from compiler import config  # noqa: E402
-from compiler.backend.runtime import triton_compile as TC  # noqa: E402
+from tracetorch.compiler import config  # noqa: E402
+from tracetorch.compiler.backend.runtime import triton_compile as TC  # noqa: E402
 
 HARNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "precompile_harness.py")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -97,7 +97,7 @@ def test_compile_threads_option():
 
 
 def test_interpreter_path_never_precompiles():
-    import compiler
+    from tracetorch import compiler
     before = dict(TC.STATS)
 
     def f(x):

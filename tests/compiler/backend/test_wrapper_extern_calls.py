@@ -3,7 +3,7 @@ every argument the graph gives it in a form the runtime function accepts."""
 import pytest
 import torch
 
-import compiler
+from tracetorch import compiler
 
 
 @pytest.mark.parametrize("scale", [None, 0.25])
@@ -24,7 +24,7 @@ def test_sdpa_with_scale_and_mask_matches_eager(scale, masked):
 def test_gpt_style_attention_output_needs_no_copy(monkeypatch):
     """The attention output is planned in the layout ATen gives it (the query's memory order), so
     the output code does not copy it into other strides on every call."""
-    from compiler.backend.runtime import wrapper_support
+    from tracetorch.compiler.backend.runtime import wrapper_support
     copies = []
     real = wrapper_support.ensure_layout
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from compiler.frontend.capture import capture_frame
+from tracetorch.compiler.frontend.capture import capture_frame
 
 
 class CountingBackend:

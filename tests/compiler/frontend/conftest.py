@@ -3,8 +3,8 @@ import logging
 
 import pytest
 
-import compiler
-import logs
+from tracetorch import compiler
+from tracetorch import logs
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ import types
 import pytest
 import torch
 
-import compiler
-from compiler import backends
-from compiler.errors import CompilerError, InvalidUsageError, UnknownBackendError
-from compiler.frontend import eval_frame
+from tracetorch import compiler
+from tracetorch.compiler import backends
+from tracetorch.compiler.errors import CompilerError, InvalidUsageError, UnknownBackendError
+from tracetorch.compiler.frontend import eval_frame
 from tests.compiler.frontend.corpus.stand_in import StandIn
 
 
@@ -145,15 +145,15 @@ def test_optimizer_step_dispatch(monkeypatch):
     p = torch.nn.Parameter(torch.randn(3))
     opt = torch.optim.SGD([p], lr=0.1)
     calls = []
-    fake = types.ModuleType("compiler.optim")
+    fake = types.ModuleType("tracetorch.compiler.optim")
     fake.compile_optimizer_step = lambda step, backend: calls.append((step, backend)) or "compiled-step"
-    monkeypatch.setitem(sys.modules, "compiler.optim", fake)
+    monkeypatch.setitem(sys.modules, "tracetorch.compiler.optim", fake)
     assert compiler.compile(opt.step, backend="eager") == "compiled-step"
     assert calls[0][1] == "eager" and calls[0][0] == opt.step
 
 
 def test_optimizer_step_falls_back_without_compiler_optim(monkeypatch, capture):
-    monkeypatch.setitem(sys.modules, "compiler.optim", None)      # import fails
+    monkeypatch.setitem(sys.modules, "tracetorch.compiler.optim", None)      # import fails
     p = torch.nn.Parameter(torch.ones(3))
     p.grad = torch.ones(3)
     opt = torch.optim.SGD([p], lr=0.5)
@@ -164,9 +164,9 @@ def test_optimizer_step_falls_back_without_compiler_optim(monkeypatch, capture):
 
 def test_import_compiler_does_not_import_backend():
     import subprocess
-    code = ("import sys, compiler; assert 'compiler.backend' not in sys.modules; "
+    code = ("import sys; from tracetorch import compiler; assert 'tracetorch.compiler.backend' not in sys.modules; "
             "compiler.compile(lambda x: x, backend='eager'); "
-            "assert 'compiler.backend' not in sys.modules; print('ok')")
+            "assert 'tracetorch.compiler.backend' not in sys.modules; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**__import__("os").environ, "PYTHONPATH": "."})
     assert out.stdout.strip() == "ok", out.stderr

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-import compiler
-from compiler.errors import CompilerError, GraphBreakError
+from tracetorch import compiler
+from tracetorch.compiler.errors import CompilerError, GraphBreakError
 
 
 def prints(x):

@@ -2,9 +2,9 @@
 recompile records, each under its frame's compile id, readable by logs.trace_reader."""
 import torch
 
-import compiler
-import logs
-from logs.trace_reader import read_trace
+from tracetorch import compiler
+from tracetorch import logs
+from tracetorch.logs.trace_reader import read_trace
 
 
 def g(x):

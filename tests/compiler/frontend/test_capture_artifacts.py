@@ -4,7 +4,7 @@ graph_breaks + the json graph_break record, side_effects."""
 import pytest
 import torch
 
-import logs
+from tracetorch import logs
 from tests.compiler.frontend.capture_harness import Recorder, same
 
 SEEN = []

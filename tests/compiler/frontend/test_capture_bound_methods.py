@@ -7,9 +7,9 @@ import logging
 import pytest
 import torch
 
-import compiler
+from tracetorch import compiler
 from tests.compiler.frontend.capture_harness import CountingBackend
-import logs
+from tracetorch import logs
 
 LOG = []
 

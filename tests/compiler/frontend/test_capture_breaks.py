@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from compiler.errors import CompilerError, GraphBreakError
-from compiler.frontend.errors import FullgraphError
+from tracetorch.compiler.errors import CompilerError, GraphBreakError
+from tracetorch.compiler.frontend.errors import FullgraphError
 from tests.compiler.frontend.capture_harness import Recorder, check, same
 
 LOG = []
@@ -390,7 +390,7 @@ def test_append_only_list_is_not_guarded():
     assert not [g for g in r.guards if g.source.startswith("G['JOURNAL']") and g.kind != "TYPE_MATCH"]
     out = r.fn(x)
     assert same(out, x * 2 + 1) and len(JOURNAL) == 3 and same(JOURNAL[0], x * 2)
-    import compiler
+    from tracetorch import compiler
     compiler.reset()
     JOURNAL.clear()
     opt = compiler.compile(append_only, backend="eager")

@@ -8,7 +8,7 @@ except the predicates with a fixed answer inside a compiled call (nn.MultiheadAt
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 
-import compiler
+from tracetorch import compiler
 
 
 def stack_depth_plus(x):

@@ -4,7 +4,7 @@ Dynamic dims give SymInt placeholders and SYMBOLIC guards; one capture serves ot
 import pytest
 import torch
 
-from compiler.frontend.guards import GuardSet
+from tracetorch.compiler.frontend.guards import GuardSet
 from tests.compiler.frontend.capture_harness import Recorder, same
 
 FACTOR = 2

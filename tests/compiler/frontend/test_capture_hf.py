@@ -10,7 +10,7 @@ Dynamo gets 1 graph and 0 breaks on each of these models; so must we.
 import pytest
 import torch
 
-import compiler
+from tracetorch import compiler
 
 transformers = pytest.importorskip("transformers")
 

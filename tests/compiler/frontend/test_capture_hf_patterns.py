@@ -11,7 +11,7 @@ import os
 
 import torch
 
-import compiler
+from tracetorch import compiler
 
 
 def _counts(fn, *args):

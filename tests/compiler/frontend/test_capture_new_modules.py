@@ -3,7 +3,7 @@ graph break when their construction is nn.Module.__init__ alone, rebuilt at runt
 escape; anything else stays a graph break with its reason."""
 import torch
 
-import compiler
+from tracetorch import compiler
 from tests.compiler.frontend.capture_harness import CountingBackend
 
 

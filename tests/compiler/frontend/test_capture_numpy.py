@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-import compiler
+from tracetorch import compiler
 from tests.compiler.frontend.capture_harness import CountingBackend
 
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-import compiler
+from tracetorch import compiler
 from tests.compiler.frontend.capture_harness import CountingBackend
-import logs
+from tracetorch import logs
 
 
 @pytest.fixture

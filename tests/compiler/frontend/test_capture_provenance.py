@@ -4,7 +4,7 @@ import re
 
 import torch
 
-from compiler.backend.lowering.graph import user_location
+from tracetorch.compiler.backend.lowering.graph import user_location
 from tests.compiler.frontend.capture_harness import check
 
 

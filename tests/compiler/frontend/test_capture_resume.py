@@ -6,9 +6,9 @@ import types
 
 import torch
 
-from compiler.frontend import resume
-from compiler.frontend.bytecode_info import code_info
-from compiler.frontend.codegen import PyCodegen
+from tracetorch.compiler.frontend import resume
+from tracetorch.compiler.frontend.bytecode_info import code_info
+from tracetorch.compiler.frontend.codegen import PyCodegen
 
 
 def g(x, k=1):

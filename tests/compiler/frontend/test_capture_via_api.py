@@ -4,7 +4,7 @@ each call compared with eager, on changing inputs."""
 import pytest
 import torch
 
-import compiler
+from tracetorch import compiler
 from tests.compiler.frontend import test_capture_breaks as B
 from tests.compiler.frontend import test_capture_constructs as C
 from tests.compiler.frontend.capture_harness import same
@@ -38,7 +38,7 @@ def test_fullgraph_raises_through_api():
 
 def test_automatic_dynamic_recompiles_once():
     from tests.compiler.frontend.test_capture_guards import dyn
-    import logs
+    from tracetorch import logs
     events = []
     sink = logs.add_sink(events.append, artifacts={"recompile"})
     try:

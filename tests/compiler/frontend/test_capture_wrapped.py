@@ -8,7 +8,7 @@ from functools import wraps
 
 import torch
 
-import compiler
+from tracetorch import compiler
 
 
 def returns_plain(func):

@@ -9,8 +9,8 @@ import os
 import pytest
 import torch
 
-import compiler
-import logs
+from tracetorch import compiler
+from tracetorch import logs
 from tests.compiler.frontend.capture_harness import CountingBackend
 from tests.compiler.frontend.corpus import all_programs, break_sites, make_args
 

@@ -1,7 +1,7 @@
 """Dynamic shapes with the real capture: automatic (None), True, False; symbolic guards shown."""
 import torch
 
-import compiler
+from tracetorch import compiler
 from tests.compiler.frontend.capture_harness import GraphListBackend
 
 
@@ -57,7 +57,7 @@ def test_symbolic_guard_failure_is_explained(events):
 def test_specialized_dynamic_size_is_guarded():
     """A dynamic size whose value Python needs (a list index) is specialized: the compiled
     code must be guarded on that value, not reused for the next size."""
-    import compiler as _compiler
+    from tracetorch import compiler as _compiler
 
     def h(x):
         return x * [1, 2, 3, 4, 5, 6, 7][x.shape[0]]

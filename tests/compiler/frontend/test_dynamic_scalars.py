@@ -6,9 +6,9 @@ eager."""
 import pytest
 import torch
 
-import compiler
+from tracetorch import compiler
 from tests.compiler.frontend.capture_harness import GraphListBackend
-import logs
+from tracetorch import logs
 
 
 def recompiles(events):
@@ -276,8 +276,8 @@ def test_str_computed_at_a_break_is_unspecialized_after_it_changes():
     """f"{tensor}" is computed eagerly at the break and crosses it as a str; its value changes
     every call, so after the first change the resume function stops guarding it (only its
     type; len() is a symbolic input) instead of recompiling on every call."""
-    import compiler as _compiler
-    import logs as _logs
+    from tracetorch import compiler as _compiler
+    from tracetorch import logs as _logs
     from tests.compiler.frontend.capture_harness import CountingBackend
 
     def f(x):

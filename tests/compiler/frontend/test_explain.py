@@ -1,7 +1,7 @@
 """compiler.explain with the real capture: counts, break reasons with user file:line, guards."""
 import torch
 
-import compiler
+from tracetorch import compiler
 
 
 def _break_here(x):
@@ -56,7 +56,7 @@ def test_explain_does_not_touch_user_caches():
 
 
 def test_explain_reports_to_hooks(monkeypatch):
-    from compiler import hooks
+    from tracetorch.compiler import hooks
     got = []
     hooks.register_explain_listener("test", got.append)
     try:

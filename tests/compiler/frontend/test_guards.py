@@ -7,7 +7,7 @@ import sympy
 import pytest
 import torch
 
-from compiler.frontend.guards import Guard, GuardSet, TensorMeta, render_guards
+from tracetorch.compiler.frontend.guards import Guard, GuardSet, TensorMeta, render_guards
 
 
 def f(x, n=2, *rest, flag=True, **kw):

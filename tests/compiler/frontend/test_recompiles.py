@@ -10,11 +10,11 @@ import logging
 import pytest
 import torch
 
-import compiler
-import logs
-from compiler import config
-from compiler.errors import RecompileLimitError
-from compiler.frontend import eval_frame
+from tracetorch import compiler
+from tracetorch import logs
+from tracetorch.compiler import config
+from tracetorch.compiler.errors import RecompileLimitError
+from tracetorch.compiler.frontend import eval_frame
 from tests.compiler.frontend.corpus.stand_in import StandIn
 
 

@@ -6,8 +6,8 @@ import logging
 import pytest
 import torch
 
-import compiler
-import logs
+from tracetorch import compiler
+from tracetorch import logs
 
 LAYER = torch.nn.Linear(3, 3)
 

@@ -11,10 +11,10 @@ import pytest
 import torch
 from torch import nn
 
-import compiler
+from tracetorch import compiler
 from tests.compiler.frontend.capture_harness import CountingBackend
-import logs
-from compiler.frontend import mutation
+from tracetorch import logs
+from tracetorch.compiler.frontend import mutation
 
 
 class Net(nn.Module):

@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch import nn
 
-import compiler
-import logs
-from compiler.frontend.static_inputs import StaticInputCall
+from tracetorch import compiler
+from tracetorch import logs
+from tracetorch.compiler.frontend.static_inputs import StaticInputCall
 
 
 class Net(nn.Module):

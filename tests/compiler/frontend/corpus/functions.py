@@ -93,7 +93,7 @@ def _compile_inner():
     import sys
     if "torch._dynamo" in sys.modules and _DYNAMO_MODE[0]:
         return torch.compile(_compiled_inner_impl, backend="eager")
-    import compiler
+    from tracetorch import compiler
     return compiler.compile(_compiled_inner_impl, backend="eager")
 
 

@@ -8,7 +8,7 @@ import dataclasses
 
 import torch
 
-from compiler.frontend.guards import Guard, TensorMeta, frame_locals
+from tracetorch.compiler.frontend.guards import Guard, TensorMeta, frame_locals
 
 
 # A stand-in "captured graph": the runtime only counts graphs and reads their nodes (explain).
