@@ -310,19 +310,16 @@ class PyCodegen:
                     self.emit("STORE_SUBSCR")
                     self.lines.append(f"{var.source.render()}[:] = [{', '.join(parts)}]")
                 else:
+                    # the new contents are built before the clear: they may be read from the
+                    # dict itself (a **kwargs dict that lost a key: kwargs['input_ids'])
                     self.emit("PUSH_NULL")
-                    self.emit("LOAD_CONST", dict.clear)
-                    var.source.reconstruct(self)
-                    self.call(1)
-                    self.emit("POP_TOP")
-                    self.emit("PUSH_NULL")
-                    self.emit("LOAD_CONST", dict.update)
+                    self.emit("LOAD_CONST", replace_dict_contents)
                     var.source.reconstruct(self)
                     text = self._build_container(V.DictVariable(var.items), None)
                     self.call(2)
                     self.emit("POP_TOP")
-                    self.lines.append(f"{var.source.render()}.clear(); "
-                                      f"{var.source.render()}.update({text})")
+                    self.lines.append(f"___new = {text}; {var.source.render()}.clear(); "
+                                      f"{var.source.render()}.update(___new)")
             elif op[0] == "append":
                 _, var, value = op
                 self.emit("PUSH_NULL")
@@ -343,6 +340,12 @@ class PyCodegen:
                 text = self.reconstruct(value)
                 self.emit("STORE_GLOBAL", name)
                 self.lines.append(f"global {name}; {name} = {text}")
+
+
+def replace_dict_contents(target: dict, new: dict) -> None:
+    """A mutated pre-existing dict's replay: its contents become `new` (built beforehand)."""
+    target.clear()
+    target.update(new)
 
 
 def _plain_constant(value):

@@ -57,6 +57,9 @@ def inline_call(tx, fn, args, kwargs, callee=None):
     if tx.depth >= MAX_INLINE_DEPTH:
         raise Unsupported("inlining too deep (recursion?)")
     if isinstance(fn, V.UserFunctionVariable):
+        from tracetorch.compiler.frontend import model_outputs
+        if model_outputs.is_init_of_new_output(fn.fn, args):
+            return model_outputs.bind_generated_init(tx, args[0], args[1:], kwargs)
         code = fn.fn.__code__
         f_globals = fn.fn.__globals__
         name = fn.fn.__qualname__

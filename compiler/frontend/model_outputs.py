@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from tracetorch import logs
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.errors import Unsupported
+
+log = logs.get_logger(__name__)
 
 _PROTOCOL = ("__post_init__", "__getitem__", "__setitem__", "__setattr__", "to_tuple",
              "__init__", "__delitem__", "keys", "values", "items", "__iter__", "__len__",
@@ -41,6 +44,25 @@ def is_model_output_class(cls) -> bool:
     return True
 
 
+def is_generated_init(fn) -> bool:
+    """Is fn an __init__ that @dataclass generated (exec'd source, no file)?"""
+    code = getattr(fn, "__code__", None)
+    return code is not None and code.co_filename == "<string>" and code.co_name == "__init__"
+
+
+def _wrapped_generated_init(init) -> bool:
+    """A Python wrapper (functools.wraps: __wrapped__) around a generated dataclass __init__,
+    e.g. one a metaclass installs to rename keyword arguments: the wrapper is traced and its
+    call of the generated __init__ binds the fields (bind_generated_init)."""
+    for _ in range(4):
+        init = getattr(init, "__wrapped__", None)
+        if init is None:
+            return False
+        if is_generated_init(init):
+            return True
+    return False
+
+
 def _defined_in(cls, name):
     for klass in cls.__mro__:
         if name in klass.__dict__:
@@ -51,12 +73,42 @@ def _defined_in(cls, name):
 def _dataclass_init(cls, owner):
     """Is owner's __init__ the one @dataclass generated (not a hand-written one)?"""
     init = owner.__dict__["__init__"]
-    code = getattr(init, "__code__", None)
-    return dataclasses.is_dataclass(owner) and code is not None and code.co_filename == "<string>"
+    return dataclasses.is_dataclass(owner) and (is_generated_init(init)
+                                                or _wrapped_generated_init(init))
 
 
 def construct(tx, cls, args, kwargs):
-    """cls(*args, **kwargs): the dataclass __init__ binding, then ModelOutput.__post_init__."""
+    """cls(*args, **kwargs): the dataclass __init__ binding, then ModelOutput.__post_init__.
+    A wrapped __init__ is inlined with a ModelOutput under construction as self; its call of
+    the generated __init__ comes back here (bind_generated_init)."""
+    init = cls.__init__
+    if is_generated_init(init):
+        attrs, items = _bind(cls, args, kwargs)
+        return V.ModelOutputVariable(cls, attrs, items)
+    from tracetorch.compiler.frontend.inline import inline_call
+    log.debug("model_output_wrapped_init", cls=cls.__qualname__,
+              wrapper=getattr(init, "__qualname__", repr(init)))
+    mo = V.ModelOutputVariable(cls, {}, {})
+    mo.initializing = True
+    inline_call(tx, V.UserFunctionVariable(init), [mo] + list(args), kwargs)
+    if mo.initializing:
+        raise Unsupported(f"{cls.__name__}.__init__ wrapper did not call the dataclass __init__")
+    return mo
+
+
+def is_init_of_new_output(fn, args) -> bool:
+    """A call of a generated dataclass __init__ on a ModelOutput being constructed."""
+    return bool(args) and isinstance(args[0], V.ModelOutputVariable) \
+        and getattr(args[0], "initializing", False) and is_generated_init(fn)
+
+
+def bind_generated_init(tx, mo, args, kwargs):
+    mo.attrs, mo.items = _bind(mo.cls, args, kwargs)
+    mo.initializing = False
+    return V.ConstantVariable(None)
+
+
+def _bind(cls, args, kwargs):
     fields = [f for f in dataclasses.fields(cls) if f.init]
     if len(args) > len(fields):
         raise Unsupported(f"too many arguments for {cls.__name__}")
@@ -80,7 +132,7 @@ def construct(tx, cls, args, kwargs):
         # __post_init__ would try to read the first field as an iterator of (key, value)
         raise Unsupported(f"{cls.__name__} built from a single non-tensor field")
     items = {name: v for name, v in attrs.items() if not _is_none(v)}
-    return V.ModelOutputVariable(cls, attrs, items)
+    return attrs, items
 
 
 def _is_none(v):
