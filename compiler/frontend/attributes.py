@@ -278,9 +278,19 @@ def _type_member(tx, obj_var, cls, name):
     raise Unsupported(f"class attribute {name} of {cls.__name__}")
 
 
+def guard_class_function(tx, obj_var, name, static):
+    """A Python function found on the class of a pre-existing (non-module) object is read
+    through the class each call: guard its identity, so replacing it (`Cls.method = f`,
+    `Cls.__call__ = f`) recompiles instead of running the old code."""
+    if isinstance(static, types.FunctionType) and isinstance(obj_var, V.UserObjectVariable) \
+            and obj_var.source is not None:
+        tx.output.add_guard(f"type({obj_var.source.name()}).{name}", "ID_MATCH", static)
+
+
 def _class_attr(tx, obj_var, value, name, src):
     cls = type(value)
     static = _static_member(cls, name)
+    guard_class_function(tx, obj_var, name, static)
     member = _function_member(tx, obj_var, cls, static)
     if member is not None:
         return member

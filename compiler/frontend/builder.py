@@ -101,7 +101,8 @@ def _wrap(tx, value, source, guard: bool = True):
                  for i, v in enumerate(value)]
         return V.NamedTupleVariable(items, type(value), source)
     if type(value) in (set, frozenset) and all(type(v) in _CONSTANT_TYPES for v in value):
-        g("CONSTANT_MATCH", value)
+        # a copy: the guard must compare with the contents seen now, not the live set
+        g("CONSTANT_MATCH", set(value) if type(value) is set else value)
         if type(value) is frozenset:
             return V.ConstantVariable(value, source)
         return V.SetVariable(value, source)

@@ -65,34 +65,29 @@ def call_builtin(tx, fn, args, kwargs):
         return V.ConstantVariable(issubclass(*[a.as_constant() for a in args]))
     if fn is type and len(args) == 1:
         return V.ConstantVariable(python_type(args[0]))
-    if fn is callable:
-        v = args[0]
-        return V.ConstantVariable(not (v.is_constant() and not callable(v.as_constant()))
-                                  and not isinstance(v, (V.TensorVariable, V.BaseListVariable,
-                                                         V.DictVariable, V.SymNodeVariable)))
+    if fn is callable and len(args) == 1:
+        return V.ConstantVariable(_callable(args[0]))
     if fn is range:
         args = [specialize(tx, a) for a in args]
         if consts(args):
             return V.ConstantVariable(range(*[a.as_constant() for a in args]))
         raise Unsupported("range() with a symbolic bound")
-    if fn is enumerate:
-        start = (args[1] if len(args) > 1 else kwargs.get("start", V.ConstantVariable(0))).as_constant()
-        items = unpack(tx, args[0])
-        return V.IteratorVariable([V.TupleVariable([V.ConstantVariable(start + i), x])
-                                   for i, x in enumerate(items)])
-    if fn is zip:
-        seqs = [unpack(tx, a) for a in args]
-        return V.IteratorVariable([V.TupleVariable(list(t)) for t in zip(*seqs)])
+    if fn in _LAZY_BUILTINS:
+        return _LAZY_BUILTINS[fn](tx, args, kwargs)
     if fn is reversed:
         return V.IteratorVariable(list(reversed(unpack(tx, args[0]))))
     if fn is iter:
         return get_iter(tx, args[0])
     if fn is next:
-        it = args[0]
-        if isinstance(it, V.IteratorVariable) and it.index < len(it.items):
-            it.index += 1
-            return it.items[it.index - 1]
-        raise Unsupported("next() on an exhausted or unknown iterator")
+        from tracetorch.compiler.frontend import iterators
+        if not iterators.is_iterator(args[0]):
+            raise Unsupported(f"next() of {args[0]!r}")
+        item = iterators.iter_next(tx, args[0])
+        if item is not None:
+            return item
+        if len(args) > 1:
+            return args[1]
+        raise Unsupported("next() on an exhausted iterator raises StopIteration")
     if fn is list:
         return V.ListVariable(unpack(tx, args[0]) if args else [])
     if fn is tuple:
@@ -111,10 +106,6 @@ def call_builtin(tx, fn, args, kwargs):
                     items[k.as_constant()] = v
         items.update(kwargs)
         return V.DictVariable(items)
-    if fn is map and len(args) >= 2:
-        from tracetorch.compiler.frontend.calls import call_function
-        seqs = [unpack(tx, a) for a in args[1:]]
-        return V.IteratorVariable([call_function(tx, args[0], list(t), {}) for t in zip(*seqs)])
     if fn is getattr:
         from tracetorch.compiler.frontend.attributes import get_attr
         name = args[1].as_constant()
@@ -182,9 +173,10 @@ def call_builtin(tx, fn, args, kwargs):
         truths = [truthiness(tx, i) for i in items]
         return V.ConstantVariable(fn(truths))
     if fn in _PURE_ON_CONSTANTS and consts(args) and consts(kwargs.values()):
+        from tracetorch.compiler.frontend.iterators import fold_result
         try:
-            return V.ConstantVariable(fn(*[a.as_constant() for a in args],
-                                         **{k: v.as_constant() for k, v in kwargs.items()}))
+            return fold_result(fn(*[a.as_constant() for a in args],
+                                  **{k: v.as_constant() for k, v in kwargs.items()}))
         except Exception as e:
             raise Unsupported(f"{fn.__name__}() raised {type(e).__name__}") from None
     if getattr(fn, "__module__", None) == "math" or fn in vars(math).values():
@@ -198,6 +190,42 @@ def call_builtin(tx, fn, args, kwargs):
         # e.g. round(SymFloat, 2), str(SymInt): Python needs the values (guarded), as Dynamo
         return call_builtin(tx, fn, [specialize(tx, a) for a in args], kwargs)
     raise Unsupported(f"builtin {getattr(fn, '__name__', fn)}() on {list(args)!r}")
+
+
+def _lazy_map(tx, args, kwargs):
+    if len(args) < 2 or kwargs:
+        raise Unsupported("map() needs a function and at least one iterable")
+    from tracetorch.compiler.frontend.iterators import make_lazy
+    return make_lazy(tx, "map", args[0], args[1:])
+
+
+def _lazy_zip(tx, args, kwargs):
+    if set(kwargs) - {"strict"}:
+        raise Unsupported(f"zip() with keywords {sorted(kwargs)}")
+    strict = bool(kwargs["strict"].as_constant()) if "strict" in kwargs else False
+    from tracetorch.compiler.frontend.iterators import make_lazy
+    return make_lazy(tx, "zip", None, args, strict=strict)
+
+
+def _lazy_filter(tx, args, kwargs):
+    if len(args) != 2 or kwargs:
+        raise Unsupported("filter() takes a function (or None) and one iterable")
+    fn = None if _is_none(args[0]) else args[0]
+    from tracetorch.compiler.frontend.iterators import make_lazy
+    return make_lazy(tx, "filter", fn, args[1:])
+
+
+def _lazy_enumerate(tx, args, kwargs):
+    start = args[1] if len(args) > 1 else kwargs.get("start", V.ConstantVariable(0))
+    start = specialize(tx, start)
+    if not start.is_constant():
+        raise Unsupported("enumerate() with a non-constant start")
+    from tracetorch.compiler.frontend.iterators import make_lazy
+    return make_lazy(tx, "enumerate", None, args[:1], start=start.as_constant())
+
+
+# builtins whose result is a lazy iterator (iterators.py)
+_LAZY_BUILTINS = {map: _lazy_map, zip: _lazy_zip, filter: _lazy_filter, enumerate: _lazy_enumerate}
 
 
 def make_super(tx, args):
@@ -228,6 +256,17 @@ def make_super(tx, args):
     return V.SuperVariable(cls, tx.locals[first])
 
 
+def _callable(v):
+    """callable(v): does v's type define __call__ (the type is guarded where v has a source)."""
+    if v.is_constant():
+        return callable(v.as_constant())
+    if isinstance(v, (V.UserFunctionVariable, V.NestedFunctionVariable, V.UserMethodVariable,
+                      V.MethodVariable, V.BuiltinVariable, V.TorchFunctionVariable,
+                      V.PartialVariable, V.WeakRefVariable)):
+        return True
+    return any("__call__" in vars(k) for k in python_type(v).__mro__)
+
+
 def _len(tx, v):
     if isinstance(v, (V.BaseListVariable,)):
         return V.ConstantVariable(len(v.items))
@@ -235,6 +274,8 @@ def _len(tx, v):
         return V.ConstantVariable(len(v.items))
     if isinstance(v, V.SetVariable):
         return V.ConstantVariable(len(v.values))
+    if isinstance(v, V.DictViewVariable):
+        return V.ConstantVariable(len(v.dict.items))
     if isinstance(v, V.TensorVariable):
         if v.example.dim() == 0:
             raise Unsupported("len() of a 0-d tensor")
@@ -274,7 +315,15 @@ def isinstance_type(t, classes):
 
 def _hasattr(tx, v, name):
     if isinstance(v, V.TensorVariable):
-        return hasattr(torch.Tensor, name) or name in ("shape", "dtype", "device")
+        if hasattr(torch.Tensor, name) or name in ("shape", "dtype", "device"):
+            return True
+        real = tx.output.real_input(v)
+        if real is None:
+            return False        # a tensor the graph computes has no instance attributes
+        found = hasattr(real, name)
+        expr = f"{'' if found else 'not '}hasattr({v.source.name()}, {name!r})"
+        tx.output.add_guard(expr, "SYMBOLIC", expr)
+        return found
     if isinstance(v, (V.NNModuleVariable, V.UserObjectVariable, V.PythonModuleVariable)):
         return hasattr(v.value, name)
     if v.is_constant():
@@ -289,7 +338,7 @@ def _hasattr(tx, v, name):
 
 def call_type(tx, cls, args, kwargs):
     if cls in (int, float, bool, str, list, tuple, dict, range, enumerate, zip, reversed,
-               slice, type, map):
+               slice, type, map, filter, set, frozenset):
         return call_builtin(tx, cls, args, kwargs)
     if cls is torch.Size:
         return V.SizeVariable(unpack(tx, args[0]) if args else [])

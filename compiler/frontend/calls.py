@@ -81,6 +81,10 @@ def binary_op(tx, symbol, a, b):
         tx.ctx.side_effects.mutate(tx, a)
         a.items.extend(_unpack(tx, b))
         return a
+    from tracetorch.compiler.frontend.iterators import set_binary
+    out = set_binary(tx, symbol, a, b)
+    if out is not None:
+        return out
     if isinstance(a, V.BaseListVariable) and b.is_constant() and base is operator.mul:
         n = b.as_constant()
         if isinstance(n, int):
@@ -93,7 +97,8 @@ def _const_apply(fn, *args):
         result = fn(*args)
     except Exception as e:
         raise Unsupported(f"{getattr(fn, '__name__', fn)} raised {type(e).__name__} on constants") from None
-    return V.ConstantVariable(result)
+    from tracetorch.compiler.frontend.iterators import fold_result
+    return fold_result(result)
 
 
 def unary_op(tx, name, a):
@@ -192,6 +197,10 @@ def truthiness(tx, v) -> bool:
         return len(v.items) > 0
     if isinstance(v, V.SetVariable):
         return len(v.values) > 0
+    if isinstance(v, V.DictViewVariable):
+        return len(v.dict.items) > 0
+    if isinstance(v, V.LazyIteratorVariable):
+        return True
     if isinstance(v, (V.NNModuleVariable, V.UserFunctionVariable, V.NestedFunctionVariable,
                       V.BuiltinVariable, V.TorchFunctionVariable, V.PythonModuleVariable,
                       V.MethodVariable, V.UserMethodVariable)):
@@ -215,10 +224,17 @@ def contains_op(tx, item, container) -> bool:
         if not item.is_constant():
             raise Unsupported("'in' on a set with a non-constant")
         return item.as_constant() in container.values
-    if isinstance(container, V.DictVariable):
+    if isinstance(container, V.DictVariable) or (isinstance(container, V.DictViewVariable)
+                                                  and container.kind == "keys"):
+        items = container.items if isinstance(container, V.DictVariable) else container.dict.items
         if not item.is_constant():
             raise Unsupported("'in' on a dict with a non-constant key")
-        return item.as_constant() in container.items
+        return item.as_constant() in items
+    if isinstance(container, V.DictViewVariable):
+        from tracetorch.compiler.frontend.iterators import view_constant
+        if not item.is_constant():
+            raise Unsupported("'in' on a dict view with a non-constant")
+        return item.as_constant() in view_constant(container)
     if isinstance(container, V.ModelOutputVariable) and item.is_constant():
         return item.as_constant() in container.items
     if isinstance(container, V.UserObjectVariable) and container.source is not None \
@@ -250,6 +266,12 @@ def unpack(tx, v) -> list:
         items = v.remaining()
         v.index = len(v.items)
         return items
+    if isinstance(v, V.LazyIteratorVariable):
+        from tracetorch.compiler.frontend.iterators import drain
+        return drain(tx, v)
+    if isinstance(v, V.DictViewVariable):
+        from tracetorch.compiler.frontend.iterators import view_items
+        return view_items(v)
     if isinstance(v, V.NNModuleVariable):
         m = v.value
         from tracetorch.compiler.frontend.builder import wrap
@@ -279,7 +301,7 @@ def unpack(tx, v) -> list:
 
 
 def get_iter(tx, v):
-    if isinstance(v, V.IteratorVariable):
+    if isinstance(v, (V.IteratorVariable, V.LazyIteratorVariable)):
         return v
     return V.IteratorVariable(unpack(tx, v))
 
@@ -522,5 +544,7 @@ def call_function(tx, fn, args, kwargs):
         call = getattr(type(fn.value), "__call__", None)
         import types as _t
         if isinstance(call, _t.FunctionType):
+            from tracetorch.compiler.frontend.attributes import guard_class_function
+            guard_class_function(tx, fn, "__call__", call)
             return inline.inline_call(tx, V.UserFunctionVariable(call), [fn] + list(args), kwargs)
     raise Unsupported(f"call to {fn!r}")

@@ -248,6 +248,9 @@ class RootTracer(Tracer):
                 todo += V.list_items_for_scan(v)
             elif isinstance(v, V.IteratorVariable):
                 todo += v.items
+            elif isinstance(v, (V.LazyIteratorVariable, V.DictViewVariable)):
+                from tracetorch.compiler.frontend.iterators import children
+                todo += children(v)
             elif isinstance(v, V.DictVariable):
                 todo += list(v.items.values())
             elif isinstance(v, (V.MethodVariable, V.UserMethodVariable)):

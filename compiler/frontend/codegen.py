@@ -159,6 +159,13 @@ class PyCodegen:
             self.emit("BUILD_TUPLE", len(parts))
             self.emit("GET_ITER")
             return f"iter(({', '.join(parts)}))"
+        if isinstance(var, V.LazyIteratorVariable):
+            return self._build_lazy_iterator(var, side_effects)
+        if isinstance(var, V.DictViewVariable):
+            text = self.reconstruct(var.dict, side_effects)
+            self.load_attr(var.kind)
+            self.call(0)
+            return f"{text}.{var.kind}()"
         if var.source is not None:
             var.source.reconstruct(self)
             return var.source.render()
@@ -272,6 +279,27 @@ class PyCodegen:
         self.lines.append(f"{name} = {var.cls.__name__}({', '.join(parts)})")
         return name
 
+    def _build_lazy_iterator(self, var, side_effects):
+        """map(fn, *its) / filter(fn, it) / zip(*its, strict=) / enumerate(it, start) over what
+        is left of the inner iterators: the same builtin type, still lazy."""
+        if var.exhausted:
+            self.emit("LOAD_CONST", ())
+            self.emit("GET_ITER")
+            return "iter(())"
+        from tracetorch.compiler.frontend.iterators import rebuild_lazy
+        builtin = var.python_type()
+        self.emit("PUSH_NULL")
+        self.emit("LOAD_CONST", rebuild_lazy)
+        self.emit("LOAD_CONST", var.kind)
+        self.emit("LOAD_CONST", var.strict if var.kind == "zip" else var.count)
+        fn = var.fn if var.fn is not None else V.ConstantVariable(None)
+        parts = [self.reconstruct(fn, side_effects)]
+        parts += [self.reconstruct(it, side_effects) for it in var.iterators]
+        self.call(2 + len(parts))
+        extra = {"zip": f", strict={var.strict}", "enumerate": f", start={var.count}"}.get(var.kind, "")
+        shown = parts if var.kind in ("map", "filter") else parts[1:]
+        return f"{builtin.__name__}({', '.join(shown)}{extra})"
+
     def _build_container(self, var, side_effects):
         if isinstance(var, V.ListVariable):
             parts = [self.reconstruct(i, side_effects) for i in var.items]
@@ -377,6 +405,9 @@ def collect_graph_values(values, out, seen=None):
             collect_graph_values(V.list_items_for_scan(v), out, seen)
         elif isinstance(v, V.IteratorVariable):
             collect_graph_values(v.items, out, seen)
+        elif isinstance(v, (V.LazyIteratorVariable, V.DictViewVariable)):
+            from tracetorch.compiler.frontend.iterators import children
+            collect_graph_values(children(v), out, seen)
         elif isinstance(v, V.DictVariable):
             collect_graph_values(list(v.items.values()), out, seen)
         elif isinstance(v, V.SliceVariable):

@@ -279,6 +279,9 @@ def _global_state_guards(guards: list[Guard]) -> list[Guard]:
         extra.append(Guard("", "GRAD_MODE", torch.is_grad_enabled(), None))
     if "DEFAULT_DTYPE" not in kinds:
         extra.append(Guard("", "DEFAULT_DTYPE", torch.get_default_dtype(), None))
+    if "AMBIENT" not in kinds:    # autocast, deterministic algorithms, inference mode
+        from tracetorch.compiler.frontend.guards import ambient_state
+        extra.append(Guard("", "AMBIENT", ambient_state(), None))
     return extra + list(guards)
 
 

@@ -20,6 +20,8 @@
   NN_MODULE_TRAINING  bool; source is the module (or its `.training`)
   GRAD_MODE        bool (source ignored)
   DEFAULT_DTYPE    torch.dtype (source ignored)
+  AMBIENT          the tuple `ambient_state()` returns (autocast per device, deterministic
+                   algorithms, inference mode; source ignored)
   SYMBOLIC         a Python expression over sources (str), a sympy relation whose only symbol
                    stands for `source`, or (sympy relation, {symbol name: source})
 """
@@ -43,10 +45,26 @@ log = logs.get_logger(__name__)
 _TENSOR_META = operator.attrgetter("dtype", "device", "shape", "requires_grad")
 
 KINDS = ("TENSOR_MATCH", "CONSTANT_MATCH", "TYPE_MATCH", "ID_MATCH", "LENGTH_CHECK",
-         "NN_MODULE_TRAINING", "GRAD_MODE", "DEFAULT_DTYPE", "SYMBOLIC")
+         "NN_MODULE_TRAINING", "GRAD_MODE", "DEFAULT_DTYPE", "SYMBOLIC", "AMBIENT")
+
+# Ambient torch state a captured graph depends on besides grad mode and the default dtype:
+# (name, reader) pairs, read in this order by `ambient_state()`.
+AMBIENT_STATE = (
+    ("autocast_cpu", lambda: torch.is_autocast_enabled("cpu")),
+    ("autocast_cpu_dtype", lambda: torch.get_autocast_dtype("cpu")),
+    ("autocast_cuda", lambda: torch.is_autocast_enabled("cuda")),
+    ("autocast_cuda_dtype", lambda: torch.get_autocast_dtype("cuda")),
+    ("deterministic", torch.are_deterministic_algorithms_enabled),
+    ("deterministic_warn_only", torch.is_deterministic_algorithms_warn_only_enabled),
+    ("inference_mode", torch.is_inference_mode_enabled),
+)
+
+
+def ambient_state() -> tuple:
+    return tuple(read() for _, read in AMBIENT_STATE)
 
 # Global-state guards are cheapest and most often the cause of a miss: check them first.
-_ORDER = {"GRAD_MODE": 0, "DEFAULT_DTYPE": 1, "NN_MODULE_TRAINING": 2, "ID_MATCH": 3,
+_ORDER = {"GRAD_MODE": 0, "DEFAULT_DTYPE": 1, "AMBIENT": 1, "NN_MODULE_TRAINING": 2, "ID_MATCH": 3,
           "TYPE_MATCH": 4, "CONSTANT_MATCH": 5, "LENGTH_CHECK": 6, "TENSOR_MATCH": 7,
           "SYMBOLIC": 8}
 
@@ -70,6 +88,7 @@ class TensorMeta:
     stride: tuple | None    # int per dim, None where unchecked (depends on a dynamic size)
     requires_grad: bool
     type: type | None = None  # exact Python type when known (Tensor, Parameter, ...)
+    inference: bool | None = None  # is_inference(), checked when known (None: unchecked)
 
     @classmethod
     def of(cls, t: torch.Tensor, dynamic_dims=()) -> "TensorMeta":
@@ -99,7 +118,7 @@ def tensor_meta(expected) -> TensorMeta:
         stride = d.get("stride", d.get("strides"))
         return TensorMeta(d["dtype"], torch.device(d["device"]), tuple(shape),
                           None if stride is None else tuple(stride),
-                          bool(d.get("requires_grad", False)), d.get("type"))
+                          bool(d.get("requires_grad", False)), d.get("type"), d.get("inference"))
     if isinstance(expected, (tuple, list)):
         dtype, device, shape, stride, rg = expected[:5]
         return TensorMeta(dtype, torch.device(device), tuple(shape),
@@ -214,7 +233,7 @@ class _Codegen:
         # its .weight and its .bias) is evaluated once, into a local, where first needed.
         counts: dict[str, int] = {}
         for g in guards:
-            if g.kind not in ("GRAD_MODE", "DEFAULT_DTYPE", "SYMBOLIC"):
+            if g.kind not in ("GRAD_MODE", "DEFAULT_DTYPE", "SYMBOLIC", "AMBIENT"):
                 for p in _chain_prefixes(scope.translate(g.source)):
                     counts[p] = counts.get(p, 0) + 1
         self.shared = {p for p, c in counts.items() if c > 1}
@@ -273,6 +292,8 @@ class _Codegen:
             self.check(f"___is_grad_enabled() is {bool(g.expected)}", where)
         elif kind == "DEFAULT_DTYPE":
             self.check(f"___get_default_dtype() is {self.const(g.expected)}", where)
+        elif kind == "AMBIENT":
+            self.check(f"___ambient_state() == {self.const(tuple(g.expected))}", where)
         elif kind == "TENSOR_MATCH":
             self.tensor(g)
         else:
@@ -281,6 +302,9 @@ class _Codegen:
                 c = self.const(g.expected)
                 if g.expected is None or isinstance(g.expected, bool):
                     self.check(f"{v} is {c}", where)
+                elif type(g.expected) is float and (g.expected != g.expected or g.expected == 0):
+                    # == cannot tell nan (never equal) or the sign of a zero: compare the bits
+                    self.check(f"type({v}) is float and ___float_key({v}) == {self.const(_float_key(g.expected))}", where)
                 else:
                     self.check(f"type({v}) is {self.const(type(g.expected))} and {v} == {c}", where)
             elif kind == "TYPE_MATCH":
@@ -325,6 +349,8 @@ class _Codegen:
                 st = f"{t}.stride()"
                 conds += [f"{st}[{i}] == {d}" for i, d in enumerate(m.stride) if d is not None]
         conds.append(f"{t}.requires_grad is {m.requires_grad}")
+        if m.inference is not None:
+            conds.append(f"{t}.is_inference() is {m.inference}")
         self.check(" and ".join(conds), g.user_location)
 
     def tensor_batch(self):
@@ -450,7 +476,8 @@ class GuardSet:
                   ___get_default_dtype=torch.get_default_dtype, ___cells=fn.__closure__ or (),
                   G=fn.__globals__, math=math, ___L=_Unreachable(), ___list=list, ___map=map,
                   ___tensor_meta=_TENSOR_META, ___stride=torch.Tensor.stride,
-                  ___from_numpy=torch.from_numpy)
+                  ___from_numpy=torch.from_numpy, ___float_key=_float_key,
+                  ___ambient_state=ambient_state)
         exec(compile(source, f"<guards of {fn.__code__.co_name}>", "exec"), ns)
         check = ns["___make_check"](tuple(refs)) if refs else ns["___check_guards"]
         check.__defaults__ = fn.__defaults__
@@ -585,6 +612,11 @@ def explain_failure(g: Guard, env: dict, globals_: dict) -> str | None:
         actual = torch.get_default_dtype()
         return None if actual is g.expected else (
             f"global state changed: default dtype. expected {g.expected}, actual {actual}")
+    if kind == "AMBIENT":
+        actual = ambient_state()
+        diff = [f"{n}: expected {e}, actual {a}" for (n, _), e, a
+                in zip(AMBIENT_STATE, g.expected, actual) if e != a]
+        return None if not diff else "global state changed: " + "; ".join(diff)
     if kind == "SYMBOLIC":
         text = symbolic_python(g)
         try:
@@ -650,6 +682,8 @@ def _tensor_failure(name: str, m: TensorMeta, t) -> str | None:
                 return f"tensor '{name}' stride mismatch at index {i}. expected {e}, actual {a}"
     if bool(t.requires_grad) != m.requires_grad:
         return f"tensor '{name}' requires_grad mismatch. expected requires_grad={int(m.requires_grad)}"
+    if m.inference is not None and t.is_inference() != m.inference:
+        return f"tensor '{name}' inference mismatch. expected is_inference()={m.inference}"
     return None
 
 
@@ -663,7 +697,14 @@ def _symbolic_values(text, env, globals_):
     return ", ".join(parts) or "values unavailable"
 
 
+def _float_key(x: float):
+    """A float's identity for CONSTANT_MATCH: nan equals nan, 0.0 differs from -0.0."""
+    return ("nan",) if x != x else (x, math.copysign(1.0, x))
+
+
 def _safe_eq(a, b):
+    if type(a) is float and type(b) is float:
+        return _float_key(a) == _float_key(b)
     try:
         return bool(a == b)
     except Exception:
@@ -705,6 +746,8 @@ def describe(g: Guard) -> str:
         return f"GLOBAL_STATE: torch.is_grad_enabled() is {bool(g.expected)}"
     if k == "DEFAULT_DTYPE":
         return f"GLOBAL_STATE: torch.get_default_dtype() is {g.expected}"
+    if k == "AMBIENT":
+        return "GLOBAL_STATE: " + ", ".join(f"{n}={e}" for (n, _), e in zip(AMBIENT_STATE, g.expected))
     if k == "SYMBOLIC":
         try:
             return f"SYMBOLIC_SHAPE: {symbolic_python(g)}"
@@ -717,7 +760,7 @@ def render_guards(guards: list[Guard]) -> str:
     lines = ["GUARDS:", "", "+- RootGuardManager"]
     by_root: dict[str, list[Guard]] = {}
     for g in guards:
-        root = "" if g.kind in ("GRAD_MODE", "DEFAULT_DTYPE", "SYMBOLIC") else _root(g.source)
+        root = "" if g.kind in ("GRAD_MODE", "DEFAULT_DTYPE", "SYMBOLIC", "AMBIENT") else _root(g.source)
         by_root.setdefault(root, []).append(g)
     for root, gs in by_root.items():
         indent = "| "

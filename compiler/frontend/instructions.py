@@ -10,6 +10,7 @@ from __future__ import annotations
 
 
 from tracetorch import logs
+from tracetorch.compiler.frontend import iterators
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.attributes import get_attr, store_attr
 from tracetorch.compiler.frontend.builder import wrap_global
@@ -303,11 +304,11 @@ class Tracer(DataOps):
 
     def FOR_ITER(self, inst):
         it = self.stack[-1]
-        if not isinstance(it, V.IteratorVariable):
+        if not iterators.is_iterator(it):
             raise Unsupported(f"iteration over {it!r}")
-        if it.index < len(it.items):
-            self.push(it.items[it.index])
-            it.index += 1
+        item = iterators.iter_next(self, it)
+        if item is not None:
+            self.push(item)
             return
         self.pop()
         target = inst.argval

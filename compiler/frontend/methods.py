@@ -34,9 +34,10 @@ def call_method(tx, obj, name, args, kwargs):
                 return V.ConstantVariable(value.join(p.as_constant() for p in parts))
         if consts(args) and consts(kwargs.values()) and isinstance(value, (str, int, float, bool, torch.dtype, tuple, torch.device, range)):
             method = getattr(value, name)
+            from tracetorch.compiler.frontend.iterators import fold_result
             try:
-                return V.ConstantVariable(method(*[a.as_constant() for a in args],
-                                                 **{k: v.as_constant() for k, v in kwargs.items()}))
+                return fold_result(method(*[a.as_constant() for a in args],
+                                          **{k: v.as_constant() for k, v in kwargs.items()}))
             except Exception as e:
                 raise Unsupported(f"{type(value).__name__}.{name} raised {type(e).__name__}") from None
     if isinstance(obj, V.SymNodeVariable):
@@ -136,12 +137,8 @@ def list_method(tx, lst, name, args, kwargs):
 
 def dict_method(tx, d, name, args, kwargs):
     se = tx.ctx.side_effects
-    if name == "keys":
-        return V.TupleVariable([V.ConstantVariable(k) for k in d.items])
-    if name == "values":
-        return V.TupleVariable(list(d.items.values()))
-    if name == "items":
-        return V.TupleVariable([V.TupleVariable([V.ConstantVariable(k), v]) for k, v in d.items.items()])
+    if name in ("keys", "values", "items") and not args and not kwargs:
+        return V.DictViewVariable(d, name)     # live: sees later changes of d (iterators.py)
     if name == "get":
         key = args[0].as_constant()
         default = args[1] if len(args) > 1 else V.ConstantVariable(None)

@@ -98,6 +98,16 @@ class OutputGraph:
         self.add_guard(source, "TENSOR_MATCH", tensor_expected(tensor, dims, fake))
         return var
 
+    def real_input(self, var):
+        """The real tensor behind a graph-input TensorVariable, else None."""
+        if var.source is None or var.node.op != "placeholder":
+            return None
+        name = var.source.name()
+        for src, real in zip(self.input_sources, self.example_inputs):
+            if src.name() == name:
+                return real
+        return None
+
     def add_scalar_input(self, value, source) -> V.SymNodeVariable:
         """An int/float of the frame marked dynamic: a placeholder whose example value is a
         SymInt/SymFloat backed by `value`, guarded by its exact type (the ShapeEnv adds the
@@ -231,18 +241,27 @@ class OutputGraph:
         Python needed its value (calls.specialize: a list index, a numpy operand).
         produce_guards leaves these to Dynamo's TENSOR_MATCH, which reads the sizes after
         tracing; ours was built when the input was added (the dim still symbolic), so without
-        this a new size reused the old value. Only the symbols specialize() saw: a size an op's
-        meta function pinned (F.pad does) does not change the graph, which stays generic."""
+        this a new size reused the old value. Also every size the ShapeEnv itself pinned to a
+        constant while tracing (a meta function's guard, e.g. F.pad's, replaces the symbol by
+        its value, and later reads of the size in the trace see the number: the graph is then
+        only valid at that size)."""
         out = []
-        if not self.specialized_symbols:
-            return out
         for src, fake in zip(self.input_sources, self.input_fakes):
             if not isinstance(fake, torch.Tensor) or not self.dynamic_dims.get(src.name()):
                 continue
             for i, size in enumerate(fake.shape):
                 raw = getattr(getattr(size, "node", None), "_expr", None)
-                if isinstance(size, torch.SymInt) and raw is not None \
-                        and raw.free_symbols & self.specialized_symbols:
+                if not isinstance(size, torch.SymInt) or raw is None:
+                    continue
+                pinned = raw.free_symbols & self.specialized_symbols
+                if not pinned:
+                    try:
+                        pinned = bool(self.shape_env.replace(raw).is_number)
+                    except Exception:
+                        pinned = False
+                if pinned:
+                    log.debug("dynamic_size_specialized", source=src.name(), dim=i, value=int(size),
+                              reason="the trace used the size's value: guarded equal to it")
                     out.append(f"{src.name()}.size()[{i}] == {int(size)}")
         return out
 
@@ -267,7 +286,8 @@ def tensor_expected(t: torch.Tensor, dynamic_dims, fake=None) -> dict:
         stride = tuple(None if any(j in dyn for j in range(i + 1, t.dim())) else int(s)
                        for i, s in enumerate(t.stride()))
     return {"type": type(t), "dtype": t.dtype, "device": t.device, "shape": shape,
-            "stride": stride, "requires_grad": bool(t.requires_grad)}
+            "stride": stride, "requires_grad": bool(t.requires_grad),
+            "inference": bool(t.is_inference())}
 
 
 def _safe_name(text: str) -> str:

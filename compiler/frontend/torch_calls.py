@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import torch
 
+from tracetorch import logs
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.errors import Unsupported
+
+log = logs.get_logger(__name__)
 
 # Functions with effects outside the graph (global state, files, RNG seeding, printing).
 _SIDE_EFFECT_NAMES = {"manual_seed", "seed", "save", "load", "compile", "set_printoptions",
@@ -44,6 +47,15 @@ _MODE_STACK_QUERIES = {getattr(torch._C, name) for name in (
 
 
 TRACE_TIME_ANSWERS = _trace_time_answers()
+
+# Queries of ambient torch state that every cache entry guards (guards.AMBIENT_STATE): answered
+# now, as constants, since a change of the state recompiles.
+_AMBIENT_QUERIES = {f for f in (
+    getattr(torch, n, None) for n in (
+        "get_autocast_dtype", "is_autocast_enabled", "get_autocast_cpu_dtype",
+        "get_autocast_gpu_dtype", "is_autocast_cpu_enabled", "are_deterministic_algorithms_enabled",
+        "is_deterministic_algorithms_warn_only_enabled", "is_inference_mode_enabled"))
+    if f is not None}
 
 
 def trace_time_answer(fn):
@@ -104,6 +116,10 @@ def call_torch(tx, fn, args, kwargs):
         return V.ConstantVariable(out.grad_enabled)
     if fn is torch.get_default_dtype:
         return V.ConstantVariable(torch.get_default_dtype())
+    if fn in _AMBIENT_QUERIES and all(a.is_constant() for a in list(args) + list(kwargs.values())):
+        value = fn(*[a.as_constant() for a in args], **{k: a.as_constant() for k, a in kwargs.items()})
+        log.debug("ambient_state_read", query=name, value=str(value), reason="guarded by AMBIENT")
+        return V.ConstantVariable(value)
     if fn is torch.is_tensor:
         return V.ConstantVariable(isinstance(args[0], V.TensorVariable))
     if fn in (torch.Size,):

@@ -290,6 +290,44 @@ class IteratorVariable(Variable):
         return type(iter(()))
 
 
+class LazyIteratorVariable(Variable):
+    """map / zip / filter / enumerate created while tracing (iterators.py): items are pulled
+    one at a time, as CPython does, so a mapped function runs when its item is consumed.
+    Rebuilt at a graph break as the same builtin over the inner iterators' remaining items."""
+
+    _TYPES = {"map": map, "zip": zip, "filter": filter, "enumerate": enumerate}
+
+    def __init__(self, kind, fn, iterators, strict=False, start=0):
+        self.kind = kind
+        self.fn = fn                      # Variable (map/filter) or None
+        self.iterators = list(iterators)  # iterator Variables
+        self.strict = strict
+        self.count = start                # enumerate's next index
+        self.exhausted = False
+
+    def python_type(self):
+        return self._TYPES[self.kind]
+
+    def __repr__(self):
+        return f"Lazy{self.kind}()"
+
+
+class DictViewVariable(Variable):
+    """d.keys() / d.values() / d.items() of a DictVariable: a live view (iterators.py)."""
+
+    _TYPES = {"keys": type({}.keys()), "values": type({}.values()), "items": type({}.items())}
+
+    def __init__(self, dict_var, kind):
+        self.dict = dict_var
+        self.kind = kind
+
+    def python_type(self):
+        return self._TYPES[self.kind]
+
+    def __repr__(self):
+        return f"DictView({self.kind})"
+
+
 class UserFunctionVariable(Variable):
     """A Python function defined in user code (inlined when called)."""
 

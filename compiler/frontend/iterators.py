@@ -1,0 +1,234 @@
+"""Iterators, lazy builtins and live dict views, with CPython's timing.
+
+CPython's `map`, `zip`, `filter` and `enumerate` are lazy: the mapped function runs when an
+item is pulled, interleaved with the loop body, and `zip(..., strict=True)` raises when one
+input runs out before the others. `d.keys()` / `d.values()` / `d.items()` are live views of
+the dict. Here:
+
+  LazyIteratorVariable  map/zip/filter/enumerate made while tracing; `iter_next` pulls one
+                        item at a time (so side effects of the function happen in order);
+                        rebuilt after the graph as the same builtin over what is left.
+  DictViewVariable      a view that reads its DictVariable's items whenever it is used.
+  iter_next(tx, it)     the iterator protocol of every iterator kind (a table by kind), used
+                        by FOR_ITER, next(), and unpack().
+  fold_result(value)    a value computed at trace time by a Python call on constants
+                        ("a b".split(), range(3).__iter__()): mutable results become fresh
+                        symbolic containers, so no call of the compiled code shares (and
+                        mutates) an object created while tracing.
+"""
+from __future__ import annotations
+
+import collections
+import operator
+
+from tracetorch import logs
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.errors import Unsupported
+
+log = logs.get_logger(__name__)
+
+_DONE = object()
+
+
+# ---- the iterator protocol ----------------------------------------------------------------
+def _next_plain(tx, it):
+    if it.index < len(it.items):
+        it.index += 1
+        return it.items[it.index - 1]
+    return None
+
+
+def _next_lazy(tx, it):
+    if it.exhausted:
+        return None
+    return _LAZY_NEXT[it.kind](tx, it)
+
+
+def _pull(tx, inner):
+    out = iter_next(tx, inner)
+    return _DONE if out is None else out
+
+
+def _next_map(tx, it):
+    from tracetorch.compiler.frontend.calls import call_function
+    args = []
+    for inner in it.iterators:
+        item = _pull(tx, inner)
+        if item is _DONE:
+            it.exhausted = True
+            return None
+        args.append(item)
+    return call_function(tx, it.fn, args, {})
+
+
+def _next_zip(tx, it):
+    items = []
+    for i, inner in enumerate(it.iterators):
+        item = _pull(tx, inner)
+        if item is _DONE:
+            it.exhausted = True
+            if it.strict:
+                # CPython pulls the others only to tell whether they are exhausted too
+                if i > 0 or any(_pull(tx, other) is not _DONE for other in it.iterators[1:]):
+                    raise Unsupported("zip(strict=True) over inputs of different lengths raises "
+                                      "ValueError: run eagerly")
+            return None
+        items.append(item)
+    return V.TupleVariable(items)
+
+
+def _next_filter(tx, it):
+    from tracetorch.compiler.frontend.calls import call_function, truthiness
+    while True:
+        item = _pull(tx, it.iterators[0])
+        if item is _DONE:
+            it.exhausted = True
+            return None
+        keep = item if it.fn is None else call_function(tx, it.fn, [item], {})
+        if truthiness(tx, keep):
+            return item
+
+
+def _next_enumerate(tx, it):
+    item = _pull(tx, it.iterators[0])
+    if item is _DONE:
+        it.exhausted = True
+        return None
+    it.count += 1
+    return V.TupleVariable([V.ConstantVariable(it.count - 1), item])
+
+
+_LAZY_NEXT = {"map": _next_map, "zip": _next_zip, "filter": _next_filter,
+              "enumerate": _next_enumerate}
+_NEXT = {V.IteratorVariable: _next_plain, V.LazyIteratorVariable: _next_lazy}
+
+
+def is_iterator(v) -> bool:
+    return type(v) in _NEXT or any(isinstance(v, k) for k in _NEXT)
+
+
+def iter_next(tx, it):
+    """The next item of iterator `it` (a Variable), or None when it is exhausted."""
+    step = _NEXT.get(type(it))
+    if step is None:
+        for kind, fn in _NEXT.items():
+            if isinstance(it, kind):
+                step = fn
+                break
+        else:
+            raise Unsupported(f"next() of {it!r}")
+    return step(tx, it)
+
+
+def drain(tx, it) -> list:
+    out = []
+    while True:
+        item = iter_next(tx, it)
+        if item is None:
+            return out
+        out.append(item)
+
+
+def make_lazy(tx, kind, fn, iterables, strict=False, start=0):
+    from tracetorch.compiler.frontend.calls import get_iter
+    its = [get_iter(tx, a) for a in iterables]
+    log.debug("lazy_iterator", kind=kind, inputs=len(its),
+              reason="CPython evaluates it item by item; so does the trace")
+    return V.LazyIteratorVariable(kind, fn, its, strict=strict, start=start)
+
+
+def children(v) -> list:
+    """Variables a lazy iterator or a view holds (for scans of live values)."""
+    if isinstance(v, V.LazyIteratorVariable):
+        return ([v.fn] if v.fn is not None else []) + list(v.iterators)
+    if isinstance(v, V.DictViewVariable):
+        return [v.dict]
+    return []
+
+
+def rebuild_lazy(kind, option, fn, *its):
+    """Runtime: the builtin lazy iterator a LazyIteratorVariable stands for (codegen.py)."""
+    if kind == "map":
+        return map(fn, *its)
+    if kind == "filter":
+        return filter(fn, *its)
+    if kind == "zip":
+        return zip(*its, strict=option)
+    return enumerate(its[0], option)
+
+
+# ---- dict views ---------------------------------------------------------------------------
+def view_items(v) -> list:
+    d = v.dict.items
+    if v.kind == "keys":
+        return [V.ConstantVariable(k) for k in d]
+    if v.kind == "values":
+        return list(d.values())
+    return [V.TupleVariable([V.ConstantVariable(k), x]) for k, x in d.items()]
+
+
+def view_constant(v):
+    """The view's contents as a real set-like value, when it is all constants (for set
+    operators and `in`)."""
+    if v.kind == "keys":
+        return set(v.dict.items)
+    items = view_items(v)
+    if not all(i.is_constant() for i in items):
+        raise Unsupported(f"set operation on dict.{v.kind}() holding non-constants")
+    return [i.as_constant() for i in items]
+
+
+# ---- values computed at trace time from constants -----------------------------------------
+_IMMUTABLE = (int, float, bool, str, bytes, complex, type(None), range, slice, frozenset,
+              type(Ellipsis))
+_ITERATOR_TYPES = tuple({type(iter(x)) for x in ([], (), "", range(1), {}, {}.values(),
+                                                  {}.items(), set(), b"")})
+
+
+def fold_result(value):
+    """The Variable for `value`, the result of a Python call on constants at trace time."""
+    t = type(value)
+    if t in (list, collections.deque):
+        return V.ListVariable([fold_result(x) for x in value])
+    if t is dict:
+        return V.DictVariable({k: fold_result(x) for k, x in value.items()})
+    if t is set:
+        return V.SetVariable(value)
+    if t is tuple and not all(type(x) in _IMMUTABLE or type(x) is tuple for x in value):
+        return V.TupleVariable([fold_result(x) for x in value])
+    if t in _ITERATOR_TYPES:
+        return V.IteratorVariable([fold_result(x) for x in value])
+    return V.ConstantVariable(value)
+
+
+# ---- set operators on views and sets ------------------------------------------------------
+_SET_OPS = {"|": operator.or_, "&": operator.and_, "-": operator.sub, "^": operator.xor}
+
+
+def _as_set(v):
+    if isinstance(v, V.DictViewVariable):
+        return view_constant(v)
+    if isinstance(v, V.SetVariable):
+        return set(v.values)
+    if v.is_constant() and isinstance(v.as_constant(), (set, frozenset)):
+        return v.as_constant()
+    return None
+
+
+def set_binary(tx, symbol, a, b):
+    """`a op b` on sets and dict views (keys() | keys(), s - {1}), else None."""
+    fn = _SET_OPS.get(symbol.rstrip("="))
+    if fn is None or not any(isinstance(x, (V.DictViewVariable, V.SetVariable)) for x in (a, b)):
+        return None
+    x, y = _as_set(a), _as_set(b)
+    if x is None or y is None:
+        return None
+    if isinstance(a, V.DictViewVariable) and not isinstance(x, set):
+        x = set(x)
+    if symbol.endswith("=") and isinstance(a, V.SetVariable):
+        if a.source is not None:
+            raise Unsupported("in-place operator on a set that existed before the call")
+        a.values = set(fn(set(a.values), set(y)))
+        return a
+    out = fn(x if isinstance(x, (set, frozenset)) else set(x), y if isinstance(y, (set, frozenset)) else set(y))
+    return V.SetVariable(out) if isinstance(out, set) else V.ConstantVariable(out)
