@@ -26,6 +26,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 
 from tracetorch import logs
+from tracetorch.compiler.aot.aliases import alias_same_type_conversions, returned_inputs
 from tracetorch.compiler.aot.decompose import decomposition_table, sdpa_decompositions
 from tracetorch.compiler.aot.functionalize import count_mutations, functional_flat_fn
 
@@ -104,7 +105,7 @@ def _scalar_tensor_calls(gm, example_inputs=()):
 
 def trace_inference(gm, example_inputs, dynamic=None):
     """(traced aten GraphModule, output spec, fake inputs, shape_env or None, guards)."""
-    gm = _scalar_tensor_calls(gm, example_inputs)
+    gm = alias_same_type_conversions(_scalar_tensor_calls(gm, example_inputs))
     fn, flat = functional_flat_fn(gm)
     table = decomposition_table()
     table.update(sdpa_decompositions())
@@ -384,18 +385,19 @@ def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynam
         logs.artifact("perf_hints", lambda value=value: (
             f"a float input was specialized to {value!r} while tracing (an op in the graph takes it as a "
             "C++ double, e.g. F.pad's value): other values of it run the graph eagerly"))
-    return InferenceRuntime(gm, compiled, spec, check)
+    return InferenceRuntime(gm, compiled, spec, check, returned_inputs(gm))
 
 
 class InferenceRuntime:
     """Runs the compiled graph and rebuilds gm's output structure; inputs that do not match the
     traced sizes/strides/guards run gm eagerly (logged once per distinct input shape)."""
 
-    def __init__(self, gm, compiled, spec, check):
+    def __init__(self, gm, compiled, spec, check, returned=None):
         self.gm = gm
         self.compiled = compiled
         self.spec = spec
         self.check = check
+        self.returned = returned or {}    # flat output -> input it is (aliases.returned_inputs)
 
     def __call__(self, *args):
         why = self.check(args)
@@ -406,6 +408,10 @@ class InferenceRuntime:
             return self.gm(*args)
         with torch.no_grad():
             flat = self.compiled(*args)
+        if self.returned:
+            flat = list(flat)
+            for pos, k in self.returned.items():
+                flat[pos] = args[k]
         return pytree.tree_unflatten(list(flat), self.spec)
 
     _warned: set = set()

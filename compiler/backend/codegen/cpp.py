@@ -37,6 +37,7 @@ from tracetorch.compiler.backend.codegen.cpp_rowcache import RowCache
 
 log = logs.get_logger(__name__)
 _TMP = re.compile(r"\btmp\d+\b")
+_NARROW = (torch.bool, torch.uint8, torch.int8, torch.int16)   # types C promotes to int
 
 
 class CppKernel:
@@ -72,7 +73,11 @@ class CppKernel:
     def _new_tmp(self, expr: str, dtype, canon: str) -> CppVar:
         name = f"tmp{self.n_tmp}"
         self.n_tmp += 1
-        self.code.append(f"auto {name} = {expr};")
+        # C promotes bool and narrow integers to int: declaring the variable with the value's own
+        # type renormalizes bool arithmetic (True + True is True) and wraps uint8/int8/int16
+        # (-x on uint8 is 256 - x), as torch does; wider types keep `auto` (same type anyway).
+        decl = ctype(dtype) if dtype in _NARROW else "auto"
+        self.code.append(f"{decl} {name} = {expr};")
         v = CppVar(name, dtype)
         self.cse[-1][expr] = v
         if canon not in self.value_numbers:

@@ -42,6 +42,13 @@ static inline float tt_half_to_float(uint16_t h) { _Float16 v; std::memcpy(&v, &
 static inline uint16_t tt_float_to_half(float f) { _Float16 v = (_Float16)f; uint16_t h; std::memcpy(&h, &v, 2); return h; }
 static inline float tt_round_bf16(float f) { return tt_bf16_to_float(tt_float_to_bf16(f)); }
 static inline float tt_round_half(float f) { return tt_half_to_float(tt_float_to_half(f)); }
+// An int -> float conversion goes through TT_OPAQUE: with -fno-trapping-math GCC folds
+// (float)(int)x into trunc(x), which keeps -0.0 for x in (-1, 0) where torch's cast gives +0.0.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#define TT_OPAQUE(x) __builtin_assoc_barrier(x)
+#else
+#define TT_OPAQUE(x) (x)
+#endif
 static int tt_div_error = 0;  // set by an integer division by zero (torch raises; C++ would trap)
 template <typename T> static inline T tt_den(T b) {
   if constexpr (!std::is_floating_point<T>::value) { if (b == 0) { __atomic_store_n(&tt_div_error, 1, __ATOMIC_RELAXED); return 1; } }
@@ -51,8 +58,15 @@ template <typename T, typename U> static inline T tt_div(T a, U b_) { return a /
 template <typename T, typename U> static inline T tt_max(T a, U b_) { T b = static_cast<T>(b_); return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
 template <typename T, typename U> static inline T tt_min(T a, U b_) { T b = static_cast<T>(b_); return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
 template <typename T, typename U> static inline T tt_floordiv(T a, U b_) { T b = tt_den(static_cast<T>(b_));
-  if constexpr (std::is_floating_point<T>::value) { return std::floor(a / b); }
-  else { T q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1; return q; }
+  if constexpr (std::is_floating_point<T>::value) {
+    // torch's rule, from the exact fmod: floor(a / b) rounds a / b first (1.0 // 0.1 would be 10)
+    if (b == 0) return a / b;
+    T m = std::fmod(a, b), d = (a - m) / b;
+    if (m != 0 && ((b < 0) != (m < 0))) d -= 1;
+    if (d == 0) return std::copysign(T(0), a / b);
+    T f = std::floor(d);
+    return (d - f > T(0.5)) ? f + 1 : f;
+  } else { T q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1; return q; }
 }
 template <typename T, typename U> static inline T tt_remainder(T a, U b_) { T b = tt_den(static_cast<T>(b_));
   if constexpr (std::is_floating_point<T>::value) { T m = std::fmod(a, b); if (m != 0 && ((m < 0) != (b < 0))) m += b; return m; }
@@ -66,8 +80,7 @@ template <typename T, typename U> static inline T tt_pow(T a, U b_) { T b = stat
   else { if (b < 0) return (a == 1) ? 1 : ((a == -1) ? ((b % 2) ? -1 : 1) : 0);
          T r = 1; while (b) { if (b & 1) r *= a; a *= a; b >>= 1; } return r; }
 }
-template <typename T> static inline T tt_sign(T x) {
-  if constexpr (std::is_floating_point<T>::value) { if (x != x) return x; }
+template <typename T> static inline T tt_sign(T x) {  // NaN compares false both ways: 0, as ATen on CPU
   return (T)((T(0) < x) - (x < T(0)));
 }
 static inline int64_t tt_index(int64_t v, int64_t size, int* status) {
@@ -241,10 +254,13 @@ class CppOpsHandler(ir.OpsHandler):
     def to_dtype(self, x, dtype):
         if dtype == torch.bool:
             return self._emit(f"({x} != 0)", torch.bool)
+        src = f"TT_OPAQUE({x})" if is_float(dtype) and not is_float(x.dtype) else str(x)
         if dtype == torch.float16:
-            return self._emit(f"tt_round_half(static_cast<float>({x}))", torch.float32)
+            return self._emit(f"tt_round_half(static_cast<float>({src}))", torch.float32)
         if dtype == torch.bfloat16:
-            return self._emit(f"tt_round_bf16(static_cast<float>({x}))", torch.float32)
+            return self._emit(f"tt_round_bf16(static_cast<float>({src}))", torch.float32)
+        if src != str(x):
+            return self._emit(f"static_cast<{ctype(dtype)}>({src})", dtype)
         return self._emit(f"static_cast<{ctype(dtype)}>({x})", dtype)
 
     def where(self, c, a, b):

@@ -48,6 +48,9 @@ class RowCache:
         self.cached: dict[str, tuple[str, str]] = {}    # defining tmp -> (buffer, C++ type)
         self.consumers: dict[str, set[int]] = {}        # defining tmp -> loops that reload it
         self.stores: list[tuple[str, str, int | None]] = []  # (buffer, C++ index, loop) of each store
+        self.seq = 0                                    # order of reloads and stores in the body
+        self.last_reload: dict[str, int] = {}           # defining tmp -> seq of its last reload
+        self.store_seq: list[int] = []                  # seq of each entry of self.stores
         self.first_loop_loads: list = []                      # (buffer, index) read by the first loop
 
     # called by the reduction-loop generator ------------------------------------------------
@@ -69,6 +72,8 @@ class RowCache:
         if var.name not in self.cached:
             self.cached[var.name] = (f"tt_row{len(self.cached)}", ctype(var.dtype))
         self.consumers.setdefault(var.name, set()).add(self.block)
+        self.seq += 1
+        self.last_reload[var.name] = self.seq
         return self.cached[var.name]
 
     def note_load(self, name: str, index):
@@ -76,7 +81,9 @@ class RowCache:
             self.first_loop_loads.append((name, index))
 
     def note_store(self, name: str, index: str):
+        self.seq += 1
         self.stores.append((name, index, self.block))
+        self.store_seq.append(self.seq)
 
     def define(self, canon: str, var: CppVar):
         if self.block is not None and canon not in self.defs:
@@ -123,8 +130,9 @@ class RowCache:
         """Row buffers that can live in an output instead: {buffer: 'out[index]'}.
 
         When the one loop that reloads a cached value also writes an output element at each
-        point, that element can hold the value until it is overwritten (the reload comes first
-        in the same iteration). Writing it in the earlier loop also brings the output's cache
+        point, that element can hold the value until it is overwritten, provided every reload
+        in that iteration comes before the store (a second reload after it read the output's
+        new value: `v = hypot(..); return v.mean() + v, v` returned the sum as v). Writing it in the earlier loop also brings the output's cache
         lines in while that loop is busy computing (exp), so the last loop only streams."""
         group = self.group
         write_count: dict[str, int] = {}
@@ -137,9 +145,9 @@ class RowCache:
             if len(consumers) != 1:
                 continue
             (block,) = consumers
-            for name, index, b in self.stores:
+            for (name, index, b), seq in zip(self.stores, self.store_seq):
                 layout = group.layouts[name]
-                if (b == block and name not in used and write_count[name] == 1 and name not in group.inputs
+                if (b == block and self.last_reload.get(var, 0) < seq and name not in used and write_count[name] == 1 and name not in group.inputs
                         and name not in read_anywhere and CPP_STORAGE.get(layout.dtype) == t
                         and _dense(layout)):
                     aliases[buf] = f"{name}[{index}]"

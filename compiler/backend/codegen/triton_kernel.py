@@ -223,6 +223,8 @@ class TritonKernelBuilder:
         mask = self.mask_for(ptr_dims)
         dt = self.group.layouts[name].dtype
         val = f"{value}.to({tl_type(dt)})"
+        if dt == torch.bfloat16 and self.interpret and value.dtype != torch.bfloat16:
+            val = f"th.round_to_bf16_bits({value}).to(tl.bfloat16)"   # the interpreter's cast truncates
         self.line(f"tl.store({name} + ({idx}), {val}" + (f", {mask})" if mask else ")"))
 
     def masked(self, mask: TVar, body, other):

@@ -46,8 +46,8 @@ _UNARY_FLOAT = {
 _BINARY_FLOAT = {
     "pow": "libdevice.pow({a}, {b})", "atan2": "libdevice.atan2({a}, {b})",
     "copysign": "libdevice.copysign({a}, {b})", "hypot": "libdevice.hypot({a}, {b})",
-    "fmod": "libdevice.fmod({a}, {b})", "remainder": "th.float_remainder({a}, {b})",
-    "floordiv": "tl.floor({a} / {b})", "truediv": "({a} / {b})",
+    "fmod": "libdevice.fmod({a}, {b})", "remainder": "th.float_remainder({a}, {b}, libdevice.fmod({a}, {b}))",
+    "floordiv": "th.float_floordiv({a}, {b}, libdevice.fmod({a}, {b}))", "truediv": "({a} / {b})",
 }
 _BINARY_ANY = {
     "add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})",
@@ -155,6 +155,10 @@ class TritonOpsHandler(ir.OpsHandler):
                 # Triton's interpreter casts integers and bools to bfloat16 bit-wise wrong (int64 8
                 # became 0); through float32 it is right (exact for |v| < 2**24, as small counts are)
                 src = f"{x}.to(tl.float32)"
+            elif dtype == torch.bfloat16 and self.kernel.interpret:
+                # ... and floats: float64 became 0, float32 was truncated (torch rounds to nearest
+                # even, from float64 through float32 as ATen's cast does)
+                src = f"th.round_to_bf16_bits({x})"
             return self._emit(f"{src}.to({tl_type(dtype)}).to(tl.float32)", torch.float32, _dims(x))
         if x.dtype == dtype:
             return x
@@ -214,8 +218,9 @@ class TritonOpsHandler(ir.OpsHandler):
         if name == "square":
             return self._emit(f"({x} * {x})", x.dtype, d)
         if name == "sign":
+            # NaN compares false both ways, so sign(NaN) is 0, as ATen computes it on CPU
             s = f"(({x} > 0).to({tl_type(x.dtype)}) - ({x} < 0).to({tl_type(x.dtype)}))"
-            return self._emit(f"tl.where({x} != {x}, {x}, {s})" if fl else s, x.dtype, d)
+            return self._emit(s, x.dtype, d)
         if name == "logical_not":
             return self._emit(f"({x} == 0)", torch.bool, d)
         if name == "bitwise_not":

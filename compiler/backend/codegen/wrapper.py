@@ -24,6 +24,7 @@ import torch
 
 from tracetorch.compiler.backend import ir
 from tracetorch.compiler.backend.codegen.common import CodegenUnsupported, PythonIndexPrinter
+from tracetorch.compiler.backend.scheduler import WRITEBACK_REASON
 
 pexpr = PythonIndexPrinter()
 
@@ -148,7 +149,7 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
                  "from torch import empty_strided, as_strided",
                  "from torch.nn.functional import scaled_dot_product_attention",
                  "from tracetorch.compiler.backend.runtime.cpp_build import load_cpp_module",
-                 "from tracetorch.compiler.backend.runtime.wrapper_support import ensure_layout",
+                 "from tracetorch.compiler.backend.runtime.wrapper_support import ensure_layout, write_back",
                  "import tracetorch.compiler.aot.decompose  # registers torch.ops.tracetorch.sdpa (attention kept whole)",
                  "aten = torch.ops.aten",
                  "constants = {}  # get_attr tensors (weights), bound by the loader", ""]
@@ -226,6 +227,8 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
                         f"(copy_({s.args[0].name}, {s.args[1].name}) needs no copy)")
         else:
             kernel, args = _runtime_call(s.kernel, list(s.args), dict(s.kwargs))
+            if isinstance(s, ir.FallbackKernel) and s.reason == WRITEBACK_REASON:
+                kernel = "write_back"     # copy_ that also takes an expanded (stride-0) input
             note = f"  # fallback: {s.reason}" if isinstance(s, ir.FallbackKernel) else "  # extern kernel"
             body.append(f"{s.name} = {kernel}({', '.join(args)}){note}")
             if s.layout is not None and not (s.kernel in ALWAYS_CONTIGUOUS and _row_major(s.layout)):

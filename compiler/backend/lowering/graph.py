@@ -362,7 +362,16 @@ class GraphLowering:
                 v = self.realize(v, a if isinstance(a, torch.fx.Node) else None)
             values.append(v)
         self.outputs = values
+        # every new value is realized before the first write-back is emitted: a source realized
+        # after one (its kernel recomputing an inlined value from the input) read the input's
+        # new value where it needs the old one (`s.add_(s); a.add_(s)` added 2 * s twice)
+        pending = []
         for ctx, args, kwargs in self._writebacks:
+            src, src_node = args[1], ctx.node.args[1]
+            if isinstance(src, ir.IRNode):
+                src = self.realize(src, src_node if isinstance(src_node, torch.fx.Node) else None)
+            pending.append((ctx, (args[0], src, *args[2:]), kwargs))
+        for ctx, args, kwargs in pending:
             out = make_extern(ctx, args, kwargs, cls=ir.FallbackKernel, reason="input mutation write-back")
             self.side_effects.append(out.name)
             dst, src = out.args[0], out.args[1]

@@ -57,13 +57,20 @@ def _isfinite(ctx, x):
                           compute_dtype=x.get_dtype())
 
 
+# arithmetic that leaves {0, 1} on bool operands (True + True == 2): computed in int32 and
+# renormalized by the final cast to bool (nonzero -> True), as torch's bool add/mul are or/and
+_LEAVES_BOOL = {"add", "sub", "mul"}
+
+
 def _binary(opname, scale_arg=False):
     def lower(ctx, a, b, alpha=1):
         if not (is_tensor(a) or is_tensor(b)):
             raise NotLowerable("no tensor operand")
+        compute = torch.int32 if ctx.dtype == torch.bool and opname in _LEAVES_BOOL else None
         if alpha != 1:
-            return make_pointwise(ctx, [a, b, alpha], lambda x, y, al: getattr(ops, opname)(x, ops.mul(y, al)))
-        return make_pointwise(ctx, [a, b], getattr(ops, opname))
+            return make_pointwise(ctx, [a, b, alpha], lambda x, y, al: getattr(ops, opname)(x, ops.mul(y, al)),
+                                  compute_dtype=compute)
+        return make_pointwise(ctx, [a, b], getattr(ops, opname), compute_dtype=compute)
     return lower
 
 
@@ -92,8 +99,9 @@ def _div_mode(ctx, a, b, rounding_mode=None):
     if rounding_mode is None:
         return make_pointwise(ctx, [a, b], ops.truediv)
     if ctx.dtype.is_floating_point:
-        rnd = ops.trunc if rounding_mode == "trunc" else ops.floor
-        return make_pointwise(ctx, [a, b], lambda x, y: rnd(ops.truediv(x, y)))
+        if rounding_mode == "floor":   # not floor(a / b): ops.floordiv follows torch's fmod-based rule
+            return make_pointwise(ctx, [a, b], ops.floordiv)
+        return make_pointwise(ctx, [a, b], lambda x, y: ops.trunc(ops.truediv(x, y)))
     if rounding_mode == "trunc":
         return make_pointwise(ctx, [a, b], ops.truediv)  # C integer division truncates
     return make_pointwise(ctx, [a, b], ops.floordiv)

@@ -129,8 +129,16 @@ def mean(ctx, x, dim=None, keepdim=False, dtype=None):
                         out, ctx.device, origins=ctx.origins, cost=2)
 
 
+def _var_acc(dtype, device):
+    """var/std accumulate as ATen does: in double on CPU (its CPU accumulate type for float is
+    double; squaring 3e19 in float32 overflowed to inf where torch gives 3e38), in float on GPUs."""
+    if device.type == "cpu" and dtype.is_floating_point and dtype != torch.float64:
+        return torch.float64
+    return _acc(dtype)
+
+
 def _var(ctx, x, dims, correction, keepdim, out):
-    acc = _acc(out)
+    acc = _var_acc(out, ctx.device)
     n = _numel(x, dims)
     total = make_reduction(ctx, x, dims, "sum", out_dtype=acc, src_dtype=acc, keepdim=True)
     mean_ld = total.make_loader()

@@ -85,8 +85,11 @@ def compile_command(src: str, out: str) -> list[str]:
     # tt_relu's `(x != x || x > 0) ? x : 0` (the ordered compare may raise FE_INVALID), so any loop
     # using one was left scalar ("control flow in loop"), libmvec calls included. No value
     # changes: rounding stays IEEE (that is -frounding-math's business); torch never reads FP flags.
+    # -ffp-contract=off: no fused multiply-add where the source has a multiply and an add; FMA
+    # skips the product's rounding, so `x * c - max(x * c)` was not 0 at the max (log_softmax gave
+    # -inf where torch gives 0). ATen's own kernels round each operation.
     cmd = [cxx, "-shared", "-fPIC", "-std=c++17", "-w", "-fno-math-errno", "-fno-trapping-math",
-           *config.cpp.extra_flags]
+           "-ffp-contract=off", *config.cpp.extra_flags]
     if config.cpp.openmp:
         cmd.append("-fopenmp")
     cmd += [src, "-o", out]

@@ -63,6 +63,33 @@ def int_remainder(a, b):
 
 
 @triton.jit
-def float_remainder(a, b):
-    m = a - b * tl.floor(a / b)
-    return m
+def float_remainder(a, b, m):
+    # m = fmod(a, b) (exact; passed in because the caller owns libdevice): moved to b's sign
+    fix = (m != 0) & ((m < 0) != (b < 0))
+    return tl.where(fix, m + b, m)
+
+
+@triton.jit
+def float_floordiv(a, b, m):
+    # torch's floor division of floats, from the exact m = fmod(a, b): floor(a / b) rounds a / b
+    # first (1.0 // 0.1 gave 10; torch and Python give 9). (a - m) / b is near an integer; it is
+    # moved down when m has the other sign than b, then rounded to the nearest integer.
+    d = (a - m) / b
+    d = tl.where((m != 0) & ((b < 0) != (m < 0)), d - 1.0, d)
+    f = tl.floor(d)
+    f = tl.where(d - f > 0.5, f + 1.0, f)
+    q = a / b
+    q_neg = (q < 0) | ((q == 0) & ((1.0 / q) < 0))
+    zero = tl.where(q_neg, -0.0, 0.0)    # a zero quotient keeps the sign of a / b
+    r = tl.where(d == 0, zero, f)
+    return tl.where(b == 0, q, r)
+
+
+@triton.jit
+def round_to_bf16_bits(x):
+    # float32 x rounded to the nearest bfloat16 (ties to even), still as float32: the interpreter's
+    # own cast truncates (and turns float64 into 0), so it is only given values it keeps exactly
+    f = x.to(tl.float32)
+    u = f.to(tl.uint32, bitcast=True)
+    r = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return tl.where(f != f, f, r.to(tl.float32, bitcast=True))

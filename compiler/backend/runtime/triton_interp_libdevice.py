@@ -87,9 +87,9 @@ def nearbyint(x):
 
 @triton.jit
 def fmod(a, b):
-    q = a / b
-    q = tl.where(q < 0, tl.ceil(q), tl.floor(q))
-    return a - q * b
+    # `%` on floats is the exact IEEE fmod (LLVM frem; numpy.fmod in the interpreter); the
+    # quotient formula a - trunc(a / b) * b rounds a / b first (fmod(1, 0.1) came out 0, not 0.1)
+    return a % b
 
 
 @triton.jit

@@ -25,3 +25,16 @@ def rand_strided(size, stride, dtype, device="cpu") -> torch.Tensor:
     else:
         base = torch.randint(0, 8, (need,), dtype=dtype, device=device)
     return torch.as_strided(base, tuple(size), tuple(stride))
+
+
+def write_back(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """The aot stage's copy_ of a mutated input's new value into the input. An input whose
+    elements share memory (expanded: stride 0 along a dim of size > 1) is written through one
+    element per location: copy_ refuses such a destination, while eager's in-place op on it ran
+    (zero_/fill_ write one value everywhere, the only in-place ops eager allows there)."""
+    shared = [n > 1 and st == 0 for n, st in zip(dst.shape, dst.stride())]
+    if not any(shared):
+        return dst.copy_(src)
+    index = tuple(slice(0, 1) if s else slice(None) for s in shared)
+    dst[index].copy_(src.expand(dst.shape)[index])
+    return dst

@@ -15,6 +15,7 @@ from tracetorch.compiler.backend import ir
 from tracetorch.compiler.backend.scheduler import fusion, memory
 
 log = logs.get_logger(__name__)
+WRITEBACK_REASON = "input mutation write-back"     # lowering/graph.py's reason for those copy_ steps
 
 
 @dataclasses.dataclass
@@ -86,7 +87,7 @@ def schedule(graph) -> Schedule:
     buffers = dce(graph)
     logs.artifact("ir_pre_fusion", lambda: ir.format_ir(buffers), filename="ir_pre_fusion.txt")
     outs = set(output_names(graph)) | set(graph.side_effects)
-    steps = fusion.fuse(buffers, None)
+    steps = _sink_writebacks(fusion.fuse(buffers, None), graph)
 
     readers: dict[str, set] = {}
     for i, s in enumerate(steps):
@@ -107,6 +108,25 @@ def schedule(graph) -> Schedule:
     logs.artifact("schedule", sched.to_str, filename="schedule.txt")
     log.info("scheduled", kernels=len(sched.kernels()), steps=len(final), buffers=len(buffers))
     return sched
+
+
+def _sink_writebacks(steps, graph) -> list:
+    """A write-back copy_ into a graph input runs after every step that reads the input's old
+    value (the lowering emits them last; this keeps it true whatever fusion did)."""
+    dst_of = {s.name: s.args[0].name for s in steps if isinstance(s, ir.FallbackKernel)
+              and s.reason == WRITEBACK_REASON and isinstance(s.args[0], ir.Buffer)}
+    out = list(steps)
+    for name, dst in dst_of.items():
+        pos = next((i for i, s in enumerate(out) if getattr(s, "name", None) == name), None)
+        if pos is None:
+            continue
+        reads = [i for i, s in enumerate(out) if i > pos and dst in
+                 (fusion._group_reads(s) if isinstance(s, fusion.Group) else set(s.reads()))]
+        if reads:
+            step = out.pop(pos)
+            out.insert(reads[-1], step)     # reads[-1] shifted down by one: right after it
+            log.debug("writeback_moved", step=name, input=dst, after=len(reads), reason="read later")
+    return out
 
 
 def _finalize(graph, g, step_index, readers, graph_outs, name) -> ir.KernelGroup:
