@@ -38,6 +38,7 @@ Capture side (frontend-capture), in the order data flows:
 Runtime side (frontend-runtime): eval_frame.py, cache.py, guards.py, dynamic.py (automatic
 dynamic sizes and scalars; a str a graph break computed is left unspecialized once it changes),
 explain.py;
-guards.py reads module-tree sources once through static_sources.py and watches the modules with
-mutation.py (patched nn.Module setters that notify the cache entries depending on them).
+guards.py reads module-tree sources once through static_sources.py and checks a fingerprint of
+what it read on each call (mutation.py: dict lookups and identity tests; nothing in torch is
+patched). iterators.py: lazy map/zip/filter/enumerate, live dict views, the iterator protocol.
 """

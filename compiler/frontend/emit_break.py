@@ -217,13 +217,18 @@ def _emit_resume(tx, cg, offset, layout, live, stack_texts):
     cg.emit("STORE_FAST", STACK_ARG)
     cg.emit("PUSH_NULL")
     cg.emit("LOAD_CONST", resume)
-    cg.emit("LOAD_FAST", STACK_ARG)
-    for name, var in live:
-        cg.emit("LOAD_DEREF" if isinstance(var, _CellValue) else "LOAD_FAST", name)
+    kinds = dict(live)
+    order = code.co_varnames[:code.co_argcount]       # resume.resume_argnames' order
+    for name in order:
+        if name == STACK_ARG:
+            cg.emit("LOAD_FAST", STACK_ARG)
+        else:
+            cg.emit("LOAD_DEREF" if isinstance(kinds[name], _CellValue) else "LOAD_FAST", name)
     cg.call(1 + len(names))
     cg.emit("RETURN_VALUE")
-    cg.lines.append(f"return {code.co_name}(({', '.join(stack_texts)}{',' if len(stack_texts) == 1 else ''}), "
-                    f"{', '.join(names)})")
+    stack_text = f"({', '.join(stack_texts)}{',' if len(stack_texts) == 1 else ''})"
+    cg.lines.append(f"return {code.co_name}("
+                    f"{', '.join(stack_text if n == STACK_ARG else n for n in order)})")
 
 
 def finish_stop(tx, inst, gb):

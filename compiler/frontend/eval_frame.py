@@ -135,6 +135,11 @@ def _miss(cache: FrameCache, args: tuple, kwargs: dict):
         env = frame_locals(fn, args, kwargs, strict=True)
     except TypeError:
         return fn(*args, **kwargs)     # wrong arguments: let Python raise its own TypeError
+    for e in list(cache.entries):
+        # an entry whose fast check just found a module changed is stale now: its walking
+        # check decides (and rebuilds the fast check when the guards still hold)
+        if e.guard_set.stale and e.guard_set.check(*args, **kwargs):
+            return e.run(*args, **kwargs)
     reasons: list[tuple[logs.CompileId, list[str]]] = []
     if cache.entries:
         verbose = logs.enabled("recompiles_verbose")    # then every failing guard, else the first

@@ -460,6 +460,15 @@ class GuardSet:
         for g in self.guards:
             gen.guard(g)
         gen.tensor_batch()
+        fingerprint = None
+        if statics is not None and statics.deps:
+            # the resolved references hold while the modules read are unchanged (mutation.py)
+            from tracetorch.compiler.frontend import mutation
+            fingerprint = mutation.Fingerprint(
+                [(d.module, d.path, d.names) for d in statics.deps.values()])
+            gen.lines.insert(0, "if not ___unchanged(): return ___modules_changed()")
+        if statics is not None:
+            self._fingerprint = fingerprint
         body = "\n".join("        " + line for line in gen.lines) or "        pass"
         source = (f"def ___check_guards({_signature_source(fn.__code__)}):\n"
                   f"    try:\n{body}\n        return True\n"
@@ -477,7 +486,9 @@ class GuardSet:
                   G=fn.__globals__, math=math, ___L=_Unreachable(), ___list=list, ___map=map,
                   ___tensor_meta=_TENSOR_META, ___stride=torch.Tensor.stride,
                   ___from_numpy=torch.from_numpy, ___float_key=_float_key,
-                  ___ambient_state=ambient_state)
+                  ___ambient_state=ambient_state,
+                  ___unchanged=fingerprint.unchanged if fingerprint else None,
+                  ___modules_changed=lambda: self._modules_changed(fingerprint))
         exec(compile(source, f"<guards of {fn.__code__.co_name}>", "exec"), ns)
         check = ns["___make_check"](tuple(refs)) if refs else ns["___check_guards"]
         check.__defaults__ = fn.__defaults__
@@ -491,10 +502,26 @@ class GuardSet:
         return self._walking
 
     # ---- module mutation ------------------------------------------------------------------
+    def unchanged(self) -> bool:
+        """Are the modules the fast check resolved as they were (True when none were)?"""
+        fp = getattr(self, "_fingerprint", None)
+        return fp is None or fp.unchanged()
+
+    def _modules_changed(self, fingerprint) -> bool:
+        """The fast check found a module it resolved changed: go stale (the next check walks
+        every source, see _revalidate; eval_frame retries the entries once on a miss)."""
+        if self.mutation is None:
+            self.mutation = fingerprint.describe() or "a module the guards read was mutated"
+            self._go_stale()
+        return False
+
     def on_module_mutation(self, module, name: str, change: str) -> None:
         if self.mutation is not None:
             return
         self.mutation = f"module {self._paths.get(id(module), type(module).__name__)} was mutated: {change}"
+        self._go_stale()
+
+    def _go_stale(self) -> None:
         self.check = self._revalidate
         log.debug("guards_invalidated", function=self.fn.__code__.co_name, reason=self.mutation)
         if self.on_check_changed is not None:

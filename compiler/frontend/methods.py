@@ -83,9 +83,57 @@ def tensor_method(tx, t, name, args, kwargs):
         return V.ConstantVariable(t.example.numel())
     if name in ("is_floating_point", "is_complex"):
         return V.ConstantVariable(getattr(t.example, name)())
-    if name == "type" and not args and not kwargs:
-        raise Unsupported("Tensor.type() returns a string from the data's storage type")
+    rewrite = _TENSOR_METHOD_REWRITES.get(name)
+    if rewrite is not None:
+        return rewrite(tx, t, args, kwargs)
     return tx.output.call("call_method", name, (t, *args), dict(kwargs))
+
+
+def _legacy_tensor_type(spec):
+    """(dtype, is_cuda) of torch.HalfTensor / "torch.HalfTensor" / a dtype, else None."""
+    if isinstance(spec, torch.dtype):
+        return spec, None
+    if isinstance(spec, str):
+        spec = getattr(torch.cuda if spec.startswith("torch.cuda.") else torch, spec.split(".")[-1], None)
+    if type(spec).__name__ == "tensortype" and isinstance(getattr(spec, "dtype", None), torch.dtype):
+        return spec.dtype, bool(spec.is_cuda)
+    return None
+
+
+def _tensor_type(tx, t, args, kwargs):
+    """Tensor.type(): the legacy type name (a constant of dtype and device); Tensor.type(T)
+    with a legacy tensor type, its name or a dtype: a dtype conversion, recorded as .to()."""
+    ex = t.example
+    if not args and not kwargs:
+        if ex.device.type != "cpu":
+            raise Unsupported("Tensor.type() of a non-CPU tensor")
+        return V.ConstantVariable(torch.empty(0, dtype=ex.dtype).type())
+    if len(args) != 1 or kwargs or not args[0].is_constant():
+        raise Unsupported("Tensor.type() with arguments other than one tensor type")
+    found = _legacy_tensor_type(args[0].as_constant())
+    if found is None or (found[1] is not None and found[1] != (ex.device.type == "cuda")):
+        raise Unsupported(f"Tensor.type({args[0].as_constant()!r}) (device change or unknown type)")
+    return tx.output.call("call_method", "to", (t, V.ConstantVariable(found[0])), {})
+
+
+def _tensor_new(tx, t, args, kwargs):
+    """Tensor.new(*sizes) / new(torch.Size): an uninitialized tensor like t (new_empty);
+    new() with data or a tensor argument is left to eager."""
+    if kwargs:
+        raise Unsupported("Tensor.new() with keywords")
+    if len(args) == 1 and isinstance(args[0], V.SizeVariable):     # a tuple or list is data
+        size = V.TupleVariable(list(args[0].items))
+    elif all(a.is_constant() and type(a.as_constant()) is int or isinstance(a, V.SymNodeVariable)
+             for a in args):
+        size = V.TupleVariable(list(args)) if args else V.TupleVariable([V.ConstantVariable(0)])
+    else:
+        raise Unsupported("Tensor.new() with data")
+    return tx.output.call("call_method", "new_empty", (t, size), {})
+
+
+# Tensor methods traced as another call (methods whose Python-level meaning differs from the
+# op a graph node of the same name would run)
+_TENSOR_METHOD_REWRITES = {"type": _tensor_type, "new": _tensor_new}
 
 
 def _stride(tx, t):

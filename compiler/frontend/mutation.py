@@ -1,177 +1,140 @@
-"""Watching nn.Modules for mutation, so guards may treat the module tree as static.
+"""Noticing that nn.Modules changed, so guards may treat the module tree as static.
 
 Guards on a compiled module used to walk every attribute path (`L['self'].h[3].attn.c_attn.weight`)
 on every call, through nn.Module.__getattr__ and ModuleList.__getitem__: most of the per-call cost.
-Like TorchDynamo (torch/_dynamo/mutation_guard.py), we resolve those paths once, when the guards
-are built, and watch the modules along them instead: the methods through which a module's
-attributes, parameters, buffers and submodules change are patched (once per process) to call
-`notify(module, name, change)`, which tells every listener that depends on that attribute of that
-module (guards.py marks its cache entry stale, to be re-validated by the full path-walking guards
-on the next call).
+Instead, those paths are resolved once, when the guards are built (static_sources.py), and a
+`Fingerprint` of what the resolution read is checked on each call: for every module along the
+paths and every attribute name the resolution depended on, the dict entry the name was found
+in (the instance `__dict__`, `_parameters`, `_buffers` or `_modules`) must still hold the very
+same object (or the name must still be absent from all four), and the module's class must be
+the same. A module seen as a container (ITEMS: iterated, indexed, len()) also compares its
+`_modules` / `_parameters` entries. These are C-level dict lookups and identity tests, no path
+walking and no Python-level __getattr__.
 
-Caught: setattr/delattr on a module (so `.train()`/`.eval()`, assigning a Parameter, a submodule or
-a `__class__`), register_parameter / register_buffer / add_module / register_module, `_apply`
-(`.to()`, `.half()`, `.cuda()`: buffers are swapped inside the module's dicts), and the container
-methods that write `_modules` directly (ModuleList/Sequential insert and del, ModuleDict del and
-clear). Not caught, as in Dynamo: writes straight into `module.__dict__`, `_parameters`,
-`_buffers` or `_modules` from user code. In-place changes to tensors (`p.data = ...`,
-`requires_grad_()`, `resize_()`) do not go through a module at all: guards keep checking tensor
-metadata on every call.
+Nothing is patched: no method of torch.nn.Module (or of any other class) is replaced, so compiling
+has no effect on other code in the process (Dynamo wraps nn.Module.__setattr__; we do not).
+
+Caught: setattr/delattr on a module (a new Parameter, a submodule, a plain value; .train()/.eval()
+through `training`), register_parameter / register_buffer / add_module, `_apply` where it swaps
+buffers, container edits (append, insert, del, setattr of an index), `__class__` assignment.
+In-place changes of tensors (`p.data = ...`, `.to()` converting parameters in place,
+`requires_grad_()`) keep the same objects: the per-call tensor metadata check catches them.
 """
 from __future__ import annotations
 
-import functools
 import threading
 import weakref
-
-import torch
 
 from tracetorch import logs
 
 log = logs.get_logger(__name__)
 
-ANY = "*"   # a change that may affect every attribute of the module (dicts swapped, _apply, ...)
+ANY = "*"   # a dependency on every attribute of the module (its dicts swapped, ...)
 ITEMS = "[items]"   # depends on the module's submodules/parameters as a container (len, [i])
-# setting one of these replaces where every other attribute lives
-_STRUCTURAL = frozenset({"__class__", "__dict__", "_parameters", "_buffers", "_modules"})
-
-
-class _Watched:
-    """The listeners of one module: listener -> attribute names it depends on (ANY: all)."""
-    __slots__ = ("ref", "listeners")
-
-    def __init__(self, module):
-        self.ref = weakref.ref(module, functools.partial(_forget, id(module)))
-        self.listeners: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
+_DICTS = ("_parameters", "_buffers", "_modules")
+_MISSING = object()
 
 _lock = threading.RLock()
-_watched: dict[int, _Watched] = {}
+_listeners: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # listener -> {id: (ref, names)}
 
 
-def _forget(key, ref):
+class Fingerprint:
+    """What a resolution of module paths read, checked cheaply per call.
+
+    `deps`: iterable of (module, path text, names). `unchanged()` is True while every read
+    would give the same object; `describe()` names the first change (slow; on a miss only)."""
+
+    def __init__(self, deps):
+        parts = []               # (path, what, condition)
+        ns = {"___MISSING": _MISSING, "___tuple": tuple}
+        for i, (module, path, names) in enumerate(deps):
+            d = module.__dict__
+            dicts = [d] + [d.get(k) if type(d.get(k)) is dict else {} for k in _DICTS]
+            ns[f"___m{i}"] = module
+            ns[f"___T{i}"] = type(module)
+            for j, dd in enumerate(dicts):
+                ns[f"___d{i}_{j}"] = dd
+            conds = [("its class changed", f"type(___m{i}) is ___T{i}")]
+            if ANY in names:
+                whole = [f"___m{i}.__dict__ is ___d{i}_0"]
+                whole += [f"___d{i}_0.get({k!r}) is ___d{i}_{j + 1}" for j, k in enumerate(_DICTS)
+                          if type(d.get(k)) is dict]
+                for j, dd in enumerate(dicts):
+                    ns[f"___s{i}_{j}"] = tuple(dd.items())
+                    whole.append(f"___tuple(___d{i}_{j}.items()) == ___s{i}_{j}")
+                conds.append(("its attributes changed", " and ".join(whole)))
+            if ITEMS in names:
+                items = []
+                for j in (1, 3):          # _parameters, _modules
+                    ns[f"___s{i}_{j}"] = tuple(dicts[j].items())
+                    items.append(f"___tuple(___d{i}_{j}.items()) == ___s{i}_{j}")
+                conds.append(("its submodules or parameters changed", " and ".join(items)))
+            for name in sorted(n for n in names if n not in (ANY, ITEMS, "__class__")):
+                where = next((j for j, dd in enumerate(dicts) if name in dd), None)
+                if where is None:
+                    cond = " and ".join(f"{name!r} not in ___d{i}_{j}" for j in range(len(dicts)))
+                else:
+                    key = f"___v{len(ns)}"
+                    ns[key] = dicts[where][name]
+                    cond = f"___d{i}_{where}.get({name!r}, ___MISSING) is {key}"
+                conds.append((f"attribute {name!r} changed", cond))
+            parts += [(path, what, cond) for what, cond in conds]
+        body = " and ".join(f"({c})" for _, _, c in parts) or "True"
+        src = f"def ___unchanged():\n    return {body}\n" + "".join(
+            f"def ___part{k}():\n    return {c}\n" for k, (_, _, c) in enumerate(parts))
+        exec(compile(src, "<module fingerprint>", "exec"), ns)
+        self.unchanged = ns["___unchanged"]
+        self._parts = [(path, what, ns[f"___part{k}"]) for k, (path, what, _) in enumerate(parts)]
+        self.size = len(deps) if isinstance(deps, list) else None
+
+    def describe(self) -> str | None:
+        """'module L['self'].fc was mutated: attribute 'weight' changed' for the first change."""
+        for path, what, part in self._parts:
+            try:
+                ok = part()
+            except Exception:
+                ok = False
+            if not ok:
+                return f"module {path} was mutated: {what}"
+        return None
+
+
+def watch(module, listener, names) -> None:
+    """Remember that `listener` depends on `names` of `module` (for `notify`); listeners are
+    held weakly. Detection itself is by `Fingerprint`, checked by the listener on each call."""
     with _lock:
-        w = _watched.get(key)
-        if w is not None and w.ref is ref:
-            del _watched[key]
-
-
-def watch(module: torch.nn.Module, listener, names) -> None:
-    """Call `listener.on_module_mutation(module, name, change)` when one of `names` (attribute
-    names; ANY for every one) of `module` changes. Listeners are held weakly."""
-    _ensure_patched()
-    _ensure_class_patched(type(module))
-    with _lock:
-        w = _watched.get(id(module))
-        if w is None or w.ref() is not module:
-            w = _watched[id(module)] = _Watched(module)
-        have = w.listeners.get(listener)
-        if have is None:
-            w.listeners[listener] = set(names)
+        deps = _listeners.get(listener)
+        if deps is None:
+            deps = _listeners[listener] = {}
+        ref, have = deps.get(id(module), (None, None))
+        if ref is None or ref() is not module:
+            deps[id(module)] = (weakref.ref(module), set(names))
         else:
             have.update(names)
 
 
-def unwatch_all(listener, modules) -> None:
-    """Drop `listener` from the watch lists of `modules`."""
+def unwatch_all(listener, modules=()) -> None:
+    """Drop `listener`'s dependencies (on `modules`, or all of them)."""
     with _lock:
+        deps = _listeners.get(listener)
+        if deps is None:
+            return
+        if not modules:
+            deps.clear()
         for m in modules:
-            w = _watched.get(id(m))
-            if w is not None and w.ref() is m:
-                w.listeners.pop(listener, None)
+            deps.pop(id(m), None)
 
 
 def notify(module, name: str, change: str, items: bool = False) -> None:
-    """`module`'s attribute `name` changed (ANY: possibly all of them); `change` says how;
-    `items`: a submodule or parameter changed, so did the module seen as a container."""
-    w = _watched.get(id(module))
-    if w is None or w.ref() is not module:
-        return
-    if name in _STRUCTURAL:
-        name = ANY
+    """Tell the listeners depending on `name` of `module` (ANY: every name) that it changed.
+    Only explicit callers use this (nothing in torch is patched to call it)."""
     with _lock:
-        hit = [lst for lst, names in w.listeners.items()
-               if name == ANY or name in names or ANY in names or (items and ITEMS in names)]
+        hit = []
+        for listener, deps in list(_listeners.items()):
+            ref, names = deps.get(id(module), (None, None))
+            if ref is None or ref() is not module:
+                continue
+            if name == ANY or name in names or ANY in names or (items and ITEMS in names):
+                hit.append(listener)
     for listener in hit:
         listener.on_module_mutation(module, name, change)
-
-
-# ---------------------------------------------------------------------------------------------
-# the patches (installed on first watch, never removed; a few hundred ns per module setattr)
-# ---------------------------------------------------------------------------------------------
-_patched = [False]
-
-
-def _ensure_patched() -> None:
-    if _patched[0]:
-        return
-    with _lock:
-        if _patched[0]:
-            return
-        M = torch.nn.Module
-        _wrap_setattr(M)
-        _wrap(M, "register_parameter",
-              lambda self, name, *a, **k: (self, name, f"parameter {name!r} registered", True))
-        _wrap(M, "register_buffer",
-              lambda self, name, *a, **k: (self, name, f"buffer {name!r} registered", True))
-        _wrap(M, "add_module",
-              lambda self, name, *a, **k: (self, name, f"submodule {name!r} registered", True))
-        _wrap(M, "register_module",
-              lambda self, name, *a, **k: (self, name, f"submodule {name!r} registered", True))
-        _wrap(M, "_apply", lambda self, *a, **k: (
-            self, ANY, "parameters and buffers converted in place by _apply (.to(), .half(), .cuda(), ...)"))
-        for cls in (torch.nn.ModuleList, torch.nn.Sequential):
-            _wrap(cls, "insert", lambda self, *a, **k: (self, ANY, "submodule inserted"))
-            _wrap(cls, "__delitem__", lambda self, *a, **k: (self, ANY, "submodule deleted"))
-        _wrap(torch.nn.ModuleDict, "__delitem__",
-              lambda self, key, *a, **k: (self, ANY, f"submodule {key!r} deleted"))
-        _wrap(torch.nn.ModuleDict, "clear", lambda self, *a, **k: (self, ANY, "submodules cleared"))
-        _patched[0] = True
-        log.debug("module_mutation_watch_installed")
-
-
-def _is_item(module, name, value=None) -> bool:
-    d = module.__dict__
-    return (isinstance(value, (torch.nn.Module, torch.Tensor))
-            or any(name in d.get(k, ()) for k in ("_modules", "_parameters", "_buffers")))
-
-
-def _wrap_setattr(cls) -> None:
-    if "__setattr__" in cls.__dict__:
-        _wrap(cls, "__setattr__", lambda self, name, value, *a, **k: (
-            self, name, f"attribute {name!r} set", _is_item(self, name, value)), before=True)
-    if "__delattr__" in cls.__dict__:
-        _wrap(cls, "__delattr__", lambda self, name, *a, **k: (
-            self, name, f"attribute {name!r} deleted", _is_item(self, name)), before=True)
-
-
-def _ensure_class_patched(cls) -> None:
-    """A Module subclass with its own __setattr__/__delattr__ may not call nn.Module's: wrap its
-    own too (Dynamo does this per class). A duplicate notification is harmless."""
-    for klass in cls.__mro__:
-        if klass is torch.nn.Module:
-            return
-        if klass.__dict__.get("_tracetorch_mutation_patched") is not klass:
-            with _lock:
-                if klass.__dict__.get("_tracetorch_mutation_patched") is not klass:
-                    _wrap_setattr(klass)
-                    klass._tracetorch_mutation_patched = klass
-
-
-def _wrap(cls, method: str, describe, before: bool = False) -> None:
-    """Replace cls.method by a wrapper that notifies watchers after running it, or `before`
-    (setattr/delattr: their own message comes first, ahead of the register_parameter /
-    add_module they call; listeners only mark themselves stale, they never re-read at once)."""
-    original = cls.__dict__[method]
-
-    @functools.wraps(original)
-    def wrapper(self, *args, **kwargs):
-        if before and _watched:
-            notify(*describe(self, *args, **kwargs))
-        out = original(self, *args, **kwargs)
-        if not before and _watched:
-            notify(*describe(self, *args, **kwargs))
-        return out
-
-    wrapper.__tracetorch_mutation_wrapper__ = original
-    setattr(cls, method, wrapper)

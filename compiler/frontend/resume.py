@@ -80,7 +80,7 @@ def make_resume_code(code, offset, layout, local_names):
     prologue.append(Instr("JUMP_FORWARD", label, lineno=line))
     new = Bytecode(prefix + prologue + rest)
     new._copy_attr_from(bc)
-    new.argnames = [STACK_ARG] + list(local_names)
+    new.argnames = resume_argnames(code, local_names)
     new.argcount = len(new.argnames)
     new.posonlyargcount = 0
     new.kwonlyargcount = 0
@@ -94,6 +94,18 @@ def make_resume_code(code, offset, layout, local_names):
     entry = next(i.argval for i in code_info(result).instructions if i.opname == "JUMP_FORWARD")
     RESUME_ORIGIN[result] = (code, offset, entry)
     return result
+
+
+def resume_argnames(code, local_names) -> list:
+    """The resume function's parameters: `___stack` then the live locals; but a method using
+    zero-argument super() (a `__class__` free variable) keeps its first parameter first,
+    because CPython 3.11's super() reads the frame's first local as the instance."""
+    names = list(local_names)
+    first = code.co_varnames[0] if code.co_argcount else None
+    if "__class__" in code.co_freevars and first in names:
+        names.remove(first)
+        return [first, STACK_ARG] + names
+    return [STACK_ARG] + names
 
 
 def _call(argc, line):

@@ -79,6 +79,7 @@ class StaticInputCall:
         self.roots, self.others, self.plan = split_sources(sources)
         self.__name__ = getattr(compiled, "__name__", "compiled")
         self._watched = []
+        self._deps = {}           # id(module) -> (module, names) the walk read
         self.walks = 0            # how often the chains were walked (first call + mutations)
         self.fast = self.slow
 
@@ -96,6 +97,7 @@ class StaticInputCall:
         roots, others = args[:n], args[n:]
         mutation.unwatch_all(self, self._watched)
         self._watched = []
+        self._deps = {}
         ns = {"___compiled": self.compiled, "___slow": self.slow}
         params = [f"___r{i}" for i in range(n)] + [f"___a{i}" for i in range(len(others))]
         call_args, values = [], []
@@ -124,6 +126,7 @@ class StaticInputCall:
                 if module is not None:
                     mutation.watch(module, self, (name,))
                     self._watched.append(module)
+                    self._deps.setdefault(id(module), (module, set()))[1].add(name)
             if fixed == len(steps):
                 name = f"___s{len(ns)}"
                 ns[name] = obj
@@ -137,6 +140,12 @@ class StaticInputCall:
         checks = " and ".join(f"___r{i} is ___R{i}" for i in sorted(cached_roots)) or "True"
         for i in cached_roots:
             ns[f"___R{i}"] = roots[i]
+        if self._deps:
+            # the resolved inputs hold while the modules read are unchanged (mutation.py)
+            ns["___unchanged"] = mutation.Fingerprint(
+                [(m, type(m).__name__, names) for m, names in self._deps.values()]).unchanged
+            checks = f"{checks} and ___unchanged()"
+        self._deps = {}
         src = (f"def ___fast({', '.join(params)}):\n"
                f"    if not ({checks}):\n"
                f"        return ___slow({', '.join(params)})\n"
