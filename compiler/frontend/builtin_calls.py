@@ -2,6 +2,7 @@
 (tensor methods, list/dict/tuple/str methods)."""
 from __future__ import annotations
 
+import abc
 import contextlib
 import functools
 import inspect
@@ -17,6 +18,9 @@ from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.calls import (specialize, binary_op, compare_op, get_item, get_iter, graph_value,
                                      record, truthiness, unary_op, unpack)
 from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch import logs
+
+log = logs.get_logger(__name__)
 
 _OPERATOR_BINARY = {operator.add: "+", operator.sub: "-", operator.mul: "*",
                     operator.truediv: "/", operator.floordiv: "//", operator.mod: "%",
@@ -292,6 +296,12 @@ def _len(tx, v):
         return tx.output.add_scalar_input(len(v.value), LenSource(v.source))
     if v.is_constant():
         return V.ConstantVariable(len(v.as_constant()))
+    if isinstance(v, V.NewObjectVariable) and \
+            isinstance(inspect.getattr_static(v.cls, "__len__", None), types.FunctionType):
+        # an object made in the frame with a Python __len__: traced
+        from tracetorch.compiler.frontend.attributes import get_attr
+        from tracetorch.compiler.frontend.calls import call_function
+        return call_function(tx, get_attr(tx, v, "__len__"), [], {})
     raise Unsupported(f"len() of {v!r}")
 
 
@@ -333,6 +343,9 @@ def _hasattr(tx, v, name):
         return model_outputs.has_attr(v, name)
     if isinstance(v, (V.BaseListVariable, V.DictVariable)):
         return hasattr(v.python_type(), name)
+    if isinstance(v, V.NewObjectVariable) and not isinstance(v, V.NewModuleVariable):
+        # made in the frame from a plain class (no __getattr__): its attributes are known
+        return name in v.attrs or hasattr(v.cls, name)
     raise Unsupported(f"hasattr on {v!r}")
 
 
@@ -365,6 +378,15 @@ def call_type(tx, cls, args, kwargs):
                                           **{k: v.as_constant() for k, v in kwargs.items()}))
         except Exception as e:
             raise Unsupported(f"{cls.__name__}() raised {type(e).__name__}") from None
+    if cls in _FOLDED_CLASSES and consts(args) and consts(kwargs.values()):
+        # immutable descriptions of constants (torch.finfo(torch.float32)): built now
+        try:
+            value = cls(*[a.as_constant() for a in args],
+                        **{k: v.as_constant() for k, v in kwargs.items()})
+        except Exception as e:
+            raise Unsupported(f"{cls.__name__}() raised {type(e).__name__}") from None
+        log.debug("folded_constant_object", cls=cls.__qualname__)
+        return V.ConstantVariable(value)
     from tracetorch.compiler.frontend import model_outputs
     if model_outputs.is_model_output_class(cls):
         return model_outputs.construct(tx, cls, args, kwargs)
@@ -381,6 +403,10 @@ def call_type(tx, cls, args, kwargs):
             raise Unsupported(f"creating {cls.__qualname__} with arguments but no Python __init__")
         return obj
     raise Unsupported(f"creating an instance of {cls.__qualname__} (opaque object)")
+
+
+# classes whose instances are immutable and depend only on constant arguments
+_FOLDED_CLASSES = (torch.finfo, torch.iinfo)
 
 
 def _is_none(v):
@@ -401,7 +427,8 @@ def _plain_class(cls):
     """A class whose instances we can model as an attribute dict."""
     if not isinstance(cls, type) or cls.__module__ in ("builtins",) or issubclass(cls, torch.nn.Module):
         return False
-    if type(cls) is not type or hasattr(cls, "__slots__") and cls.__slots__:
+    # abc.ABCMeta only adds isinstance/registration machinery (collections.abc.Sequence views)
+    if type(cls) not in (type, abc.ABCMeta) or hasattr(cls, "__slots__") and cls.__slots__:
         return False
     for name, base_impl in (("__new__", object.__new__), ("__setattr__", object.__setattr__),
                             ("__getattribute__", object.__getattribute__)):

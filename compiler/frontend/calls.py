@@ -297,7 +297,22 @@ def unpack(tx, v) -> list:
             return [V.ConstantVariable(x) for x in value]
         except TypeError:
             raise Unsupported(f"iteration over {type(value).__name__}") from None
+    if isinstance(v, V.NewObjectVariable) and \
+            getattr(v.cls, "__iter__", None) is collections.abc.Sequence.__iter__:
+        return _unpack_sequence(tx, v)
     raise Unsupported(f"iteration over {v!r}")
+
+
+def _unpack_sequence(tx, v):
+    """A collections.abc.Sequence made in the frame (its mixin __iter__ reads self[0],
+    self[1], ... until IndexError): its own __len__ and __getitem__ traced, index by index."""
+    from tracetorch.compiler.frontend.attributes import get_attr
+    n = specialize(tx, call_function(tx, get_attr(tx, v, "__len__"), [], {}))
+    if not n.is_constant() or not isinstance(n.as_constant(), int):
+        raise Unsupported(f"iteration over {v!r} of unknown length")
+    log.debug("iterate_sequence_object", cls=v.cls.__qualname__, length=n.as_constant())
+    getitem = get_attr(tx, v, "__getitem__")
+    return [call_function(tx, getitem, [V.ConstantVariable(i)], {}) for i in range(n.as_constant())]
 
 
 def get_iter(tx, v):
@@ -540,6 +555,8 @@ def call_function(tx, fn, args, kwargs):
     if isinstance(fn, V.NewObjectVariable):
         from tracetorch.compiler.frontend.attributes import get_attr
         return call_function(tx, get_attr(tx, fn, "__call__"), args, kwargs)
+    if isinstance(fn, V.UserObjectVariable) and type(fn.value) in _CALLABLE_OBJECTS:
+        return _CALLABLE_OBJECTS[type(fn.value)](tx, fn, args, kwargs)
     if isinstance(fn, V.UserObjectVariable):
         call = getattr(type(fn.value), "__call__", None)
         import types as _t
@@ -548,3 +565,25 @@ def call_function(tx, fn, args, kwargs):
             guard_class_function(tx, fn, "__call__", call)
             return inline.inline_call(tx, V.UserFunctionVariable(call), [fn] + list(args), kwargs)
     raise Unsupported(f"call to {fn!r}")
+
+
+def _call_cached_function(tx, fn, args, kwargs):
+    """A functools.lru_cache/cache wrapper: the wrapped function is traced (as Dynamo does);
+    the cache itself is not consulted or filled, so the function must not depend on its
+    cache for correctness (a pure helper, the case the decorator is made for)."""
+    from tracetorch.compiler.frontend import inline
+    from tracetorch.compiler.frontend.builder import wrap
+    from tracetorch.compiler.frontend.source import AttrSource
+    wrapped = fn.value.__wrapped__
+    log.debug("inline_lru_cache_wrapper", function=getattr(wrapped, "__qualname__", repr(wrapped)))
+    src = AttrSource(fn.source, "__wrapped__") if fn.source is not None else None
+    inner = wrap(tx, wrapped, src) if src is not None else V.UserFunctionVariable(wrapped)
+    if not isinstance(inner, V.UserFunctionVariable):
+        raise Unsupported(f"lru_cache around {type(wrapped).__name__}")
+    return inline.inline_call(tx, inner, args, kwargs)
+
+
+# callable objects whose call is traced by a handler of their own, by exact type
+_CALLABLE_OBJECTS = {
+    functools._lru_cache_wrapper: _call_cached_function,
+}

@@ -13,10 +13,13 @@ import types
 
 import torch
 
+from tracetorch import logs
 from tracetorch.compiler.frontend import generators
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.errors import Unsupported
 from tracetorch.compiler.frontend.source import AttrSource, DefaultSource, GetItemSource
+
+log = logs.get_logger(__name__)
 
 
 def call_module(tx, mv, args, kwargs):
@@ -60,6 +63,8 @@ def inline_call(tx, fn, args, kwargs, callee=None):
         from tracetorch.compiler.frontend import model_outputs
         if model_outputs.is_init_of_new_output(fn.fn, args):
             return model_outputs.bind_generated_init(tx, args[0], args[1:], kwargs)
+        if getattr(fn.fn, "_dynamo_marked_constant", False):
+            return _constant_result(tx, fn.fn, args, kwargs)
         code = fn.fn.__code__
         f_globals = fn.fn.__globals__
         name = fn.fn.__qualname__
@@ -88,7 +93,8 @@ def inline_call(tx, fn, args, kwargs, callee=None):
     child = Tracer(tx.ctx, code, f_globals, symbolic_locals, cells, parent=tx, fn_name=name)
     child.callee = callee if callee is not None else fn
     if f_globals is not tx.ctx.root_globals:
-        child.globals_source = _globals_source(fn, callee, f_globals)
+        child.globals_source = _globals_source(fn, callee, f_globals) \
+            or _module_globals_source(tx, f_globals)
     if generator:
         # a generator expression is run to completion: its items become a known iterator
         child.generated = []
@@ -104,6 +110,20 @@ def inline_call(tx, fn, args, kwargs, callee=None):
         e.user_stack.insert(0, child.user_frame())
         raise
     raise Unsupported("inlined function ended without return")
+
+
+def _constant_result(tx, fn, args, kwargs):
+    """A function marked as torch._dynamo.assume_constant_result does (the attribute
+    `_dynamo_marked_constant`): called now on constant arguments, its result taken as a
+    constant of the graph (no guard: the mark promises it does not change)."""
+    if not all(a.is_constant() for a in list(args) + list(kwargs.values())):
+        raise Unsupported(f"constant-result function {fn.__qualname__} on non-constant arguments")
+    value = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+    if value is not None and type(value) not in (bool, int, float, str):
+        raise Unsupported(f"constant-result function {fn.__qualname__} returned a "
+                          f"{type(value).__name__}")
+    log.debug("assume_constant_result", function=fn.__qualname__, value=repr(value))
+    return V.ConstantVariable(value)
 
 
 _STDLIB = None
@@ -135,6 +155,25 @@ def _globals_source(fn, callee, f_globals):
             and not callee.fn.__name__.startswith("__"):
         return AttrSource(AttrSource(callee.obj.source, callee.fn.__name__), "__globals__")
     return None
+
+
+def _module_globals_source(tx, f_globals):
+    """The globals of an imported module, for a callee no sourced value leads to (a method of
+    an object made in the frame): as Dynamo does, the module is installed in the root frame's
+    globals under a mangled name, so guards and generated code reach its globals as
+    G['__import_pkg_dot_mod'].__dict__['NAME']."""
+    import sys
+    module_name = f_globals.get("__name__")
+    module = sys.modules.get(module_name) if isinstance(module_name, str) else None
+    if module is None or getattr(module, "__dict__", None) is not f_globals:
+        return None
+    alias = "__import_" + module_name.replace(".", "_dot_")
+    root = tx.ctx.root_globals
+    if root.get(alias) is not module:
+        root[alias] = module
+        log.debug("install_module_global", alias=alias, module=module_name)
+    from tracetorch.compiler.frontend.source import GlobalSource
+    return AttrSource(GlobalSource(alias), "__dict__")
 
 
 def _free_var(tx, fn, i, name):

@@ -470,7 +470,8 @@ def _is_none(v):
     if isinstance(v, (V.TensorVariable, V.BaseListVariable, V.DictVariable, V.NNModuleVariable,
                       V.UserFunctionVariable, V.NestedFunctionVariable, V.SymNodeVariable,
                       V.MethodVariable, V.UserMethodVariable, V.TorchFunctionVariable,
-                      V.BuiltinVariable, V.PythonModuleVariable)):
+                      V.BuiltinVariable, V.PythonModuleVariable, V.NewObjectVariable,
+                      V.ModelOutputVariable, V.PartialVariable, V.IteratorVariable)):
         return False
     if isinstance(v, V.UserObjectVariable):
         return v.value is None

@@ -2,7 +2,7 @@
 transformers): keyword arguments through decorators, dataclass outputs built through a wrapped
 __init__, lru_cache helpers, torch.finfo/iinfo. Each is compared with eager, and its graph and
 break counts with what it must be (Dynamo's: one graph, no break)."""
-import dataclasses
+import collections.abc
 import functools
 
 import torch
@@ -57,3 +57,106 @@ def test_keyword_call_through_a_kwargs_popping_decorator():
             expected = m(input_ids=a, attention_mask=b, **kw)
             torch.testing.assert_close(got, expected)
     assert _counts(KwModel(), input_ids=a, attention_mask=b) == (1, 0)
+
+
+def _check(fn, *args):
+    assert _counts(fn, *args) == (1, 0), compiler.explain(fn)(*args)
+    compiled = compiler.compile(fn, backend="eager")
+    torch.testing.assert_close(compiled(*args), fn(*args))
+
+
+def test_finfo_iinfo_are_folded():
+    def f(x):
+        return x.clamp(min=torch.finfo(x.dtype).min / 2) + torch.iinfo(torch.int8).max
+    _check(f, torch.randn(4))
+
+
+@functools.lru_cache
+def _cached_scale(n):
+    return n * 0.5
+
+
+def test_lru_cache_wrapper_is_traced_through():
+    def f(x):
+        return x * _cached_scale(3)
+    _check(f, torch.randn(4))
+
+
+def _marked_constant(fn):
+    fn._dynamo_marked_constant = True       # torch._dynamo.assume_constant_result's mark
+    return fn
+
+
+_PROBES = []
+
+
+@functools.lru_cache
+@_marked_constant
+def _probe_available():
+    _PROBES.append(1)
+    return True
+
+
+def test_constant_result_function_is_called_at_trace_time():
+    def f(x):
+        return x + 1 if _probe_available() else x - 1
+    _check(f, torch.randn(4))
+
+
+class _View(collections.abc.Sequence):
+    """A per-layer view built in forward (Sequence mixin: __iter__ via __getitem__)."""
+
+    def __init__(self, n):
+        self._n = n
+
+    def __len__(self):
+        return self._n
+
+    def __getitem__(self, i):
+        if i >= self._n:
+            raise IndexError(i)
+        return i + 1
+
+
+class _Cache:
+    def __init__(self, view):
+        self.layers = [v * 2 for v in view]
+        self.size = len(view)
+
+
+def test_objects_built_in_forward_sequence_view_len_hasattr_is_none():
+    def f(x):
+        cache = _Cache(_View(3))
+        if cache is None or not hasattr(cache, "layers") or hasattr(cache, "missing"):
+            return x
+        return x * sum(cache.layers) + cache.size
+    _check(f, torch.randn(4))
+
+
+_MOD_SRC = '''
+SCALE = {"a": 2.0}
+
+class Helper:
+    def __init__(self):
+        self.scale = SCALE["a"]
+'''
+
+
+def test_globals_of_another_module_through_a_new_object_are_guarded():
+    import sys
+    import types
+    mod = types.ModuleType("_tt_hf_foreign")
+    exec(_MOD_SRC, mod.__dict__)
+    sys.modules[mod.__name__] = mod
+    Helper = mod.Helper
+    try:
+        def f(x):
+            return x * Helper().scale
+        x = torch.randn(4)
+        _check(f, x)
+        compiled = compiler.compile(f, backend="eager")
+        compiled(x)
+        mod.SCALE["a"] = 3.0                 # guarded: the change recompiles
+        torch.testing.assert_close(compiled(x), x * 3.0)
+    finally:
+        del sys.modules[mod.__name__]
