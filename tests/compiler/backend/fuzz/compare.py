@@ -1,0 +1,102 @@
+"""Compiled vs eager, leaf by leaf.
+
+Rules:
+- dtype and shape must be equal; bool and integer values exactly equal.
+- Floats: NaN positions equal (NaN == NaN), infinities equal (same sign), finite values within the
+  dtype's tolerance: |c - e| <= atol + rtol * |e| (TOLERANCES, about a few ulps of the dtype).
+- A float difference beyond that is *rounding* (not wrong) when the compiled value is at least
+  nearly as close to a float64 reference (the program run on float64 copies of its float inputs)
+  as eager is: |c - r| <= 2 * |e - r| + atol + rtol * |r| elementwise, NaN where r is NaN
+  allowed. Otherwise it is *wrong*. The reference decides which of two roundings is "right"
+  instead of a wider tolerance that would also hide real bugs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+#: dtype -> (rtol, atol)
+TOLERANCES = {torch.float64: (1e-7, 1e-9), torch.float32: (1.3e-6, 1e-5), torch.float16: (1e-3, 1e-5),
+              torch.bfloat16: (1.6e-2, 1e-5)}
+
+
+def leaves(x) -> list:
+    if isinstance(x, (list, tuple)):
+        out = []
+        for v in x:
+            out += leaves(v)
+        return out
+    return [x]
+
+
+def _float_close(c: torch.Tensor, e: torch.Tensor, rtol, atol) -> torch.Tensor:
+    """Elementwise: equal under the module's float rules (NaN == NaN, infs exact)."""
+    c64, e64 = c.double(), e.double()
+    both_nan = torch.isnan(c64) & torch.isnan(e64)
+    exact = c64 == e64
+    finite = torch.isfinite(c64) & torch.isfinite(e64)
+    near = finite & ((c64 - e64).abs() <= atol + rtol * e64.abs())
+    return both_nan | exact | near
+
+
+def mismatch(expected, actual) -> str | None:
+    """None when `actual` matches `expected`, else a short description."""
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(actual, torch.Tensor):
+            return f"expected a tensor, got {type(actual).__name__}"
+        if expected.dtype != actual.dtype:
+            return f"dtype {actual.dtype} != {expected.dtype}"
+        if tuple(expected.shape) != tuple(actual.shape):
+            return f"shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+        if expected.numel() == 0:
+            return None
+        if not expected.dtype.is_floating_point:
+            if torch.equal(expected.cpu(), actual.cpu()):
+                return None
+            bad = (expected.cpu() != actual.cpu()).nonzero()[0].tolist()
+            return f"value at {bad}: {actual.cpu()[tuple(bad)].item()} != {expected.cpu()[tuple(bad)].item()}"
+        rtol, atol = TOLERANCES.get(expected.dtype, (1e-5, 1e-8))
+        ok = _float_close(actual.cpu(), expected.cpu(), rtol, atol)
+        if bool(ok.all()):
+            return None
+        bad = (~ok).nonzero()[0].tolist()
+        return (f"float value at {bad}: {actual.cpu()[tuple(bad)].item()!r} != {expected.cpu()[tuple(bad)].item()!r} "
+                f"({int((~ok).sum())} of {ok.numel()})")
+    if isinstance(expected, float) and isinstance(actual, float):
+        if expected == actual or (math.isnan(expected) and math.isnan(actual)):
+            return None
+        return f"{actual!r} != {expected!r}"
+    if type(expected) is not type(actual) and not (isinstance(expected, (int, float)) and isinstance(actual, (int, float))):
+        return f"type {type(actual).__name__} != {type(expected).__name__}"
+    return None if expected == actual else f"{actual!r} != {expected!r}"
+
+
+def is_rounding(expected, actual, reference) -> bool:
+    """The float difference between actual and expected is rounding (module docstring rule)."""
+    if not (isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor)
+            and isinstance(reference, torch.Tensor)):
+        return False
+    if not expected.dtype.is_floating_point or expected.dtype != actual.dtype or expected.shape != actual.shape \
+            or reference.shape != expected.shape:
+        return False
+    rtol, atol = TOLERANCES.get(expected.dtype, (1e-5, 1e-8))
+    c, e, r = actual.cpu().double(), expected.cpu().double(), reference.cpu().double()
+    close = _float_close(c, e, rtol, atol)
+    ref_nan = torch.isnan(r)
+    err_c, err_e = (c - r).abs(), (e - r).abs()
+    fine = err_c <= 2 * err_e + atol + rtol * r.abs()
+    # an overflow that eager rounds to inf and the compiled code just below (or the reverse) is
+    # rounding if the reference is beyond the dtype's range too
+    big = r.abs() >= torch.finfo(expected.dtype).max / 2
+    return bool((close | fine | ref_nan | big).all())
+
+
+def strides_differ(expected, actual) -> bool:
+    """Observable stride difference of a returned tensor (dims of size > 1 only)."""
+    if not (isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor)) or expected.numel() <= 1:
+        return False
+    if expected.shape != actual.shape:
+        return False
+    return any(a != b for a, b, n in zip(actual.stride(), expected.stride(), expected.shape) if n > 1)

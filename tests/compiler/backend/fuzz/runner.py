@@ -1,0 +1,152 @@
+"""Run one fuzz program on one target, compiled vs eager, and classify the outcome.
+
+Targets (TARGETS): "cpp" is torch.compile(fn, backend=compiler.backend) with the C++ code
+generator; "triton" the same with `backend.cpu_codegen="triton"` (Triton kernels under
+TRITON_INTERPRET=1); "frontend" is compiler.compile(fn) (our frontend and backend). All run with
+`backend.fallback_on_error=False`, so a backend error is a crash, not a silent eager run.
+
+Outcomes (worst over the program's calls): ok, rounding (compare.is_rounding), stride (values
+right, an observable output stride differs from eager's), wrong (values, dtype, shape, a
+mutated input, or a returned input that is not the caller's tensor), crash (compiled raised
+where eager did not), invalid (eager rejects the first call: generator bug, not counted).
+`eager_graphs` lists why whole graphs ran eagerly (events graph_runs_eagerly, aot_runs_eagerly).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import warnings
+
+import torch
+
+if not torch.cuda.is_available():   # before triton is imported (see tests/conftest.py)
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from tracetorch import compiler, logs  # noqa: E402
+from tracetorch.compiler import config  # noqa: E402
+
+from tests.compiler.backend.fuzz import compare  # noqa: E402
+from tests.compiler.backend.fuzz.generator import Program  # noqa: E402
+from tests.compiler.backend.fuzz.values import clone_input  # noqa: E402
+
+ORDER = ["ok", "rounding", "stride", "wrong", "crash"]
+EAGER_EVENTS = {"graph_runs_eagerly", "aot_runs_eagerly", "compiled_graph_skipped"}
+
+
+def _dynamo(fn):
+    return torch.compile(fn, backend=compiler.backend)
+
+
+TARGETS = {
+    "cpp": (_dynamo, {}),
+    "triton": (_dynamo, {"backend.cpu_codegen": "triton"}),
+    "frontend": (compiler.compile, {}),
+}
+
+
+@dataclasses.dataclass
+class Result:
+    status: str = "ok"
+    detail: str = ""
+    call: int = 0
+    eager_graphs: list = dataclasses.field(default_factory=list)
+    calls_run: int = 0
+
+    def worse(self, status, detail, call):
+        if ORDER.index(status) > ORDER.index(self.status):
+            self.status, self.detail, self.call = status, detail, call
+
+
+def _clone_all(xs):
+    return [clone_input(x) if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+def _reference(prog_fn, inputs):
+    """The program on float64 copies of its floating inputs: its output leaves, then the inputs
+    after the call (None if that fails)."""
+    up = [clone_input(x).double() if isinstance(x, torch.Tensor) and x.dtype.is_floating_point else clone_input(x)
+          for x in inputs]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return compare.leaves(prog_fn(*up)) + up
+    except Exception:
+        return None
+
+
+def _check_call(prog_fn, inputs, e_in, e_out, c_in, c_out) -> tuple[str, str] | None:
+    """(status, detail) of the worst difference of one call, or None if all match."""
+    e_leaves, c_leaves = compare.leaves(e_out), compare.leaves(c_out)
+    if len(e_leaves) != len(c_leaves):
+        return "wrong", f"{len(c_leaves)} outputs, eager {len(e_leaves)}"
+    pairs = [(f"output {i}", i, e, c) for i, (e, c) in enumerate(zip(e_leaves, c_leaves))]
+    pairs += [(f"input {j} after the call", len(e_leaves) + j, e, c) for j, (e, c) in enumerate(zip(e_in, c_in))]
+    for i, (e, c) in enumerate(zip(e_leaves, c_leaves)):
+        for j, x in enumerate(e_in):
+            if e is x and c is not c_in[j]:
+                return "wrong", f"output {i} is input {j} in eager, a new tensor compiled"
+    worst = None
+    ref = None
+    for what, k, e, c in pairs:
+        why = compare.mismatch(e, c)
+        if why is None:
+            continue
+        if isinstance(e, torch.Tensor) and e.dtype.is_floating_point and isinstance(c, torch.Tensor) \
+                and c.shape == e.shape and c.dtype == e.dtype:
+            if ref is None:
+                ref_out = _reference(prog_fn, inputs)
+                ref = ref_out if ref_out is not None else []
+            r = ref[k] if k < len(ref) else None
+            if isinstance(r, torch.Tensor) and compare.is_rounding(e, c, r.to(e.dtype) if r.dtype != torch.float64 else r):
+                worst = worst or ("rounding", f"{what}: {why}")
+                continue
+        return "wrong", f"{what}: {why}"
+    if worst:
+        return worst
+    for i, (e, c) in enumerate(zip(e_leaves, c_leaves)):
+        if compare.strides_differ(e, c):
+            return "stride", f"output {i}: strides {c.stride()} != eager {e.stride()}"
+    return None
+
+
+def run_program(prog: Program, target: str, max_calls: int | None = None) -> Result:
+    make, patch = TARGETS[target]
+    res = Result()
+    events = []
+
+    def sink(ev):
+        if ev.name in EAGER_EVENTS:
+            events.append(str(ev.fields.get("reason", ""))[:160])
+    torch._dynamo.reset()
+    eager_fn, compiled_fn = prog.function(), make(prog.function())
+    logs.add_sink(sink, level=logging.WARNING, artifacts=None)
+    try:
+        with config.patch(**{"backend.fallback_on_error": False, **patch}), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for k in range(len(prog.calls) if max_calls is None else min(max_calls, len(prog.calls))):
+                inputs = prog.make_inputs(k)
+                e_in, c_in = _clone_all(inputs), _clone_all(inputs)
+                try:
+                    e_out = eager_fn(*e_in)
+                except Exception as ex:
+                    if k == 0:
+                        res.status, res.detail = "invalid", f"eager: {type(ex).__name__}: {ex}"[:300]
+                        return res
+                    continue     # eager rejects these sizes: nothing to compare
+                try:
+                    c_out = compiled_fn(*c_in)
+                except Exception as ex:
+                    res.worse("crash", f"{type(ex).__name__}: {ex}"[:400], k)
+                    break
+                res.calls_run += 1
+                found = _check_call(eager_fn, inputs, e_in, e_out, c_in, c_out)
+                if found:
+                    res.worse(found[0], found[1][:400], k)
+                    if found[0] == "wrong":
+                        break
+    finally:
+        logs.remove_sink(sink)
+    res.eager_graphs = events
+    return res
