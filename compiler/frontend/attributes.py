@@ -67,6 +67,9 @@ def get_attr(tx, obj, name):
         from tracetorch.compiler.frontend import new_modules
         return new_modules.get_attr(tx, obj, name)
     if isinstance(obj, V.NewObjectVariable):
+        data = _data_descriptor(obj.cls, name)
+        if data is not None:            # a property (or other data descriptor) wins over attrs
+            return _type_member(tx, obj, obj.cls, name)
         if name in obj.attrs:
             return obj.attrs[name]
         if name == "__class__":
@@ -302,6 +305,16 @@ def _class_attr(tx, obj_var, value, name, src):
     return wrap(tx, static, src)
 
 
+def _data_descriptor(cls, name):
+    """The data descriptor (property, slot, ...) `name` of cls, which takes precedence over
+    the instance dict on reads and writes; else None."""
+    static = inspect.getattr_static(cls, name, None)
+    t = type(static)
+    if static is not None and (hasattr(t, "__set__") or hasattr(t, "__delete__")):
+        return static
+    return None
+
+
 def store_attr(tx, obj, name, value):
     if isinstance(obj, V.ModelOutputVariable):
         model_outputs.set_attr(tx, obj, name, value)
@@ -311,6 +324,13 @@ def store_attr(tx, obj, name, value):
         new_modules.store_attr(tx, obj, name, value)
         return
     if isinstance(obj, V.NewObjectVariable):
+        data = _data_descriptor(obj.cls, name)
+        if isinstance(data, property) and isinstance(data.fset, types.FunctionType):
+            from tracetorch.compiler.frontend.inline import inline_call
+            inline_call(tx, V.UserFunctionVariable(data.fset), [obj, value], {})
+            return
+        if data is not None:
+            raise Unsupported(f"assignment to descriptor {name} of {obj.cls.__name__}")
         obj.attrs[name] = value        # a new object: no side effect to replay
         tx.ctx.side_effects.touched.append(obj)
         return

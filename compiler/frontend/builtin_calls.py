@@ -335,7 +335,11 @@ def _hasattr(tx, v, name):
         tx.output.add_guard(expr, "SYMBOLIC", expr)
         return found
     if isinstance(v, (V.NNModuleVariable, V.UserObjectVariable, V.PythonModuleVariable)):
-        return hasattr(v.value, name)
+        found = hasattr(v.value, name)
+        if v.source is not None:     # the object may gain or lose the attribute later
+            expr = f"{'' if found else 'not '}hasattr({v.source.name()}, {name!r})"
+            tx.output.add_guard(expr, "SYMBOLIC", expr)
+        return found
     if v.is_constant():
         return hasattr(v.as_constant(), name)
     if isinstance(v, V.ModelOutputVariable):

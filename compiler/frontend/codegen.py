@@ -162,9 +162,10 @@ class PyCodegen:
         if isinstance(var, V.LazyIteratorVariable):
             return self._build_lazy_iterator(var, side_effects)
         if isinstance(var, V.DictViewVariable):
+            self.emit("PUSH_NULL")
+            self.emit("LOAD_CONST", getattr(var.dict.dict_cls, var.kind))
             text = self.reconstruct(var.dict, side_effects)
-            self.load_attr(var.kind)
-            self.call(0)
+            self.call(1)
             return f"{text}.{var.kind}()"
         if var.source is not None:
             var.source.reconstruct(self)

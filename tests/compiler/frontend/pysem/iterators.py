@@ -1,0 +1,198 @@
+"""Iterators, lazy builtins (map/zip/filter/enumerate) and generators."""
+import torch
+
+from tests.compiler.frontend.pysem import World, brk, case
+
+PROGRAMS = []
+P = PROGRAMS.append
+
+
+@case("iterators")
+def map_is_lazy_and_ordered():
+    log = []
+
+    def g(v):
+        log.append(v)
+        return v * 2
+
+    def f(x):
+        log.clear()
+        m = map(g, [1, 2, 3])
+        log.append("made")
+        first = next(m)
+        log.append("first")
+        rest = list(m)
+        return x + first + sum(rest), list(log)
+    return World(f, observe=lambda: list(log))
+P(map_is_lazy_and_ordered)
+
+
+@case("iterators")
+def map_interleaves_with_loop_body():
+    log = []
+
+    def g(v):
+        log.append(("map", v))
+        return v
+
+    def f(x):
+        log.clear()
+        for v in map(g, range(3)):
+            log.append(("body", v))
+            x = x + v
+        return x
+    return World(f, observe=lambda: list(log))
+P(map_interleaves_with_loop_body)
+
+
+@case("iterators")
+def zip_strict_raises():
+    def f(x):
+        return x + sum(a * b for a, b in zip([1, 2], [3, 4, 5], strict=True))
+    return f
+P(zip_strict_raises)
+
+
+@case("iterators")
+def zip_strict_ok_and_shortest():
+    def f(x):
+        pairs = list(zip([1, 2], "ab", strict=True))
+        short = list(zip(range(5), [x, x * 2]))
+        return pairs, short
+    return f
+P(zip_strict_ok_and_shortest)
+
+
+@case("iterators")
+def returned_lazy_objects_keep_their_type():
+    def f(x):
+        return map(lambda v: v + 1, [x, x * 2]), zip([1, 2], [x, x]), filter(None, [0, 1, 2]), \
+            enumerate([x], 5)
+    return f
+P(returned_lazy_objects_keep_their_type)
+
+
+@case("iterators")
+def filter_with_predicate_side_effects():
+    seen = []
+
+    def keep(v):
+        seen.append(v)
+        return v % 2 == 0
+
+    def f(x):
+        seen.clear()
+        it = filter(keep, range(6))
+        a = next(it)
+        seen.append("after-first")
+        return x + a + sum(it), list(seen)
+    return World(f, observe=lambda: list(seen))
+P(filter_with_predicate_side_effects)
+
+
+@case("iterators")
+def range_iterator_fresh_per_call():
+    def f(x):
+        it = range(3).__iter__()
+        a = next(it)
+        return x + a, list(it), isinstance(iter(range(5)), type(iter(range(1))))
+    return f
+P(range_iterator_fresh_per_call)
+
+
+@case("iterators")
+def iterator_partially_consumed_across_break():
+    def f(x):
+        it = iter([1, 2, 3, 4])
+        a = next(it)
+        brk()
+        b = next(it)
+        return x + a + b, list(it)
+    return f
+P(iterator_partially_consumed_across_break)
+
+
+@case("iterators")
+def enumerate_start_and_reversed():
+    def f(x):
+        out = []
+        for i, v in enumerate(reversed([x, x + 1, x + 2]), start=10):
+            out.append(v * i)
+        return torch.stack(out).sum(0), [i for i, _ in enumerate("abc", 1)]
+    return f
+P(enumerate_start_and_reversed)
+
+
+@case("iterators")
+def generator_function_consumed():
+    def gen(n, x):
+        for i in range(n):
+            yield x * i
+
+    def f(x):
+        return sum(gen(3, x)), list(gen(2, 1))
+    return f
+P(generator_function_consumed)
+
+
+@case("iterators")
+def next_with_default():
+    def f(x):
+        it = iter([])
+        d = next(it, 7)
+        it2 = map(lambda v: v, [x])
+        first = next(it2)
+        return first + d, next(it2, None)
+    return f
+P(next_with_default)
+
+
+@case("iterators")
+def map_over_two_iterables_and_zip_unpack():
+    def f(x):
+        sums = list(map(lambda a, b: a + b, [x, x * 2, x * 3], [1, 2]))
+        a, b = zip(*[(1, "a"), (2, "b")])
+        return sums, a, b
+    return f
+P(map_over_two_iterables_and_zip_unpack)
+
+
+@case("iterators")
+def dict_iteration_order_after_mutation():
+    def f(x):
+        d = {"b": 1, "a": 2}
+        d["c"] = 3
+        del d["b"]
+        d["b"] = 4
+        return x + sum(d.values()), [k for k in d], list(reversed(list(d.items())))
+    return f
+P(dict_iteration_order_after_mutation)
+
+
+@case("iterators")
+def generator_expression_in_any_all():
+    calls = []
+
+    def check(v):
+        calls.append(v)
+        return v > 1
+
+    def f(x):
+        calls.clear()
+        return x + int(any(check(v) for v in [0, 2, 3])), all(v < 5 for v in range(3))
+    return World(f, observe=lambda: list(calls))
+P(generator_expression_in_any_all)
+
+
+@case("iterators")
+def map_object_stored_and_resumed_in_loop():
+    def f(x):
+        m = map(lambda v: v * 10, range(4))
+        out = []
+        for v in m:
+            out.append(v)
+            if v >= 10:
+                break
+        return x + sum(out), list(m)
+    return f
+P(map_object_stored_and_resumed_in_loop)

@@ -1,0 +1,122 @@
+"""Dataclasses and namedtuples: construction, fields, _replace, subclasses, escape."""
+import collections
+import dataclasses
+import typing
+
+import torch
+
+from tests.compiler.frontend.pysem import World, case
+
+PROGRAMS = []
+P = PROGRAMS.append
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+class Typed(typing.NamedTuple):
+    x: torch.Tensor
+    n: int = 2
+
+
+class PairGet(collections.namedtuple("PairGet", "a b")):
+    def __getitem__(self, i):
+        if isinstance(i, str):
+            return getattr(self, i)
+        return super().__getitem__(i)
+
+
+@dataclasses.dataclass
+class DC:
+    t: torch.Tensor
+    k: int = 1
+
+
+@case("records")
+def namedtuple_build_and_fields():
+    def f(x):
+        p = Pair(x, 2)
+        q = p._replace(b=3)
+        a, b = q
+        return p, q.a * b, p._fields, p[1], len(p)
+    return f
+P(namedtuple_build_and_fields)
+
+
+@case("records")
+def typed_namedtuple_defaults():
+    def f(x):
+        t = Typed(x)
+        return t.x * t.n, t, Typed(x, 5).n
+    return f
+P(typed_namedtuple_defaults)
+
+
+@case("records")
+def namedtuple_subclass_getitem():
+    def f(x):
+        p = PairGet(x, 3)
+        return p["a"] + p[1], p.b
+    return f
+P(namedtuple_subclass_getitem)
+
+
+@case("records")
+def namedtuple_class_made_in_frame():
+    def f(x):
+        Local = collections.namedtuple("Local", ["u", "v"])
+        r = Local(x, 1)
+        return r.u + r.v, type(r).__name__, r._asdict()["v"]
+    return f
+P(namedtuple_class_made_in_frame)
+
+
+@case("records", args=lambda i: (Pair(torch.full((2,), float(i)), i),))
+def namedtuple_input():
+    def f(p):
+        return p.a * p.b, p._replace(b=0)
+    return f
+P(namedtuple_input)
+
+
+@case("records")
+def dataclass_made_and_mutated():
+    def f(x):
+        d = DC(x)
+        d.k += 2
+        return d.t * d.k, d
+    return f
+P(dataclass_made_and_mutated)
+
+
+@case("records", args=lambda i: (DC(torch.full((2,), float(i)), i),))
+def dataclass_input_mutated():
+    def f(d):
+        d.k = d.k + 1
+        d.t = d.t * 2
+        return dataclasses.fields(d)[0].name, d.t.sum()
+    return f
+P(dataclass_input_mutated)
+
+
+@case("records")
+def dataclass_replace_and_asdict():
+    def f(x):
+        d = DC(x, 3)
+        e = dataclasses.replace(d, k=4)
+        return e.k * e.t, dataclasses.asdict(d)["k"], d == DC(x, 3) if False else True
+    return f
+P(dataclass_replace_and_asdict)
+
+
+@case("records")
+def frozen_dataclass_and_eq():
+    @dataclasses.dataclass(frozen=True)
+    class Key:
+        a: int
+        b: str
+
+    def f(x):
+        k = Key(1, "z")
+        return x + k.a, k == Key(1, "z"), hash(k) == hash(Key(1, "z"))
+    return f
+P(frozen_dataclass_and_eq)
