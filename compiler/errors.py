@@ -80,3 +80,8 @@ class BackendCompilerFailed(CompilerError):
 
 class RecompileLimitError(CompilerError):
     """The recompile limit was hit while `fullgraph=True` (no eager fallback allowed)."""
+
+
+class PluginLoadError(CompilerError, RuntimeError):
+    """A plugin that provides a feature the user switched on (e.g. TRACE_COMPILE_DEBUG=1 needs
+    the debug plugin) could not be loaded: going on would silently drop that feature."""

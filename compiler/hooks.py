@@ -34,6 +34,11 @@ _FALLBACK_PLUGINS = {"debug": "tracetorch.debug.plugin:install"}
 
 STAGES = ("frontend", "backend")
 
+# Config options (section.name) that only take effect through a plugin: when one is switched on
+# and its plugin fails to load, that is an error, not a warning (the user asked for it).
+_FEATURES_OF_PLUGIN = {"debug": (("debug.compile_debug", "TRACE_COMPILE_DEBUG=1"),
+                                 ("repro.after", "TRACE_REPRO_AFTER"))}
+
 _lock = threading.RLock()
 _loaded = False
 # Ordered name -> wrapper maps; registering an existing name replaces it (idempotent installs).
@@ -45,10 +50,29 @@ def _run_install(name: str, target: str, load: Callable[[], Any]) -> None:
     try:
         install = load()
         install()
-    except Exception as e:  # a broken plugin must never break compilation
-        log.warning("plugin_load_failed", plugin=name, target=target, error=f"{type(e).__name__}: {e}")
+    except Exception as e:  # a broken plugin breaks compilation only if its feature was asked for
+        error = f"{type(e).__name__}: {e}"
+        log.warning("plugin_load_failed", plugin=name, target=target, error=error)
+        wanted = _requested_features(name)
+        if wanted:
+            from tracetorch.compiler.errors import PluginLoadError
+            raise PluginLoadError(
+                f"{', '.join(wanted)} needs the tracetorch plugin '{name}' ({target}), which "
+                f"failed to load: {error}. Reinstall tracetorch (pip install -e .) or unset "
+                f"{' / '.join(w.split('=')[0] for w in wanted)}.") from e
         return
     log.debug("plugin_loaded", plugin=name, target=target)
+
+
+def _requested_features(plugin: str) -> list[str]:
+    """The switched-on options (as the user would spell them) that need `plugin`."""
+    from tracetorch.compiler import config
+    wanted = []
+    for key, spelling in _FEATURES_OF_PLUGIN.get(plugin, ()):
+        section, option = key.split(".")
+        if getattr(getattr(config, section), option):
+            wanted.append(spelling)
+    return wanted
 
 
 def _load_by_name(target: str) -> Callable[[], Any]:
@@ -58,6 +82,19 @@ def _load_by_name(target: str) -> Callable[[], Any]:
         return getattr(module, attr or "install")
 
     return load
+
+
+def _missing(module_name: str) -> Callable[[], Any]:
+    def load():
+        raise ModuleNotFoundError(f"No module named {module_name!r}")
+    return load
+
+
+def _entry_points():
+    try:
+        return importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    except Exception:  # broken metadata of some unrelated distribution
+        return ()
 
 
 def load_plugins() -> None:
@@ -70,11 +107,7 @@ def load_plugins() -> None:
             return
         _loaded = True  # set first: a plugin that compiles while installing must not recurse
         seen = set()
-        try:
-            eps = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-        except Exception:  # broken metadata of some unrelated distribution
-            eps = ()
-        for ep in eps:
+        for ep in _entry_points():
             if ep.name in seen:
                 continue
             seen.add(ep.name)
@@ -91,6 +124,8 @@ def load_plugins() -> None:
                 _run_install(name, target, _load_by_name(target))
             else:
                 log.debug("plugin_not_found", plugin=name, target=target)
+                if _requested_features(name):
+                    _run_install(name, target, _missing(module_name))
 
 
 def plugins_loaded() -> bool:

@@ -1,6 +1,14 @@
 import os
+import sys
+from pathlib import Path
 
 import torch
+
+# The tests use the installed names (tracetorch.compiler, ...). `python -m pytest` from the
+# repository root puts the root on sys.path, where compiler/, logs/, debug/ and tui/ would also
+# import under their bare folder names, as a second copy of each module: take the root off.
+_ROOT = str(Path(__file__).resolve().parents[1])
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _ROOT]
 
 # Triton kernels for CPU tensors run in Triton's interpreter, which must be switched on before
 # triton is first imported (its own @jit helpers are made interpretable at import time).

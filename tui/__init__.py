@@ -5,7 +5,7 @@ and launches `debug` tools as subprocesses; it never imports the compiler.
 
     tracetui [PATH]          a debug run folder, a trace file or folder; default ./trace_debug/latest
     tracetui --summary PATH  plain-text overview, every graph break and recompile reason
-    tracetui --demo          compile scripts/demo.py under TRACE_COMPILE_DEBUG=1 and open it
+    tracetui --demo          compile the demo model (tracetorch.debug.demo) and open its debug folder
 
 Layout of the package: `model.py` builds frames/compiles from a trace (`extract.py` reads each
 record kind, ours and PyTorch's); `app.py` is the App; `screens/` holds the overview (main),

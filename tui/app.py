@@ -25,6 +25,19 @@ SYNC_BYTES = 512 * 1024
 PROGRESS_INTERVAL_S = 0.1
 
 
+def write_crash_log(error: BaseException) -> Path | None:
+    """The traceback of an internal error, in a file the one-line message can point at."""
+    import tempfile
+    import traceback
+    try:
+        fd, name = tempfile.mkstemp(prefix="tracetui_crash_", suffix=".log")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write("".join(traceback.format_exception(error)))
+        return Path(name)
+    except OSError:
+        return None
+
+
 class TraceApp(App):
     TITLE = "tracetui"
     BINDINGS = [
@@ -36,8 +49,13 @@ class TraceApp(App):
     ]
 
     def __init__(self, trace, debug_dir: Path | None = None, shown: str = "",
-                 note: str | None = None, **kw):
+                 note: str | None = None, quiet_crash: bool = False, **kw):
         super().__init__(**kw)
+        # The console script's mode: an internal error ends the app with one line on stderr and
+        # the traceback in a file (crash_log), not a screenful of traceback.
+        self.quiet_crash = quiet_crash
+        self.crash: BaseException | None = None
+        self.crash_log: Path | None = None
         if "TEXTUAL_ANIMATIONS" not in os.environ:
             # No sliding tab underline: it repaints the screen ~18 times per tab switch (0.3 s
             # at 60 fps), which made every tab switch and replay step cost ~0.5 s of CPU.
@@ -49,6 +67,14 @@ class TraceApp(App):
         # (stage, records done, records in all), written by the loading thread, shown by a timer
         self.load_progress: tuple[str, int, int] = ("indexing", 0, 0)
         self._progress_timer = None
+
+    def _handle_exception(self, error: Exception) -> None:
+        """Textual's hook for an unhandled exception (the app then exits with code 1)."""
+        self.crash = error
+        super()._handle_exception(error)
+        if self.quiet_crash:
+            self.crash_log = write_crash_log(error)
+            self._exit_renderables.clear()   # printed by run() after we return: say it in one line
 
     def on_mount(self) -> None:
         if self.trace.size <= SYNC_BYTES:

@@ -1,4 +1,8 @@
-"""`tracetui [PATH] | --summary PATH | --demo`: the console script (pyproject: tui.cli:main)."""
+"""`tracetui [PATH] | --summary PATH | --demo`: the console script (pyproject:
+tracetorch.tui.cli:main).
+
+Exit codes: 0 done; 1 the app or the demo failed (one line on stderr, the traceback in a file);
+2 bad arguments or a path that holds no trace; 3 a dependency is missing."""
 
 from __future__ import annotations
 
@@ -6,7 +10,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from tracetorch.tui.paths import DEFAULT_BASE, PathError, open_path
 
 EXIT_BAD_PATH = 2
 
@@ -33,24 +36,46 @@ def parse_args(argv):
     return args
 
 
-def fail(message: str) -> int:
+EXIT_FAILED = 1       # the app or the demo could not do what was asked
+EXIT_MISSING_DEPENDENCY = 3
+
+
+def fail(message: str, code: int = EXIT_BAD_PATH) -> int:
     print(f"tracetui: {message}", file=sys.stderr)
-    return EXIT_BAD_PATH
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    note = None
+    try:
+        return _main(args)
+    except ImportError as e:          # a dependency missing or broken in this environment
+        return fail(f"cannot start: {e.__class__.__name__}: {e}. Install tracetorch with its "
+                    f"dependencies (pip install -e . in the checkout).", EXIT_MISSING_DEPENDENCY)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:            # an internal error: one line here, the traceback in a file
+        from tracetorch.tui.app import write_crash_log
+        where = write_crash_log(e)
+        return fail(f"internal error: {type(e).__name__}: {e}"
+                    + (f" (traceback in {where})" if where else ""), EXIT_FAILED)
+
+
+def _main(args) -> int:
+    # imported here, not at the top: a missing dependency is reported by main() in one line
+    from tracetorch.tui.paths import DEFAULT_BASE, PathError, open_path
+    note, demo_failed = None, False
     if args.demo:
         from tracetorch.tui.demo import run_demo
         res = run_demo(DEFAULT_BASE.resolve(), echo=lambda s: print(f"tracetui: {s}"))
         if res.failed:
+            demo_failed = True
             note = f"The demo failed (exit {res.returncode}); showing the trace it wrote so far."
             print(f"tracetui: the demo program failed (exit {res.returncode}):\n{res.stderr_tail}",
                   file=sys.stderr)
         if res.run_dir is None:
-            return fail("the demo wrote no debug folder, so there is nothing to open.") \
-                if res.failed else fail("the demo ran but wrote no debug folder.")
+            return fail("the demo wrote no debug folder, so there is nothing to open.", EXIT_FAILED) \
+                if res.failed else fail("the demo ran but wrote no debug folder.", EXIT_FAILED)
         args.path = str(res.run_dir)
     try:
         opened = open_path(args.path)
@@ -62,8 +87,15 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(summary_text(TraceModel(opened.trace, opened.debug_dir), opened.shown))
         return 0
     from tracetorch.tui.app import TraceApp
-    TraceApp(opened.trace, opened.debug_dir, opened.shown, note=note).run()
-    return 0
+    app = TraceApp(opened.trace, opened.debug_dir, opened.shown, note=note, quiet_crash=True)
+    app.run()
+    if app.crash is not None:
+        where = f" (traceback in {app.crash_log})" if app.crash_log else ""
+        return fail(f"internal error: {type(app.crash).__name__}: {app.crash}{where}", EXIT_FAILED)
+    if demo_failed:
+        return fail("exiting with an error because the demo program failed (see above).",
+                    EXIT_FAILED)
+    return app.return_code or 0
 
 
 if __name__ == "__main__":

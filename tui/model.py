@@ -287,15 +287,26 @@ class TraceModel:
         p = self.debug_dir / "repro" / "repro.py"
         return p if p.is_file() else None
 
+    def _user_file(self, filename: str | None) -> Path | None:
+        """The user's file named by the trace: where it was recorded, else beside the trace file
+        (a trace sent along with the script it came from, as in a bug report)."""
+        if not filename:
+            return None
+        for p in (Path(filename), Path(self.trace.path).parent / Path(filename).name):
+            if p.is_file():
+                return p
+        return None
+
     def source_of(self, c: Compile) -> tuple[str, int, list[str]] | None:
         """(filename, first line number, lines) of the compile's user function: from the trace,
         else the user's file on disk, else the debug folder's source.py (read only, never run)."""
         if c.source:
             fn, first, text = c.source
             return fn, first, text.splitlines()
-        if c.filename and Path(c.filename).is_file():
+        found = self._user_file(c.filename)
+        if found is not None:
             try:
-                lines = Path(c.filename).read_text(errors="replace").splitlines()
+                lines = found.read_text(errors="replace").splitlines()
             except OSError:
                 lines = []
             if lines:

@@ -22,6 +22,15 @@ class Opened:
     shown: str  # what to call it in the title
 
 
+def display_path(p: Path) -> str:
+    """`p` as the user would type it from here: relative to the working directory when it lies
+    under it (shorter, and the same on every machine), else absolute."""
+    try:
+        return str(Path(p).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(p)
+
+
 def newest_run(base: Path) -> Path | None:
     latest = base / "latest"
     if latest.is_dir():

@@ -177,7 +177,7 @@ def test_env_vars_are_converted_to_the_option_type(clean_config):
      r"frontend.cache_size_limit expects an int"),
     ("TRACE_BACKEND_FUSION", "maybe", r"TRACE_BACKEND_FUSION='maybe': backend.fusion expects a bool \(1/0, true/false, yes/no, on/off\)"),
     ("TRACE_REPRO_AFTER", "dynamo", r"expects 'frontend' or 'backend' or None"),
-    ("TRACE_TRITON_NUM_WARPS_CHOICES", "2,x", r"expects a list of ints \(comma-separated\)"),
+    ("TRACE_TRITON_NUM_WARPS_CHOICES", "2,x", r"expects a list of ints with each item >= 1 \(comma-separated\)"),
 ])
 def test_env_errors(clean_config, var, value, message):
     with pytest.raises(ConfigError, match=message):
@@ -190,7 +190,7 @@ def test_bad_env_at_import_is_a_clean_message_and_exit(clean_config, monkeypatch
         config._init()                       # what importing compiler.config runs
     assert e.value.code == 2
     err = capsys.readouterr().err
-    assert err == "tracetorch: TRACE_CPP_THREADS='many': cpp.threads expects an int.\n"
+    assert err == "tracetorch: TRACE_CPP_THREADS='many': cpp.threads expects an int >= 0.\n"
 
 
 # -- YAML ------------------------------------------------------------------------------------------

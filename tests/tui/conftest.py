@@ -5,7 +5,14 @@ from pathlib import Path
 import pytest
 
 from tracetorch.tui.synthetic import write_synthetic_trace
-from tui_trace_fixtures import cached_torch_trace, make_our_debug_run, normalized_our_run
+from tui_trace_fixtures import (cached_torch_trace, make_our_debug_run, normalized_our_run,
+                                shared_fixture_root)
+
+
+@pytest.fixture(scope="session")
+def fixture_root(tmp_path_factory) -> Path:
+    """The run's folder for programs and traces (pytest's tmp dirs; shown as /fixtures)."""
+    return shared_fixture_root(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
@@ -15,23 +22,23 @@ def synthetic_trace(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def torch_trace(tmp_path_factory) -> Path:
+def torch_trace(tmp_path_factory, fixture_root) -> Path:
     """A real PyTorch TORCH_TRACE log (graph break + recompile), normalized for snapshots;
     made by torch.compile in a subprocess (cached per torch version)."""
-    return cached_torch_trace(tmp_path_factory.mktemp("torch"))
+    return cached_torch_trace(fixture_root, tmp_path_factory.mktemp("torch"))
 
 
 @pytest.fixture(scope="session")
-def our_debug_run(tmp_path_factory) -> Path:
+def our_debug_run(tmp_path_factory, fixture_root) -> Path:
     """A debug run folder written by our compiler (compiler.compile, TRACE_COMPILE_DEBUG=1)."""
-    return make_our_debug_run(tmp_path_factory.mktemp("ours") / "trace_debug")
+    return make_our_debug_run(fixture_root, tmp_path_factory.mktemp("ours") / "trace_debug")
 
 
 @pytest.fixture(scope="session")
-def our_trace(our_debug_run) -> Path:
+def our_trace(our_debug_run, fixture_root) -> Path:
     """That debug run folder, normalized for snapshots (clock, pid, timings, object ids,
     addresses, module paths, versions, the machine's libmvec declarations)."""
-    return normalized_our_run(our_debug_run)
+    return normalized_our_run(fixture_root, our_debug_run)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -45,3 +52,13 @@ def pytest_pyfunc_call(pyfuncitem):
         asyncio.run(pyfuncitem.obj(**{n: pyfuncitem.funcargs[n] for n in names}))
         return True
     return None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    """pytest-textual-snapshot writes its HTML report (on failures) into the working directory,
+    i.e. the repository: put it under pytest's base temp instead, unless a path was asked for."""
+    if config.getoption("--snapshot-report", default=None) == "snapshot_report.html":
+        factory = getattr(config, "_tmp_path_factory", None)
+        if factory is not None:
+            config.option.snapshot_report = str(factory.getbasetemp() / "snapshot_report.html")

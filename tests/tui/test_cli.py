@@ -108,19 +108,19 @@ def test_demo_failure_is_reported_and_partial_trace_opened(tmp_path, monkeypatch
     monkeypatch.setattr(demo, "DEMO", fake)
     monkeypatch.chdir(tmp_path)
     opened = []
-    monkeypatch.setattr("tui.app.TraceApp.run", lambda self: opened.append(self))
-    assert cli.main(["--demo"]) == 0
+    monkeypatch.setattr("tracetorch.tui.app.TraceApp.run", lambda self: opened.append(self))
+    assert cli.main(["--demo"]) == 1          # the partial trace is shown, and the exit says it failed
     err = capsys.readouterr().err
     assert "the demo program failed (exit 1)" in err and "backend exploded" in err
     assert opened and opened[0].debug_dir.name.startswith("run_") and "failed" in opened[0].note
 
 
-def test_demo_that_writes_nothing_exits_2(tmp_path, monkeypatch, capsys):
+def test_demo_that_writes_nothing_exits_1(tmp_path, monkeypatch, capsys):
     fake = tmp_path / "demo.py"
     fake.write_text("raise SystemExit('ImportError: no compiler')\n")
     monkeypatch.setattr(demo, "DEMO", fake)
     monkeypatch.chdir(tmp_path)
-    assert cli.main(["--demo"]) == 2
+    assert cli.main(["--demo"]) == 1
     err = capsys.readouterr().err
     assert "no compiler" in err and "nothing to open" in err
 
@@ -131,3 +131,39 @@ def test_debug_folder_detection(tmp_path, name):
     (tmp_path / "repro").mkdir()
     opened = paths.open_path(str(tmp_path))
     assert (opened.debug_dir == tmp_path) == (name == "trace.log")
+
+
+# -- failures are failures: non-zero exit, one line, no traceback ---------------------------------
+_CRASHING_APP = (
+    "import sys\n"
+    "from tracetorch.tui import app, cli\n"
+    "def boom(self):\n"
+    "    raise RuntimeError('simulated internal error')\n"
+    "app.TraceApp.on_mount = boom\n"
+    "sys.exit(cli.main([sys.argv[1]]))\n")
+
+
+def test_crash_inside_the_app_exits_1_with_one_line(synthetic_trace, tmp_path):
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path),
+           "TEXTUAL_DRIVER": "textual.drivers.headless_driver:HeadlessDriver"}
+    r = subprocess.run([sys.executable, "-c", _CRASHING_APP, str(synthetic_trace)], env=env,
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr and "Traceback" not in r.stdout
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert lines == [ln for ln in lines if ln.startswith("tracetui: internal error: RuntimeError: "
+                                                         "simulated internal error")], r.stderr
+    log = next(tmp_path.glob("tracetui_crash_*.log"))
+    assert "simulated internal error" in log.read_text()
+
+
+def test_missing_dependency_exits_3_with_one_line(synthetic_trace, tmp_path):
+    # a stand-in `textual` package that cannot be imported, first on the path
+    (tmp_path / "textual").mkdir()
+    (tmp_path / "textual" / "__init__.py").write_text("raise ImportError('textual is broken here')\n")
+    env = {"PYTHONPATH": f"{tmp_path}:{REPO}", "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-m", "tracetorch.tui.cli", str(synthetic_trace)], env=env,
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 3, r.stderr
+    assert "Traceback" not in r.stderr
+    assert r.stderr.startswith("tracetui: cannot start: ImportError: textual is broken here")

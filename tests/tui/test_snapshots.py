@@ -15,7 +15,7 @@ import pytest
 from tracetorch.tui.app import TraceApp
 from tracetorch.tui.paths import open_path
 from tracetorch.tui.synthetic import write_synthetic_trace
-from tui_trace_fixtures import FIXTURE_ROOT, make_failed_debug_run
+from tui_trace_fixtures import make_failed_debug_run
 
 SIZE = (130, 36)
 
@@ -76,8 +76,9 @@ def test_problems(snap_compare, tmp_path):
     assert snap_compare(app_for(bad), press=["exclamation_mark"], terminal_size=SIZE)
 
 
-def test_minify(snap_compare):
-    run = make_failed_debug_run(FIXTURE_ROOT / "minify_run")  # fixed path: shown on screen
+def test_minify(snap_compare, tmp_path, monkeypatch):
+    run = make_failed_debug_run(tmp_path / "minify_run")
+    monkeypatch.chdir(tmp_path)          # paths on screen are shown relative to it: minify_run/...
 
     async def minify(pilot):
         await pilot.press("m")

@@ -13,8 +13,18 @@ import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-# Programs live at fixed paths: their file names appear in the traces, hence in snapshots.
-FIXTURE_ROOT = Path("/tmp/tracetui_fixtures")
+# Programs and traces live under one folder of the test run (pytest's tmp dirs, shared by the
+# xdist workers of a run: conftest.fixture_root). Their paths appear in the traces, hence on
+# screen: normalize_trace writes that folder as FIXTURE_SHOWN, the same on every machine.
+FIXTURE_SHOWN = "/fixtures"
+
+
+def shared_fixture_root(tmp_path_factory) -> Path:
+    """One folder per test run: the parent of the per-worker base temp under xdist."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "tracetui_fixtures"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
 
 # A graph break (print) and a recompile (a second call with another rank).
 PROGRAM = textwrap.dedent(
@@ -35,8 +45,8 @@ PROGRAM = textwrap.dedent(
 )
 
 
-def write_program(name: str, compile_expr: str) -> Path:
-    d = FIXTURE_ROOT / name
+def write_program(root: Path, name: str, compile_expr: str) -> Path:
+    d = root / name
     d.mkdir(parents=True, exist_ok=True)
     path = d / "prog.py"
     text = PROGRAM.replace("COMPILE", compile_expr)
@@ -55,18 +65,18 @@ def run(prog: Path, env: dict, cwd: Path) -> None:
         raise RuntimeError(f"{prog} failed:\n{proc.stderr[-3000:]}")
 
 
-def make_torch_trace(out: Path) -> Path:
+def make_torch_trace(root: Path, out: Path) -> Path:
     """torch.compile (eager backend: fast) under TORCH_TRACE; returns the trace folder."""
-    prog = write_program("torch", 'torch.compile(f, backend="eager")')
+    prog = write_program(root, "torch", 'torch.compile(f, backend="eager")')
     # run in the program's (fixed) folder: the trace records the working directory
     # (inductor_config's xpu.cutlass_dir)
     run(prog, {"TORCH_TRACE": str(out)}, prog.parent)
     return out
 
 
-def cached_torch_trace(work: Path) -> Path:
-    """The normalized PyTorch trace, made once per torch version and program text: running
-    torch.compile in a subprocess costs seconds, and the result only depends on those two."""
+def cached_torch_trace(root: Path, work: Path) -> Path:
+    """The normalized PyTorch trace, made once per test run (shared by the xdist workers):
+    running torch.compile in a subprocess costs seconds."""
     import fcntl
 
     import torch
@@ -74,31 +84,32 @@ def cached_torch_trace(work: Path) -> Path:
     from tracetorch.logs.trace_reader import find_trace_files
 
     key = hashlib.md5(f"{torch.__version__}\n{PROGRAM}\n{_VOLATILE}".encode()).hexdigest()[:12]
-    cached = FIXTURE_ROOT / f"torch_trace_{key}" / "dedicated_log_torch_trace_x.log"
+    cached = root / f"torch_trace_{key}" / "dedicated_log_torch_trace_x.log"
     cached.parent.mkdir(parents=True, exist_ok=True)
     with open(cached.parent / ".lock", "w") as lock:  # parallel workers: one makes it
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not cached.is_file():
-            raw = make_torch_trace(work / "raw")
-            normalize_trace(find_trace_files(raw)[0], work / "norm.log")
+            raw = make_torch_trace(root, work / "raw")
+            normalize_trace(find_trace_files(raw)[0], work / "norm.log", root=root)
+            # the program beside the trace: the trace names it at /fixtures/torch/prog.py,
+            # which does not exist; tracetui then reads the file of that name beside the trace
+            (cached.parent / "prog.py").write_text((root / "torch" / "prog.py").read_text())
             os.replace(work / "norm.log", cached)
     return cached
 
 
-def make_our_debug_run(base: Path) -> Path:
+def make_our_debug_run(root: Path, base: Path) -> Path:
     """compiler.compile under TRACE_COMPILE_DEBUG=1 (compiled-code cache off, so that every
     stage runs and writes its records); returns the debug run folder. Parallel test workers of
     one run share it (made once, under a lock)."""
     import fcntl
 
-    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if run_id:
-        base = FIXTURE_ROOT / f"ours_{run_id}" / "trace_debug"
+    base = root / "ours" / "trace_debug"
     base.parent.mkdir(parents=True, exist_ok=True)
     with open(base.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not any(base.glob("run_*")):
-            prog = write_program("ours", "__import__('tracetorch').compiler.compile(f)")
+            prog = write_program(root, "ours", "__import__('tracetorch').compiler.compile(f)")
             run(prog, {"TRACE_COMPILE_DEBUG": "1", "TRACE_COMPILE_DEBUG_DIR": str(base),
                        "TRACE_BACKEND_CACHE_ENABLED": "0"}, base.parent)
     runs = sorted(base.glob("run_*"))
@@ -137,12 +148,27 @@ def _stable_meta(value):
     return value
 
 
-def normalize_trace(src: Path, dst: Path, rules=None, writer_lines: bool = False) -> Path:
+def _replace_root(text: str, root: Path) -> str:
+    """The fixture folder as FIXTURE_SHOWN, also where a tool shortened its path (PyTorch's guard
+    comments drop the leading folders: pytest-of-root/pytest-9/tracetui_fixtures/...)."""
+    text = text.replace(str(root), FIXTURE_SHOWN)
+    parts = root.parts[1:]
+    for k in range(1, len(parts)):
+        text = text.replace("/".join(parts[k:]), FIXTURE_SHOWN.lstrip("/"))
+    return text
+
+
+def normalize_trace(src: Path, dst: Path, rules=None, writer_lines: bool = False,
+                    root: Path | None = None) -> Path:
     """Copy a trace with clock, pid, timings and object ids fixed (md5s recomputed). rules:
     the (regex, replacement) pairs for payloads (default _VOLATILE); writer_lines: the writer's
-    source line in each prefix set to 0 (ours move with every edit of compiler/)."""
+    source line in each prefix set to 0 (ours move with every edit of compiler/); root: the
+    run's fixture folder, written as FIXTURE_SHOWN."""
     out, tick = [], 0
-    records = re.split(r"\n(?=[^\t])", src.read_text())
+    text = src.read_text()
+    if root is not None:
+        text = _replace_root(text, root)
+    records = re.split(r"\n(?=[^\t])", text)
     for rec in records:
         if not rec.strip():
             continue
@@ -183,27 +209,24 @@ _OURS_VOLATILE = [
     (re.compile(r'("torch_version": )"[^"]*"'), r'\g<1>"2.x"'),
     (re.compile(r'extern "C" \{\n(__attribute__\(\(__simd__[^\n]*\n)+\}\n'), ""),
 ]
-OURS_SNAPSHOT_RUN = FIXTURE_ROOT / "ours_snapshot" / "run_normalized"
-
-
-def normalized_our_run(run: Path) -> Path:
+def normalized_our_run(root: Path, run: Path) -> Path:
     """A copy of one of our debug run folders, normalized for snapshots (trace.log as in
     normalize_trace plus _OURS_VOLATILE; the per-compile source.py files), at a fixed path
     (shown on screen). Files are replaced atomically: parallel workers and sessions write the
     same content."""
     import fcntl
 
-    dst = OURS_SNAPSHOT_RUN
+    dst = root / "ours_snapshot" / "run_normalized"
     dst.mkdir(parents=True, exist_ok=True)
     with open(dst.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         tmp = dst / f".trace.{os.getpid()}.tmp"
-        normalize_trace(run / "trace.log", tmp, _OURS_VOLATILE, writer_lines=True)
+        normalize_trace(run / "trace.log", tmp, _OURS_VOLATILE, writer_lines=True, root=root)
         os.replace(tmp, dst / "trace.log")
         for src in sorted(run.glob("*_*/source.py")):
             (dst / src.parent.name).mkdir(exist_ok=True)
             tmp = dst / src.parent.name / f".source.{os.getpid()}.tmp"
-            tmp.write_text(src.read_text())
+            tmp.write_text(_replace_root(src.read_text(), root))
             os.replace(tmp, dst / src.parent.name / "source.py")
     return dst
 

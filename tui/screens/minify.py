@@ -13,6 +13,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Header, RichLog, Static
 
+from tracetorch.tui.paths import display_path
+
 
 class MinifyScreen(Screen):
     BINDINGS = [Binding("escape,q", "close", "Back"), Binding("ctrl+c", "stop", "Stop minifier")]
@@ -28,7 +30,8 @@ class MinifyScreen(Screen):
 
     def compose(self):
         yield Header()
-        yield Static(Text(f"Minifying {self.script} ...", style="bold"), id="minify-status")
+        yield Static(Text(f"Minifying {display_path(self.script)} ...", style="bold"),
+                     id="minify-status")
         yield RichLog(id="minify-log", wrap=True, markup=False)
         yield Footer()
 
@@ -40,7 +43,7 @@ class MinifyScreen(Screen):
         log, status = self.query_one(RichLog), self.query_one("#minify-status", Static)
         cmd = [sys.executable, self.script.name, "--minify", *self.extra_args]
         shown = " ".join(["python", *cmd[1:]])  # the interpreter's full path is noise
-        log.write(Text(f"$ {shown}   (in {self.script.parent})", style="bold"))
+        log.write(Text(f"$ {shown}   (in {display_path(self.script.parent)})", style="bold"))
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 *cmd, cwd=str(self.script.parent), stdout=asyncio.subprocess.PIPE,
@@ -56,7 +59,7 @@ class MinifyScreen(Screen):
         if self.returncode == 0:
             msg = Text("Minifier finished (exit 0).", style="bold green")
             if minified.is_file():
-                msg.append(f"  Minimal repro: {minified}", "bold")
+                msg.append(f"  Minimal repro: {display_path(minified)}", "bold")
         else:
             msg = Text(f"Minifier failed (exit {self.returncode}); see its output above.",
                        style="bold red")
