@@ -18,6 +18,10 @@ corpus expectations. For each program, with backend = a counting "eager" backend
     PYTHONPATH=. python scripts/check_corpus_vs_dynamo.py            # print a table
     PYTHONPATH=. python scripts/check_corpus_vs_dynamo.py --write    # also write dynamo_counts.json
     PYTHONPATH=. python scripts/check_corpus_vs_dynamo.py -k graph_breaks
+    PYTHONPATH=. python scripts/check_corpus_vs_dynamo.py --pysem     # the Python-semantics
+        corpus (tests/compiler/frontend/pysem): Dynamo's and our counts side by side in this
+        process, plus both compilers' correctness against eager; writes
+        scripts/results/pysem_vs_dynamo.json and prints the programs where ours is worse
 """
 from __future__ import annotations
 
@@ -126,10 +130,118 @@ def dynamo_counts(prog) -> dict:
             "backend_graphs": first[0], "break_reasons": [str(r.reason)[:100] for r in ex.break_reasons]}
 
 
+# ---- the Python-semantics corpus: Dynamo and ours side by side ------------------------------
+def _run_counted(case_, compile_fn, first_done):
+    """Run a pysem case through compile_fn; returns the pysem Outcome (vs eager)."""
+    from tests.compiler.frontend.pysem import run_case
+
+    calls = {"n": 0}
+
+    def wrapped(fn):
+        compiled = compile_fn(fn)
+
+        def call(*args):
+            try:
+                return compiled(*args)
+            finally:
+                calls["n"] += 1
+                if calls["n"] == 1:
+                    first_done()
+        return call
+    return run_case(case_, wrapped)
+
+
+def pysem_dynamo(case_) -> dict:
+    torch._dynamo.reset()
+    RECOMPILES.count = 0
+    BREAKS.sites = set()
+    graphs = []
+    first = {}
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    with contextlib.redirect_stdout(io.StringIO()):
+        out = _run_counted(case_, lambda fn: torch.compile(fn, backend=backend),
+                           lambda: first.update(graphs=len(graphs), breaks=len(BREAKS.sites)))
+    return {"graphs": first.get("graphs", 0), "breaks": first.get("breaks", 0),
+            "recompiles": RECOMPILES.count, "wrong": out.wrong, "crashed": out.crashed,
+            "diffs": out.diffs[:2]}
+
+
+def pysem_ours(case_) -> dict:
+    from tracetorch import compiler, logs
+    from tests.compiler.frontend.corpus import break_sites
+    compiler.reset()
+    events, graphs, first = [], [], {}
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    sink = logs.add_sink(events.append, artifacts={"recompile", "graph_break"})
+    try:
+        out = _run_counted(case_, lambda fn: compiler.compile(fn, backend=backend),
+                           lambda: first.update(graphs=len(graphs), breaks=break_sites(events)))
+    finally:
+        logs.remove_sink(sink)
+    reasons = sorted({str(e.payload.get("reason", ""))[:90] for e in events
+                      if e.name == "graph_break" and isinstance(e.payload, dict)})
+    return {"graphs": first.get("graphs", 0), "breaks": first.get("breaks", 0),
+            "recompiles": sum(1 for e in events if e.name == "recompile"),
+            "wrong": out.wrong, "crashed": out.crashed, "diffs": out.diffs[:2],
+            "break_reasons": reasons[:3]}
+
+
+def pysem_main(a):
+    from tests.compiler.frontend.pysem import all_cases
+    rows = {}
+    for case_ in all_cases():
+        name = f"{case_.feature}.{case_.name}"
+        if a.k not in name:
+            continue
+        row = {}
+        for label, fn in (("dynamo", pysem_dynamo), ("ours", pysem_ours)):
+            try:
+                row[label] = fn(case_)
+            except Exception as e:  # report, keep going
+                row[label] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+        rows[name] = row
+        d, o = row["dynamo"], row["ours"]
+        fmt = lambda r: ("ERR " + r["error"][:60]) if "error" in r else (
+            f"g={r['graphs']} b={r['breaks']} r={r['recompiles']}"
+            + (" WRONG" if r["wrong"] else "") + (" CRASH" if r["crashed"] else ""))
+        print(f"{name:58s} dynamo[{fmt(d)}]  ours[{fmt(o)}]", flush=True)
+    worse = {k: r for k, r in rows.items() if "error" not in r["ours"] and "error" not in r["dynamo"]
+             and any(r["ours"][m] > r["dynamo"][m] for m in ("graphs", "breaks", "recompiles"))}
+    summary = {
+        "programs": len(rows),
+        "ours_wrong": sorted(k for k, r in rows.items() if r["ours"].get("wrong")),
+        "ours_crashed": sorted(k for k, r in rows.items() if r["ours"].get("crashed") or "error" in r["ours"]),
+        "dynamo_wrong_or_crashed": sorted(k for k, r in rows.items()
+                                          if r["dynamo"].get("wrong") or r["dynamo"].get("crashed")),
+        "ours_more_graphs": sorted(k for k, r in worse.items() if r["ours"]["graphs"] > r["dynamo"]["graphs"]),
+        "ours_more_breaks": sorted(k for k, r in worse.items() if r["ours"]["breaks"] > r["dynamo"]["breaks"]),
+        "ours_more_recompiles": sorted(k for k, r in worse.items()
+                                       if r["ours"]["recompiles"] > r["dynamo"]["recompiles"]),
+        "ours_fewer_graphs": sorted(k for k, r in rows.items() if "error" not in r["ours"]
+                                    and "error" not in r["dynamo"]
+                                    and r["ours"]["graphs"] < r["dynamo"]["graphs"]),
+    }
+    print(json.dumps({k: (v if isinstance(v, int) else f"{len(v)}: {v}") for k, v in summary.items()},
+                     indent=1))
+    out = os.path.join(os.path.dirname(__file__), "results", "pysem_vs_dynamo.json")
+    if a.write or not a.k:
+        with open(out, "w") as fh:
+            json.dump({"summary": summary, "programs": rows}, fh, indent=1, default=str)
+        print(f"wrote {os.path.relpath(out)}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--write", action="store_true", help="write dynamo_counts.json")
     ap.add_argument("-k", default="", help="only programs whose name contains this")
+    ap.add_argument("--pysem", action="store_true",
+                    help="the Python-semantics corpus, Dynamo and ours side by side")
     a = ap.parse_args()
     from tests.compiler.frontend.corpus import functions
     functions._DYNAMO_MODE[0] = True       # the program's inner compiled function uses torch.compile
@@ -146,6 +258,8 @@ def main():
             logger.removeHandler(h)
         logger.addHandler(BREAKS)
         logger.propagate = False
+    if a.pysem:
+        return pysem_main(a)
     results = {}
     for prog in all_programs():
         if a.k not in prog.name:
