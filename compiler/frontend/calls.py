@@ -408,7 +408,9 @@ def _index_ok(key):
     if isinstance(key, V.SliceVariable):
         return True
     if isinstance(key, V.TupleVariable):
-        return all(i.is_constant() or graph_value(i) or isinstance(i, V.SliceVariable) for i in key.items)
+        # x[..., [-2], :]: a list of constant indices inside the tuple is advanced indexing
+        return all(i.is_constant() or graph_value(i) or isinstance(i, V.SliceVariable)
+                   or (isinstance(i, V.ListVariable) and _index_ok(i)) for i in key.items)
     if isinstance(key, V.ListVariable):
         return all(i.is_constant() for i in key.items)
     return False
@@ -513,6 +515,8 @@ def call_function(tx, fn, args, kwargs):
     if isinstance(fn, V.UserMethodVariable) and fn.fn is collections.abc.Mapping.get \
             and isinstance(fn.obj, V.UserObjectVariable) and fn.obj.source is not None:
         return _mapping_get_now(tx, fn.obj, args, kwargs)
+    if isinstance(fn, V.UserMethodVariable) and fn.fn in _SPECIAL_METHODS:
+        return _SPECIAL_METHODS[fn.fn](tx, fn, args, kwargs)
     if isinstance(fn, V.UserMethodVariable):
         return inline.inline_call(tx, V.UserFunctionVariable(fn.fn), [fn.obj] + list(args), kwargs,
                                   callee=fn)
@@ -581,6 +585,51 @@ def _call_cached_function(tx, fn, args, kwargs):
     if not isinstance(inner, V.UserFunctionVariable):
         raise Unsupported(f"lru_cache around {type(wrapped).__name__}")
     return inline.inline_call(tx, inner, args, kwargs)
+
+
+class _InferenceFunctionCtx:
+    """The ctx an autograd.Function's forward gets when no gradient can flow: what it saves
+    for backward is never read."""
+
+    def save_for_backward(self, *tensors):
+        pass
+
+    def mark_non_differentiable(self, *tensors):
+        pass
+
+    def set_materialize_grads(self, value):
+        pass
+
+
+def _autograd_function_apply(tx, fn, args, kwargs):
+    """SomeFunction.apply(*args): with gradients off, or no input that requires one, apply
+    computes forward(ctx, *args) and nothing else, so forward is traced. A Function whose
+    backward could run is a graph break (its backward is not captured)."""
+    from tracetorch.compiler.frontend import inline
+    cls = fn.obj.as_constant() if fn.obj.is_constant() else None
+    forward = inspect.getattr_static(cls, "forward", None) if isinstance(cls, type) else None
+    if not isinstance(forward, staticmethod) or not isinstance(forward.__func__, types.FunctionType):
+        raise Unsupported(f"autograd.Function {getattr(cls, '__name__', cls)} without a Python "
+                          "staticmethod forward")
+    needs_grad = tx.output.grad_enabled and any(
+        isinstance(a, V.TensorVariable) and a.example.requires_grad
+        for a in list(args) + list(kwargs.values()))
+    if needs_grad:
+        raise Unsupported(f"autograd.Function {cls.__name__}.apply on inputs that require grad "
+                          "(its backward is not captured)")
+    default_setup = torch.autograd.function._SingleLevelFunction.setup_context
+    ctx_args = [] if cls.setup_context is not default_setup else \
+        [V.NewObjectVariable(_InferenceFunctionCtx)]
+    log.debug("autograd_function_forward_inlined", function=cls.__qualname__,
+              reason="no input requires grad")
+    return inline.inline_call(tx, V.UserFunctionVariable(forward.__func__),
+                              ctx_args + list(args), kwargs)
+
+
+# methods whose call is traced by a handler of their own, by the function object
+_SPECIAL_METHODS = {
+    torch.autograd.Function.apply.__func__: _autograd_function_apply,
+}
 
 
 # callable objects whose call is traced by a handler of their own, by exact type

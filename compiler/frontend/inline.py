@@ -165,6 +165,8 @@ def _module_globals_source(tx, f_globals):
     import sys
     module_name = f_globals.get("__name__")
     module = sys.modules.get(module_name) if isinstance(module_name, str) else None
+    if module_name == "torch" or str(module_name).startswith("torch."):
+        return None             # torch's own modules are taken as fixed (_globals_source)
     if module is None or getattr(module, "__dict__", None) is not f_globals:
         return None
     alias = "__import_" + module_name.replace(".", "_dot_")

@@ -71,10 +71,15 @@ class OutputGraph:
             return self._inputs_by_source[name]
         for other_source, other in zip(self.input_sources, self.example_inputs):
             if other is tensor:
-                # the same tensor object under two sources: guard that it stays so
+                # the same tensor object under two sources (tied weights): guard that it stays
+                # so and use the one input, as Dynamo does; two inputs would each get the whole
+                # gradient of the tensor from AOT autograd, which sums them (twice the gradient)
                 self.add_guard(f"{name} is {other_source.name()}", "SYMBOLIC",
                                f"{name} is {other_source.name()}")
-                break
+                var = self._inputs_by_source[other_source.name()]
+                self._inputs_by_source[name] = var
+                log.debug("dedup_graph_input", source=name, same_as=other_source.name())
+                return var
         dims = set(self.dynamic_dims.get(name, ()))
         dims = {d for d in dims if 0 <= d < tensor.dim()}
         if dims:

@@ -4,7 +4,8 @@ Shared by tests/compiler/frontend/test_capture_hf_zoo.py and scripts/run_hf_zoo.
 this folder on sys.path). Each entry builds a model from a tiny config and gives its inputs:
 
     ZOO[name] = Entry(family, build, inputs, labels)
-    entry.model()          -> the model (eval mode, dropout probabilities 0, seeded weights)
+    entry.model()          -> the model (eval mode, dropout probabilities 0, seeded weights,
+                              the config's own use_cache: decoders build a KV cache in forward)
     entry.inputs()         -> dict of keyword inputs in forward-signature order (seeded)
     entry.labels(inputs)   -> dict of extra keyword inputs that make the model return a loss
 
@@ -43,9 +44,7 @@ class Entry:
                     or key == "layerdrop") and isinstance(value, float):
                 setattr(config, key, 0.0)
         config.return_dict = True
-        model = getattr(tf, self.model_name)(config)
-        if hasattr(model.config, "use_cache"):
-            model.config.use_cache = False
+        model = getattr(tf, self.model_name)(config)     # use_cache left at its default
         return model.eval()
 
     def inputs(self):

@@ -160,3 +160,56 @@ def test_globals_of_another_module_through_a_new_object_are_guarded():
         torch.testing.assert_close(compiled(x), x * 3.0)
     finally:
         del sys.modules[mod.__name__]
+
+
+class _Tied(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 4)
+        self.head = torch.nn.Linear(4, 10, bias=False)
+        self.head.weight = self.emb.weight          # tied input/output embeddings
+
+    def forward(self, ids):
+        return self.head(self.emb(ids)).logsumexp(-1).mean()
+
+
+def test_tied_weights_are_one_graph_input_and_get_one_gradient():
+    import copy
+    for backend in ("eager", "aot_eager"):
+        torch.manual_seed(0)
+        m = _Tied()
+        ref = copy.deepcopy(m)
+        ids = torch.randint(0, 10, (2, 5))
+        ref(ids).backward()
+        compiler.compile(m, backend=backend)(ids).backward()
+        torch.testing.assert_close(m.emb.weight.grad, ref.emb.weight.grad)
+
+
+class _GeluFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * torch.sigmoid(1.702 * x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        s = torch.sigmoid(1.702 * x)
+        return g * (s + 1.702 * x * s * (1 - s))
+
+
+def test_autograd_function_forward_is_traced_without_grad_and_breaks_with_grad():
+    def f(x):
+        return _GeluFn.apply(x) + x[..., [0], :]
+    x = torch.randn(2, 3, 4)
+    with torch.no_grad():
+        _check(f, x)
+    xg = x.clone().requires_grad_()
+    report = compiler.explain(f)(xg)
+    assert report.graph_break_count == 1, report     # backward not captured: a logged break
+    assert "autograd.Function" in str(report.break_reasons[0])
+    compiled = compiler.compile(f, backend="eager")
+    xe = x.clone().requires_grad_()
+    compiled(xg).sum().backward()
+    f(xe).sum().backward()
+    torch.testing.assert_close(xg.grad, xe.grad)
