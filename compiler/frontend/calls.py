@@ -7,6 +7,7 @@ guards make that valid); tensors and symbolic sizes go into the graph; anything 
 from __future__ import annotations
 
 import collections.abc
+import copy
 import functools
 import inspect
 import operator
@@ -199,7 +200,7 @@ def truthiness(tx, v) -> bool:
         return len(v.values) > 0
     if isinstance(v, V.DictViewVariable):
         return len(v.dict.items) > 0
-    if isinstance(v, V.LazyIteratorVariable):
+    if isinstance(v, (V.LazyIteratorVariable, V.ListIteratorVariable)):
         return True
     if isinstance(v, (V.NNModuleVariable, V.UserFunctionVariable, V.NestedFunctionVariable,
                       V.BuiltinVariable, V.TorchFunctionVariable, V.PythonModuleVariable,
@@ -256,6 +257,9 @@ def contains_op(tx, item, container) -> bool:
 
 def unpack(tx, v) -> list:
     """The items of an iterable with a known, finite length."""
+    hook = getattr(type(v), "var_unpack", None)      # kinds that answer for themselves
+    if hook is not None:
+        return hook(v, tx)
     if isinstance(v, V.BaseListVariable):
         return list(v.items)
     if isinstance(v, (V.DictVariable, V.ModelOutputVariable)):
@@ -266,7 +270,7 @@ def unpack(tx, v) -> list:
         items = v.remaining()
         v.index = len(v.items)
         return items
-    if isinstance(v, V.LazyIteratorVariable):
+    if isinstance(v, (V.LazyIteratorVariable, V.ListIteratorVariable)):
         from tracetorch.compiler.frontend.iterators import drain
         return drain(tx, v)
     if isinstance(v, V.DictViewVariable):
@@ -316,8 +320,10 @@ def _unpack_sequence(tx, v):
 
 
 def get_iter(tx, v):
-    if isinstance(v, (V.IteratorVariable, V.LazyIteratorVariable)):
+    if isinstance(v, (V.IteratorVariable, V.LazyIteratorVariable, V.ListIteratorVariable)):
         return v
+    if type(v) in (V.ListVariable, V.LazyListVariable):
+        return V.ListIteratorVariable(v)      # live: sees the list change while looping
     return V.IteratorVariable(unpack(tx, v))
 
 
@@ -510,6 +516,8 @@ def call_function(tx, fn, args, kwargs):
     if isinstance(fn, V.UserFunctionVariable) and fn.fn is inspect.signature and len(args) == 1 \
             and not kwargs:
         return V.ConstantVariable(inspect.signature(_real_callable(args[0])))
+    if isinstance(fn, V.UserFunctionVariable) and fn.fn in _SPECIAL_FUNCTIONS:
+        return _SPECIAL_FUNCTIONS[fn.fn](tx, args, kwargs)
     if isinstance(fn, (V.UserFunctionVariable, V.NestedFunctionVariable)):
         return inline.inline_call(tx, fn, args, kwargs)
     if isinstance(fn, V.UserMethodVariable) and fn.fn is collections.abc.Mapping.get \
@@ -624,6 +632,17 @@ def _autograd_function_apply(tx, fn, args, kwargs):
               reason="no input requires grad")
     return inline.inline_call(tx, V.UserFunctionVariable(forward.__func__),
                               ctx_args + list(args), kwargs)
+
+
+def _deepcopy(tx, args, kwargs):
+    from tracetorch.compiler.frontend import private_objects
+    return private_objects.deepcopy(tx, args, kwargs)
+
+
+# functions whose call is handled here rather than inlined, by the function object
+_SPECIAL_FUNCTIONS = {
+    copy.deepcopy: _deepcopy,
+}
 
 
 # methods whose call is traced by a handler of their own, by the function object

@@ -248,7 +248,7 @@ class RootTracer(Tracer):
                 todo += V.list_items_for_scan(v)
             elif isinstance(v, V.IteratorVariable):
                 todo += v.items
-            elif isinstance(v, (V.LazyIteratorVariable, V.DictViewVariable)):
+            elif isinstance(v, (V.LazyIteratorVariable, V.DictViewVariable, V.ListIteratorVariable)):
                 from tracetorch.compiler.frontend.iterators import children
                 todo += children(v)
             elif isinstance(v, V.DictVariable):

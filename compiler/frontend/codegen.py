@@ -70,8 +70,41 @@ class PyCodegen:
         return f"{prefix}_{self.tmp_count}"
 
     # ---- rebuilding values ------------------------------------------------------------------
+    def preload_read_before_mutation(self, values, side_effects):
+        """Values read from the frame through an object the side effects are about to change
+        (`y = d['a']` then `d['a'] = x`; `v = obj.attr` then `obj.attr = w`; a global read then
+        written) must keep what they read: load them into temporaries before the replay, and
+        reconstruct them from there."""
+        prefixes = []          # (source text, strict: only paths below it are stale)
+        for op in side_effects.ops:
+            if op[0] in ("container", "append") and op[1].source is not None:
+                prefixes.append((op[1].source.name(), True))
+            elif op[0] == "attr" and op[1].source is not None:
+                prefixes.append((f"{op[1].source.name()}.{op[2]}", False))
+            elif op[0] == "global":
+                prefixes.append((f"G[{op[2]!r}]", False))
+        if not prefixes:
+            return
+        for var in reachable_variables(values):
+            src = getattr(var, "source", None)
+            if src is None or id(var) in self._built or isinstance(var, (V.ListVariable, V.DictVariable)):
+                continue
+            name = src.name()
+            if not any(name.startswith(p) and (len(name) > len(p) and name[len(p)] in ".[" or
+                                                (not strict and name == p)) for p, strict in prefixes):
+                continue
+            text = self.reconstruct(var)
+            tmp = self.new_tmp("___pre")
+            self.emit("STORE_FAST", tmp)
+            self._built[id(var)] = tmp
+            self.lines.append(f"{tmp} = {text}  # read before the side effects below")
+
     def reconstruct(self, var, side_effects=None):
         """Emit code pushing var's runtime value; return its readable rendering."""
+        if id(var) in self._built and not isinstance(var, (V.ListVariable, V.DictVariable,
+                                                           V.NewObjectVariable)):
+            self.emit("LOAD_FAST", self._built[id(var)])
+            return self._built[id(var)]
         if isinstance(var, V.NullVariable):
             self.emit("PUSH_NULL")
             return "NULL"
@@ -161,6 +194,14 @@ class PyCodegen:
             return f"iter(({', '.join(parts)}))"
         if isinstance(var, V.LazyIteratorVariable):
             return self._build_lazy_iterator(var, side_effects)
+        if isinstance(var, V.ListIteratorVariable):
+            from tracetorch.compiler.frontend.iterators import rebuild_list_iter
+            self.emit("PUSH_NULL")
+            self.emit("LOAD_CONST", rebuild_list_iter)
+            text = self.reconstruct(var.list, side_effects)
+            self.emit("LOAD_CONST", var.index)
+            self.call(2)
+            return f"iter({text}) (at {var.index})"
         if isinstance(var, V.DictViewVariable):
             self.emit("PUSH_NULL")
             self.emit("LOAD_CONST", getattr(var.dict.dict_cls, var.kind))
@@ -392,6 +433,46 @@ def _name_of(value):
     return repr(value)
 
 
+def _children(v) -> list:
+    if isinstance(v, V.BaseListVariable):
+        return V.list_items_for_scan(v)
+    if isinstance(v, V.IteratorVariable):
+        return list(v.items)
+    if isinstance(v, (V.LazyIteratorVariable, V.DictViewVariable, V.ListIteratorVariable)):
+        from tracetorch.compiler.frontend.iterators import children
+        return children(v)
+    if isinstance(v, V.DictVariable):
+        return list(v.items.values())
+    if isinstance(v, V.SliceVariable):
+        return list(v.parts)
+    if isinstance(v, (V.MethodVariable, V.UserMethodVariable)):
+        return [v.obj]
+    if isinstance(v, V.NDArrayVariable):
+        return [v.tensor]
+    if isinstance(v, (V.NewObjectVariable, V.ModelOutputVariable)):
+        return list(v.attrs.values())
+    if isinstance(v, V.WeakRefVariable):
+        return [v.target]
+    if isinstance(v, V.PartialVariable):
+        return [v.fn] + v.args + list(v.kwargs.values())
+    if isinstance(v, V.CellVariable) and v.contents is not None:
+        return [v.contents]
+    return []
+
+
+def reachable_variables(values) -> list:
+    """Every Variable reachable from `values` (containers, objects, iterators...), once each."""
+    seen, out, todo = set(), [], list(values)
+    while todo:
+        v = todo.pop()
+        if id(v) in seen or not isinstance(v, V.Variable):
+            continue
+        seen.add(id(v))
+        out.append(v)
+        todo += _children(v)
+    return out
+
+
 def collect_graph_values(values, out, seen=None):
     """All tensor/symbolic Variables reachable from `values` that must come out of the graph."""
     seen = seen if seen is not None else set()
@@ -406,7 +487,7 @@ def collect_graph_values(values, out, seen=None):
             collect_graph_values(V.list_items_for_scan(v), out, seen)
         elif isinstance(v, V.IteratorVariable):
             collect_graph_values(v.items, out, seen)
-        elif isinstance(v, (V.LazyIteratorVariable, V.DictViewVariable)):
+        elif isinstance(v, (V.LazyIteratorVariable, V.DictViewVariable, V.ListIteratorVariable)):
             from tracetorch.compiler.frontend.iterators import children
             collect_graph_values(children(v), out, seen)
         elif isinstance(v, V.DictVariable):

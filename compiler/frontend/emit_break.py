@@ -84,6 +84,7 @@ def _begin(tx, values, lineno):
         cg.lines.append(f"{GRAPH_OUT} = {call.render_call()}{note}")
     if tx.ctx.side_effects:
         logs.artifact("side_effects", tx.ctx.side_effects.describe)
+        cg.preload_read_before_mutation(values, tx.ctx.side_effects)
         cg.replay_side_effects(tx.ctx.side_effects)
     return cg
 

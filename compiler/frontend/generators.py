@@ -104,6 +104,9 @@ def _reachable(tx, extra) -> set:
             todo += list(v.attrs.values())
         elif isinstance(v, V.CellVariable) and v.contents is not None:
             todo.append(v.contents)
+        elif isinstance(v, (V.LazyIteratorVariable, V.DictViewVariable, V.ListIteratorVariable)):
+            from tracetorch.compiler.frontend.iterators import children
+            todo += children(v)
         elif isinstance(v, V.NDArrayVariable):
             todo.append(v.tensor)
         elif isinstance(v, (V.NestedFunctionVariable,)) and v.closure:

@@ -98,9 +98,19 @@ def _next_enumerate(tx, it):
     return V.TupleVariable([V.ConstantVariable(it.count - 1), item])
 
 
+def _next_list(tx, it):
+    items = it.list.items
+    if it.index < len(items):
+        it.index += 1
+        return items[it.index - 1]
+    it.index = 1 << 30      # exhausted for good, as CPython's (it drops the list)
+    return None
+
+
 _LAZY_NEXT = {"map": _next_map, "zip": _next_zip, "filter": _next_filter,
               "enumerate": _next_enumerate}
-_NEXT = {V.IteratorVariable: _next_plain, V.LazyIteratorVariable: _next_lazy}
+_NEXT = {V.IteratorVariable: _next_plain, V.LazyIteratorVariable: _next_lazy,
+         V.ListIteratorVariable: _next_list}
 
 
 def is_iterator(v) -> bool:
@@ -143,7 +153,19 @@ def children(v) -> list:
         return ([v.fn] if v.fn is not None else []) + list(v.iterators)
     if isinstance(v, V.DictViewVariable):
         return [v.dict]
+    if isinstance(v, V.ListIteratorVariable):
+        return [v.list]
     return []
+
+
+def rebuild_list_iter(lst, index):
+    """Runtime: iter(lst) advanced by `index` items (a ListIteratorVariable, codegen.py)."""
+    it = iter(lst)
+    for _ in range(min(index, len(lst))):
+        next(it)
+    if index > len(lst):
+        list(it)
+    return it
 
 
 def rebuild_lazy(kind, option, fn, *its):

@@ -312,6 +312,21 @@ class LazyIteratorVariable(Variable):
         return f"Lazy{self.kind}()"
 
 
+class ListIteratorVariable(Variable):
+    """iter(lst) of a ListVariable: live, as CPython's list iterator (it reads lst[index] at
+    each step, so appends and pops made while looping are seen). iterators.py."""
+
+    def __init__(self, lst):
+        self.list = lst
+        self.index = 0
+
+    def python_type(self):
+        return type(iter([]))
+
+    def __repr__(self):
+        return f"ListIter({self.list!r}@{self.index})"
+
+
 class DictViewVariable(Variable):
     """d.keys() / d.values() / d.items() of a DictVariable: a live view (iterators.py)."""
 
