@@ -32,6 +32,8 @@ from json.decoder import JSONDecoder
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from tracetorch.logs.sanitize import clean, clean_deep, needs_cleaning
+
 try:  # share the compile id type with the writer when `logs` provides it
     from tracetorch.logs.compile_ids import CompileId  # type: ignore[assignment]
 except ImportError:  # `logs` not built yet (or mid-import): same fields, same str()
@@ -172,7 +174,7 @@ class TraceEvent:
         self.error = None
         data = self._trace._data[self.file_index]
         head = data[self._start:self._head_end].decode("utf-8", "replace").rstrip("\r")
-        parts = _split_prefix(head)
+        parts = _split_prefix(clean(head))  # untrusted: no control codes reach a terminal
         if parts is None:
             self.error = "not a trace record (no glog prefix)"
             return
@@ -186,6 +188,8 @@ class TraceEvent:
         if not isinstance(env, dict):
             self.error = "envelope is not a JSON object"
             return
+        if needs_cleaning(rest):  # an escaped control character in some string of it
+            env = clean_deep(env)
         key = None
         for k in env:
             if k not in CONTEXT_KEYS:
@@ -234,7 +238,7 @@ class TraceEvent:
             raw = self._payload_bytes()
             if self._payload_ok is None:
                 self._check_md5(raw)
-            self._payload = raw.decode("utf-8", "replace")
+            self._payload = clean(raw.decode("utf-8", "replace"))
         return self._payload
 
     @property
@@ -250,9 +254,10 @@ class TraceEvent:
         if not text:
             return None
         try:
-            return json.loads(text)
+            data = json.loads(text)
         except (ValueError, RecursionError):
             return None
+        return clean_deep(data) if needs_cleaning(text) else data
 
     @property
     def stack(self) -> list[dict]:
@@ -383,7 +388,7 @@ class Trace:
                 if data[line_start:line_start + 1] == b"\t":
                     continue  # inside a payload
                 try:
-                    strings[int(m.group(2))] = json.loads(m.group(1))
+                    strings[int(m.group(2))] = clean(json.loads(m.group(1)))
                 except ValueError:
                     pass  # a damaged string entry: frames using it show the index instead
         return strings

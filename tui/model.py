@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tracetorch.logs.sanitize import clean
 from tracetorch.tui import extract as X
 
 OK, BREAK, RECOMPILE, FAILED, EMPTY = "ok", "graph break", "recompile", "failed", "empty graph"
@@ -306,7 +307,7 @@ class TraceModel:
         found = self._user_file(c.filename)
         if found is not None:
             try:
-                lines = found.read_text(errors="replace").splitlines()
+                lines = clean(found.read_text(errors="replace")).splitlines()
             except OSError:
                 lines = []
             if lines:
@@ -316,7 +317,7 @@ class TraceModel:
             p = self.debug_dir / f"{c.frame_id}_{c.frame_compile_id}" / "source.py"
             if p.is_file():
                 try:
-                    return _parse_debug_source(p.read_text(errors="replace"), str(p))
+                    return _parse_debug_source(clean(p.read_text(errors="replace")), str(p))
                 except OSError:
                     pass
         return None

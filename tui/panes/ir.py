@@ -36,9 +36,9 @@ class IRPane(Pane):
             for i in c.fusion[:MAX_DECISIONS]:
                 d = X.as_dict(events[i].payload_json()) or events[i].metadata
                 fused = d.get("fused")
-                t.add_row(", ".join(map(str, d.get("nodes") or [d.get("first"), d.get("second")])),
+                t.add_row(Text(", ".join(map(str, d.get("nodes") or [d.get("first"), d.get("second")]))),
                           Text("yes" if fused else "no", style="green" if fused else "red"),
-                          str(d.get("reason", "")))
+                          Text(str(d.get("reason", ""))))
             more = len(c.fusion) - MAX_DECISIONS
             items += [heading(f"Fusion decisions ({len(c.fusion)})"), t]
             if more > 0:

@@ -34,6 +34,6 @@ class MetricsPane(Pane):
         rest.add_column()
         for k in SHOWN:
             if c.metrics.get(k) not in (None, "", []):
-                rest.add_row(k, str(c.metrics[k]))
+                rest.add_row(k, Text(str(c.metrics[k])))  # Text: no markup from a trace
         items += [Text(""), heading("Other metrics"), rest]
         self.set_body(*items)

@@ -56,8 +56,8 @@ class RecompilesPane(Pane):
             what = Text(gf.text)
             if gf.guard and gf.guard != gf.text:
                 what.append(f"\n{gf.guard}", "bright_black")
-            t.add_row(mark + (gf.entry or "?"), what, gf.expected or "-",
-                      gf.actual or "-", short_location(introduced_at(model, c, gf)) or "-")
+            t.add_row(Text(mark + (gf.entry or "?")), what, Text(gf.expected or "-"),
+                      Text(gf.actual or "-"), Text(short_location(introduced_at(model, c, gf)) or "-"))
         frame_entries = [o.id for o in model.compiles.values()
                          if o.frame_id == c.frame_id and o.frame_compile_id < c.frame_compile_id]
         self.set_body(

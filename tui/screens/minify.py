@@ -13,6 +13,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Header, RichLog, Static
 
+from tracetorch.logs.sanitize import clean
 from tracetorch.tui.paths import display_path
 
 
@@ -53,7 +54,7 @@ class MinifyScreen(Screen):
             return
         assert self.proc.stdout is not None
         async for raw in self.proc.stdout:
-            log.write(raw.decode("utf-8", "replace").rstrip("\n"))
+            log.write(Text(clean(raw.decode("utf-8", "replace").rstrip("\n"))))
         self.returncode = await self.proc.wait()
         minified = self.script.parent / "repro_minified.py"
         if self.returncode == 0:

@@ -26,9 +26,9 @@ class ProblemsScreen(ModalScreen):
         t.add_column("what", overflow="fold")
         t.add_column("problem", overflow="fold")
         for line, why in self.trace.skipped:
-            t.add_row(str(line), Text("skipped", style="red"), why)
+            t.add_row(str(line), Text("skipped", style="red"), Text(why))
         for line, why in self.trace.damaged:
-            t.add_row(str(line), Text("kept, damaged", style="yellow"), why)
+            t.add_row(str(line), Text("kept, damaged", style="yellow"), Text(why))
         with VerticalScroll():
             if not (self.trace.skipped or self.trace.damaged):
                 yield Static(Text("Every record of this trace was read without problems.",
