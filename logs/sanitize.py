@@ -18,7 +18,8 @@ __all__ = ["clean", "clean_deep", "needs_cleaning", "UNSAFE"]
 # C0 but \t and \n, DEL, C1, and the bidi embedding/override/isolate controls.
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 # The same characters as JSON \u escapes (an envelope or JSON payload decodes them).
-_ESCAPED = re.compile(r"\\u(?:00[01][0-9a-fA-F]|007[fF]|00[89][0-9a-fA-F]|202[a-eA-E]|206[6-9])")
+# (\b, \f and \r are JSON's short escapes of C0 characters; a false hit only costs a walk.)
+_ESCAPED = re.compile(r"\\(?:[bfr]|u(?:00[01][0-9a-fA-F]|007[fF]|00[89][0-9a-fA-F]|202[a-eA-E]|206[6-9]))")
 
 
 def _visible(m: re.Match) -> str:
