@@ -30,6 +30,9 @@ def tensor_shape(tx, t):
 
 
 def get_attr(tx, obj, name):
+    hook = getattr(type(obj), "var_getattr", None)     # kinds that answer for themselves
+    if hook is not None:
+        return hook(obj, tx, name)
     se = tx.ctx.side_effects
     pending = se.pending_attr(obj, name)
     if pending is not None:
@@ -316,6 +319,9 @@ def _data_descriptor(cls, name):
 
 
 def store_attr(tx, obj, name, value):
+    hook = getattr(type(obj), "var_setattr", None)
+    if hook is not None:
+        return hook(obj, tx, name, value)
     if isinstance(obj, V.ModelOutputVariable):
         model_outputs.set_attr(tx, obj, name, value)
         return

@@ -128,6 +128,10 @@ def call_builtin(tx, fn, args, kwargs):
         return call_module_forward(tx, args[0], args[1:], kwargs)
     if fn is hasattr:
         return V.ConstantVariable(_hasattr(tx, args[0], args[1].as_constant()))
+    if fn is delattr and len(args) == 2 and args[1].is_constant() \
+            and getattr(type(args[0]), "var_delattr", None) is not None:
+        args[0].var_delattr(tx, args[1].as_constant())
+        return V.ConstantVariable(None)
     if fn is setattr:
         from tracetorch.compiler.frontend.attributes import store_attr
         store_attr(tx, args[0], args[1].as_constant(), args[2])
@@ -272,6 +276,9 @@ def _callable(v):
 
 
 def _len(tx, v):
+    hook = getattr(type(v), "var_len", None)
+    if hook is not None:
+        return hook(v, tx)
     if isinstance(v, (V.BaseListVariable,)):
         return V.ConstantVariable(len(v.items))
     if isinstance(v, (V.DictVariable, V.ModelOutputVariable)):
@@ -324,6 +331,9 @@ def isinstance_type(t, classes):
 
 
 def _hasattr(tx, v, name):
+    hook = getattr(type(v), "var_hasattr", None)
+    if hook is not None:
+        return hook(v, tx, name)
     if isinstance(v, V.TensorVariable):
         if hasattr(torch.Tensor, name) or name in ("shape", "dtype", "device"):
             return True

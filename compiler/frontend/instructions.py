@@ -475,7 +475,8 @@ def _is_none(v):
         return False
     if isinstance(v, V.UserObjectVariable):
         return v.value is None
-    return None
+    hook = getattr(type(v), "var_is_none", None)
+    return hook(v) if hook is not None else None
 
 
 __all__ = ["Tracer", "ReturnValue", "MAX_INLINE_DEPTH"]

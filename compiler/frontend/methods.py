@@ -15,6 +15,9 @@ _TENSOR_METHODS_BREAK = {"item", "tolist", "numpy", "data_ptr", "__bool__", "bac
 
 
 def call_method(tx, obj, name, args, kwargs):
+    hook = getattr(type(obj), "var_call_method", None)   # kinds that answer for themselves
+    if hook is not None:
+        return hook(obj, tx, name, args, kwargs)
     if isinstance(obj, V.TensorVariable):
         return tensor_method(tx, obj, name, args, kwargs)
     if isinstance(obj, V.ListVariable):

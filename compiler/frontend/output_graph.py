@@ -143,6 +143,10 @@ class OutputGraph:
     def _placeholder(self, target):
         """A new placeholder after the existing ones (inputs are met in the middle of tracing)."""
         placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        taken = {n.target for n in placeholders}
+        base, i = target, 1
+        while target in taken:          # two sources may render to one name: keep args unique
+            target, i = f"{base}_{i}", i + 1
         if placeholders:
             ctx_mgr = self.graph.inserting_after(placeholders[-1])
         else:

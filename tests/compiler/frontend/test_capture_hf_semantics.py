@@ -213,3 +213,42 @@ def test_autograd_function_forward_is_traced_without_grad_and_breaks_with_grad()
     compiled(xg).sum().backward()
     f(xe).sum().backward()
     torch.testing.assert_close(xg.grad, xe.grad)
+
+
+class _Cfg:
+    """A config: plain data behind a Python __getattribute__ (aliases)."""
+    attribute_map = {"layers": "decoder_layers"}
+
+    def __init__(self):
+        self.decoder_layers = 2
+        self.scale = 0.5
+        self.kinds = ["full", "sliding"]
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+_CFG = _Cfg()
+
+
+def test_deepcopy_of_a_config_is_made_at_trace_time_and_guarded_on_the_original():
+    import copy
+
+    def f(x):
+        c = copy.deepcopy(_CFG)
+        c.num_hidden_layers = c.layers + 1
+        delattr(c, "decoder_layers")
+        if hasattr(c, "decoder_layers"):
+            return x
+        return x * c.num_hidden_layers * c.scale + len(c.kinds)
+    x = torch.randn(4)
+    _check(f, x)
+    compiled = compiler.compile(f, backend="eager")
+    compiled(x)
+    _CFG.decoder_layers = 5                 # read through the copy: guarded on the original
+    try:
+        torch.testing.assert_close(compiled(x), f(x))
+    finally:
+        _CFG.decoder_layers = 2

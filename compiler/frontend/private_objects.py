@@ -1,0 +1,157 @@
+"""copy.deepcopy of a pre-existing plain-data object (a model config), made while tracing.
+
+`copy.deepcopy(config)` in traced code (transformers' `get_text_config(decoder=True)` on an
+encoder-decoder config, reached when a KV cache is built in forward) creates an object nobody
+else can see. It is made for real, at trace time, and then read and mutated for real
+(PrivateObjectVariable): its class's own __getattribute__/__setattr__ run as they would, which
+is exact because no one else holds the object. What it depends on is the original: every
+attribute read from the copy that the trace has not written is guarded on the original
+(`L['self'].config.decoder_layers == 2`), so a change of the original recompiles.
+
+Only objects whose state is plain data qualify (no tensors, modules, functions or other
+objects in their __dict__, recursively through lists, tuples and dicts); the copy may not
+escape the graph's frame (rebuilding it is not supported: a graph break), and calling one of
+its methods runs the real method on constant arguments, with its result taken as a constant
+(the result's origin is not guarded: only attribute reads are).
+"""
+from __future__ import annotations
+
+import copy
+
+from tracetorch import logs
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.source import AttrSource, GetItemSource
+
+log = logs.get_logger(__name__)
+
+_LEAF_TYPES = (int, float, bool, str, type(None), bytes, complex)
+
+
+def _plain_data(value, depth=0) -> bool:
+    if depth > 6:
+        return False
+    if type(value) in _LEAF_TYPES:
+        return True
+    if type(value) in (list, tuple, set, frozenset):
+        return all(_plain_data(v, depth + 1) for v in value)
+    if type(value) is dict:
+        return all(type(k) in _LEAF_TYPES and _plain_data(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def _plain_object(value, depth=0) -> bool:
+    """An object whose state is plain data, or other such objects (nested sub-configs)."""
+    state = getattr(value, "__dict__", None)
+    if type(state) is not dict or depth > 3:
+        return False
+    return all(_plain_data(v) or (_plain_object(v, depth + 1) and hasattr(v, "__dict__"))
+               for v in state.values())
+
+
+def deepcopy(tx, args, kwargs):
+    """copy.deepcopy(obj) on a sourced pre-existing object of plain data."""
+    if len(args) != 1 or kwargs:
+        raise Unsupported("copy.deepcopy with a memo")
+    obj = args[0]
+    if isinstance(obj, PrivateObjectVariable):
+        origin, value = obj.origin, obj.value
+    elif isinstance(obj, V.UserObjectVariable) and obj.source is not None:
+        origin, value = obj.source, obj.value
+    else:
+        raise Unsupported(f"copy.deepcopy of {obj!r}")
+    if not _plain_object(value):
+        raise Unsupported(f"copy.deepcopy of a {type(value).__name__} that holds more than data")
+    tx.output.add_guard(origin, "TYPE_MATCH", type(value))
+    log.debug("deepcopy_at_trace_time", cls=type(value).__qualname__, origin=origin.name())
+    return PrivateObjectVariable(copy.deepcopy(value), origin)
+
+
+def _constant(tx, value, source):
+    """A value read from the copy: guarded on the original when it came from there."""
+    if not _plain_data(value):
+        raise Unsupported(f"a {type(value).__name__} read from a trace-time copy")
+    if source is not None:
+        tx.output.add_guard(source, "CONSTANT_MATCH", value)
+    return V.ConstantVariable(value)
+
+
+class PrivateObjectVariable(V.Variable):
+    """A real object made at trace time that only the trace can reach (see module doc)."""
+
+    def __init__(self, value, origin):
+        self.value = value
+        self.origin = origin         # the source of the object it was copied from
+        self.written = set()         # attributes the trace set or deleted (no longer the origin's)
+
+    def python_type(self):
+        return type(self.value)
+
+    def __repr__(self):
+        return f"Private({type(self.value).__name__})"
+
+    def _origin_attr(self, name):
+        return None if name in self.written or self.origin is None else AttrSource(self.origin, name)
+
+    # ---- hooks the dispatchers call (attributes.py, builtin_calls.py, methods.py) ------------
+    def var_is_none(self):
+        return False
+
+    def var_getattr(self, tx, name):
+        try:
+            value = getattr(self.value, name)
+        except AttributeError:
+            raise Unsupported(f"{type(self.value).__name__} copy has no attribute {name}") from None
+        if callable(value) and hasattr(type(self.value), name):
+            return V.MethodVariable(self, name)
+        return self._wrap(tx, value, self._origin_attr(name))
+
+    def _item_source(self, i):
+        return None if self.origin is None or self.written else GetItemSource(self.origin, i)
+
+    def _wrap(self, tx, value, source):
+        if _plain_object(value) and not isinstance(value, type):
+            return PrivateObjectVariable(value, source)
+        return _constant(tx, value, source)
+
+    def var_unpack(self, tx):
+        """Iteration runs for real (the object is private); items are guarded on the
+        original's items (origin[i]) when the trace wrote nothing on the copy."""
+        items = list(self.value)
+        return [self._wrap(tx, item, self._item_source(i)) for i, item in enumerate(items)]
+
+    def var_len(self, tx):
+        n = len(self.value)
+        if self.origin is not None and not self.written:
+            expr = f"len({self.origin.name()}) == {n}"
+            tx.output.add_guard(expr, "SYMBOLIC", expr)
+        return V.ConstantVariable(n)
+
+    def var_hasattr(self, tx, name):
+        found = hasattr(self.value, name)
+        source = self._origin_attr(name)
+        if source is not None:
+            expr = f"{'' if found else 'not '}hasattr({self.origin.name()}, {name!r})"
+            tx.output.add_guard(expr, "SYMBOLIC", expr)
+        return found
+
+    def var_setattr(self, tx, name, value):
+        if not value.is_constant() or not _plain_data(value.as_constant()):
+            raise Unsupported(f"storing {value!r} on a trace-time copy")
+        setattr(self.value, name, value.as_constant())
+        self.written.add(name)
+
+    def var_delattr(self, tx, name):
+        delattr(self.value, name)
+        self.written.add(name)
+
+    def var_call_method(self, tx, name, args, kwargs):
+        if not all(a.is_constant() for a in list(args) + list(kwargs.values())):
+            raise Unsupported(f"method {name} of a trace-time copy with symbolic arguments")
+        result = getattr(self.value, name)(*[a.as_constant() for a in args],
+                                            **{k: v.as_constant() for k, v in kwargs.items()})
+        if not _plain_data(result):
+            raise Unsupported(f"method {name} of a trace-time copy returned a "
+                              f"{type(result).__name__}")
+        log.debug("trace_time_copy_method", cls=type(self.value).__qualname__, method=name)
+        return V.ConstantVariable(result)
