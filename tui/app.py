@@ -211,7 +211,16 @@ class TraceApp(App):
                         "repro/repro.py (written when a compile fails under TRACE_COMPILE_DEBUG=1).",
                         severity="warning", timeout=8)
             return
-        self.push_screen(MinifyScreen(script))
+        from tracetorch.tui.screens.minify import ConfirmMinifyScreen
+
+        def answered(run: bool | None) -> None:
+            if run:
+                self.push_screen(MinifyScreen(script))
+            else:
+                self.notify("Minifier not run.")
+
+        # a repro script is code from the opened folder: never run it without asking
+        self.push_screen(ConfirmMinifyScreen(script, self.debug_dir), answered)
 
     # -- command palette ---------------------------------------------------------------------
     def get_system_commands(self, screen):
@@ -231,7 +240,8 @@ class TraceApp(App):
         yield SystemCommand("Next failure", "Replay: jump to the next failed compile",
                             lambda: self._jump("failure"))
         yield SystemCommand("Skipped records", "What the reader could not read", self.action_problems)
-        yield SystemCommand("Minify failed compile", "Run repro.py --minify in a subprocess",
+        yield SystemCommand("Minify failed compile",
+                            "Run repro.py --minify in a subprocess (shows the command, asks first)",
                             self.action_minify)
         yield SystemCommand("Help", "Key bindings", self.action_help)
 

@@ -81,12 +81,28 @@ def test_minify(snap_compare, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)          # paths on screen are shown relative to it: minify_run/...
 
     async def minify(pilot):
-        await pilot.press("m")
+        await pilot.press("m", "y")
         await pilot.pause()
         await pilot.app.screen.workers.wait_for_complete()
         await pilot.pause()
 
     assert snap_compare(app_for(run, "run"), terminal_size=SIZE, run_before=minify)
+
+
+def test_minify_confirmation(snap_compare, tmp_path, monkeypatch):
+    """m asks first: the exact command, the folder, where the script came from."""
+    run = make_failed_debug_run(tmp_path / "minify_run")
+    monkeypatch.chdir(tmp_path)
+    import os
+    os.utime(run / "repro" / "repro.py", (0, 0))   # the modification time shown is fixed
+    monkeypatch.setattr("sys.executable", "/usr/bin/python3")  # the command's interpreter
+
+    async def ask(pilot):
+        await pilot.press("m")
+        await pilot.pause()
+
+    app = app_for(run, "run")
+    assert snap_compare(app, terminal_size=(150, 36), run_before=ask)
 
 
 TORCH_VIEWS = [

@@ -240,7 +240,13 @@ for line in ["Strategy: Truncate suffix (G: 4)", "Strategy: Delta Debugging (G: 
              "SUCCESS: Went from 6 to 2 nodes", "Made 9 queries",
              "Wrote minimal repro out to repro_minified.py"]:
     print(line, flush=True)
-open("repro_minified.py", "w").write("# minimal repro\\n")
+open("repro_minified.py", "w").write(
+    '"""tracetorch repro_minified: 2 graph nodes"""\\n'
+    "class Repro(torch.nn.Module):\\n"
+    "    def forward(self, x):\\n"
+    "        relu = torch.relu(x);  x = None\\n"
+    "        return (relu,)\\n\\n"
+    "# Inputs: metadata only\\nINPUTS = []\\n")
 '''
 
 

@@ -37,8 +37,9 @@ class SummaryPane(Pane):
         if c.failure:
             items += [Text(""), heading("Failure"), Text(c.failure, style="red")]
             if model.repro_script() is not None:
-                items.append(Text(f"Repro script: {model.repro_script().name} -- press m "
-                                  "(or ctrl+p 'Minify') to run the minifier", style="bold"))
+                items.append(Text(f"Repro script: {model.repro_script()} -- m (or ctrl+p "
+                                  "'Minify') shows the command and asks before running it",
+                                  style="bold"))
         if c.breaks:
             items += [Text(""), heading("Graph breaks")]
             items += [Text(f"- {b.reason.splitlines()[0] if b.reason else '?'}"
