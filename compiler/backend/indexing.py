@@ -107,6 +107,15 @@ def _upper_bound(expr: Expr, var_ranges: dict) -> Optional[Expr]:
     return sympy.expand(total)
 
 
+def _nonnegative_terms(expr: Expr) -> bool:
+    """Is every term of the sum non-negative (a positive coefficient times non-negative factors)?"""
+    for term in sympy.Add.make_args(sympy.expand(expr)):
+        coeff, _ = term.as_coeff_Mul()
+        if coeff < 0 or term.is_negative:
+            return False
+    return True
+
+
 def _definitely_less(a: Expr, b: Expr) -> bool:
     diff = sympy.expand(a - b)
     if diff.is_number:
@@ -166,6 +175,10 @@ def simplify_index(expr: Expr, var_ranges: dict) -> Expr:
             return ModularIndexing(base, div, mod)
         terms = [t for t in sympy.Add.make_args(q) if not _divides(mod, t)]
         q2 = sympy.Add(*terms)
+        if not _nonnegative_terms(q2):
+            # dropping the multiples of mod would leave a negative argument (2*s*t - 1 - x -> -1 - x),
+            # whose C/Triton remainder is negative: keep the whole (non-negative) index
+            q2 = q
         ub = _upper_bound(q2, var_ranges)
         if ub is not None and _definitely_less(ub, mod):
             return q2
@@ -198,3 +211,35 @@ def product(xs: Sequence[Expr]) -> Expr:
     return out
 
 
+
+
+def from_shape_env(expr):
+    """A ShapeEnv expression (torch.utils._sympy functions: FloorDiv, CeilDiv, PythonMod, ...) in
+    this module's vocabulary, so the index printers and simplifier know every node of it (`x[::3]`
+    has size (s0 + 2) // 3; printing torch's FloorDiv made the whole graph run eagerly)."""
+    if not isinstance(expr, sympy.Basic) or expr.is_Atom:
+        if isinstance(expr, sympy.Float) and expr == int(expr):
+            return sympy.Integer(int(expr))
+        return expr
+    from torch.utils._sympy import functions as tf
+    args = [from_shape_env(a) for a in expr.args]
+    name = type(expr).__name__
+    rule = _SHAPE_ENV_RULES.get(name) if type(expr).__module__ == tf.__name__ else None
+    if rule is not None:
+        return rule(*args)
+    return expr.func(*args) if args else expr
+
+
+#: torch.utils._sympy.functions class name -> builder over converted arguments
+_SHAPE_ENV_RULES = {
+    "FloorDiv": lambda a, b: FloorDiv(a, b),
+    "CleanDiv": lambda a, b: FloorDiv(a, b),
+    "CeilDiv": lambda a, b: FloorDiv(a + b - 1, b),
+    "ModularIndexing": lambda a, d, m: ModularIndexing(a, d, m),
+    "PythonMod": lambda a, b: ModularIndexing(a, 1, b),
+    "Mod": lambda a, b: ModularIndexing(a, 1, b),
+    "Max": lambda *xs: sympy.Max(*xs),
+    "Min": lambda *xs: sympy.Min(*xs),
+    "PowByNatural": lambda a, b: a ** b,
+    "Identity": lambda x: x,
+}

@@ -31,7 +31,7 @@ Expr = sympy.Expr
 # `ir.FloorDiv`, `ir.ops`, `ir.set_ops_handler`, ... stay the one place code generators import.
 from tracetorch.compiler.backend.indexing import (FloorDiv, ModularIndexing, contiguous_strides, index_var,  # noqa: E402,F401
                                        product, simplify_index, size_symbol, float_symbol, is_float_symbol,
-                                       has_float_symbols)
+                                       has_float_symbols, from_shape_env)
 from tracetorch.compiler.backend.ops import (OPS_VOCABULARY, DependencyHandler, OpsHandler, PrintHandler,  # noqa: E402,F401
                                   _fmt_arg, current_ops_handler, ops, set_ops_handler)
 

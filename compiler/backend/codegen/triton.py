@@ -51,7 +51,9 @@ def mask_lines(name: str, test: str, ranges, shape: str, block: str) -> list[str
     constant True, which Triton folds out of every load, store and where: on H100/H200 a bf16
     online softmax over 32768 columns ran 4-6% faster without its per-element bounds test."""
     numel = indexing.product(ranges)
-    if not numel.is_Integer:
+    if not numel.is_Integer or int(numel) == 0:
+        # (0 % BLOCK == 0 too, but a zero-size range must mask every lane: an all-True mask read
+        # a zero-size fp16 tensor out of bounds and crashed the interpreter)
         return [f"{name} = {test}"]
     return [f"if {int(numel)} % {block} == 0:",
             f"    {name} = tl.full({shape}, True, tl.int1)",

@@ -188,9 +188,11 @@ class TritonKernelBuilder:
             raise CodegenUnsupported(f"load of unknown buffer {name}")
         idx, dims = self.index(index)
         mask_dims = dims | self._stack_dims()
-        if mask_dims - dims:
-            idx = f"{idx} + tl.zeros({self.shape(mask_dims)}, tl.int32)"
         mask = self.mask_for(mask_dims)
+        if mask_dims - dims or (mask and not dims):
+            # a block pointer wherever there is a mask: an ops.masked mask of no dims is still a
+            # tile (Triton rejects a block mask on a scalar pointer)
+            idx = f"{idx} + tl.zeros({self.shape(mask_dims)}, tl.int32)"
         dt = self.group.layouts[name].dtype
         tl_type(dt)
         expr = f"tl.load({name} + ({idx})" + (f", {mask}, other=0)" if mask else ")")
@@ -218,9 +220,9 @@ class TritonKernelBuilder:
     def store(self, name, index, value: TVar, ctx_dims):
         idx, dims = self.index(index)
         ptr_dims = dims | value.dims | ctx_dims
-        if ptr_dims - dims:
-            idx = f"{idx} + tl.zeros({self.shape(ptr_dims)}, tl.int32)"
         mask = self.mask_for(ptr_dims)
+        if ptr_dims - dims or (mask and not dims):
+            idx = f"{idx} + tl.zeros({self.shape(ptr_dims)}, tl.int32)"
         dt = self.group.layouts[name].dtype
         val = f"{value}.to({tl_type(dt)})"
         if dt == torch.bfloat16 and self.interpret and value.dtype != torch.bfloat16:

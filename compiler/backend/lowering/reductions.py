@@ -47,6 +47,8 @@ def make_reduction(ctx, x, dims, reduction_type, *, out_dtype, src_dtype=None, k
         if value_fn is not None:
             v = value_fn(v, full)
         elif in_dtype != src_dtype:
+            if in_dtype in (torch.float16, torch.bfloat16):   # rounded as eager's input is (registry.value_loader)
+                v = ops.to_dtype(v, in_dtype)
             v = ops.to_dtype(v, src_dtype)
         return v
 

@@ -44,7 +44,7 @@ def _expand(op):
 
 def to_sympy(x):
     if isinstance(x, torch.SymInt):
-        return x.node.expr
+        return ir.from_shape_env(x.node.expr)
     if isinstance(x, (int, bool)) and not isinstance(x, bool):
         return sympy.Integer(x)
     if isinstance(x, sympy.Basic):
@@ -115,6 +115,10 @@ def value_loader(x, out_size, dtype):
         src = x.get_dtype()
         if src == dtype:
             return load
+        if src in (torch.float16, torch.bfloat16):
+            # a half-precision value is computed in float32: round it to its own dtype before it
+            # changes type, as eager's value is (bf16 pow then .to(int32) gave other integers)
+            return lambda idx: ops.to_dtype(ops.to_dtype(load(idx), src), dtype)
         return lambda idx: ops.to_dtype(load(idx), dtype)
     if isinstance(x, sympy.Basic) and not x.is_number:
         return lambda idx: ops.index_expr(x, dtype)

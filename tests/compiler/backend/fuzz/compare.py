@@ -73,15 +73,23 @@ def mismatch(expected, actual) -> str | None:
     return None if expected == actual else f"{actual!r} != {expected!r}"
 
 
-def is_rounding(expected, actual, reference) -> bool:
-    """The float difference between actual and expected is rounding (module docstring rule)."""
+def coarsest(dtypes) -> torch.dtype | None:
+    """The float dtype of least precision among `dtypes` (None if there is none)."""
+    fl = [d for d in dtypes if d in TOLERANCES]
+    return max(fl, key=lambda d: TOLERANCES[d][0]) if fl else None
+
+
+def is_rounding(expected, actual, reference, work_dtype=None) -> bool:
+    """The float difference between actual and expected is rounding (module docstring rule).
+    work_dtype: the coarsest float type the program computes in (a float32 sum cast to float64
+    carries float32 rounding); the tolerance is that of the coarser of it and the output's."""
     if not (isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor)
             and isinstance(reference, torch.Tensor)):
         return False
     if not expected.dtype.is_floating_point or expected.dtype != actual.dtype or expected.shape != actual.shape \
             or reference.shape != expected.shape:
         return False
-    rtol, atol = TOLERANCES.get(expected.dtype, (1e-5, 1e-8))
+    rtol, atol = TOLERANCES[coarsest([expected.dtype] + ([work_dtype] if work_dtype else []))]
     c, e, r = actual.cpu().double(), expected.cpu().double(), reference.cpu().double()
     close = _float_close(c, e, rtol, atol)
     ref_nan = torch.isnan(r)

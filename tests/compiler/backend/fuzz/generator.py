@@ -16,8 +16,8 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from tests.compiler.backend.fuzz import ops
-from tests.compiler.backend.fuzz.values import (DTYPE_WEIGHTS, DTYPES, LAYOUT_WEIGHTS, LAYOUTS, InputSpec,
+from . import ops
+from .values import (DTYPE_WEIGHTS, DTYPES, LAYOUT_WEIGHTS, LAYOUTS, InputSpec,
                                                 draw_size, make_input)
 
 NAMESPACE = {"torch": torch, "F": F}
@@ -41,6 +41,7 @@ class Program:
     def function(self):
         ns = dict(NAMESPACE)
         exec(compile(self.source(), f"<fuzz program {self.seed}>", "exec"), ns)
+        ns["fn"].__fuzz_source__ = self.source()
         return ns["fn"]
 
     def make_inputs(self, call: int) -> list:

@@ -226,8 +226,9 @@ def empty_strided_fill(rng, pick):
     a = pick(rank(2))
     if a is None:
         return None
-    return (f"{{out}} = torch.empty_strided({a}.shape, (1, {a}.shape[0]) + tuple({a}.stride()[2:]), "
-            f"dtype={a}.dtype); {{out}}[:] = {a}")
+    # column-major strides (the reversed contiguous layout: no two elements share memory)
+    return (f"{{out}} = torch.empty_strided({a}.shape, torch.empty({a}.shape[::-1]).permute("
+            f"*reversed(range({a}.dim()))).stride(), dtype={a}.dtype); {{out}}[:] = {a}")
 
 
 def inplace(rng, pick):

@@ -11,8 +11,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-from tests.compiler.backend.fuzz.generator import Program
-from tests.compiler.backend.fuzz.runner import run_program
+from .generator import Program
+from .runner import run_program
 
 
 def _signature(res) -> tuple:

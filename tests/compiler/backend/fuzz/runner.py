@@ -8,7 +8,9 @@ TRITON_INTERPRET=1); "frontend" is compiler.compile(fn) (our frontend and backen
 Outcomes (worst over the program's calls): ok, rounding (compare.is_rounding), stride (values
 right, an observable output stride differs from eager's), wrong (values, dtype, shape, a
 mutated input, or a returned input that is not the caller's tensor), crash (compiled raised
-where eager did not), invalid (eager rejects the first call: generator bug, not counted).
+where eager did not), invalid (eager rejects the first call: not counted). A wrong or crash
+that the target's baseline (the same frontend with backend="eager") shows as well is reported
+as "upstream" (Dynamo) or "frontend" (our frontend) instead: not the backend's.
 `eager_graphs` lists why whole graphs ran eagerly (events graph_runs_eagerly, aot_runs_eagerly).
 """
 
@@ -27,11 +29,11 @@ if not torch.cuda.is_available():   # before triton is imported (see tests/conft
 from tracetorch import compiler, logs  # noqa: E402
 from tracetorch.compiler import config  # noqa: E402
 
-from tests.compiler.backend.fuzz import compare  # noqa: E402
-from tests.compiler.backend.fuzz.generator import Program  # noqa: E402
-from tests.compiler.backend.fuzz.values import clone_input  # noqa: E402
+from . import compare  # noqa: E402
+from .generator import Program  # noqa: E402
+from .values import clone_input  # noqa: E402
 
-ORDER = ["ok", "rounding", "stride", "wrong", "crash"]
+ORDER = ["ok", "rounding", "stride", "upstream", "frontend", "wrong", "crash"]
 EAGER_EVENTS = {"graph_runs_eagerly", "aot_runs_eagerly", "compiled_graph_skipped"}
 
 
@@ -39,11 +41,26 @@ def _dynamo(fn):
     return torch.compile(fn, backend=compiler.backend)
 
 
+def _dynamo_eager(fn):
+    return torch.compile(fn, backend="eager")
+
+
+def _frontend_eager(fn):
+    return compiler.compile(fn, backend="eager")
+
+
 TARGETS = {
     "cpp": (_dynamo, {}),
     "triton": (_dynamo, {"backend.cpu_codegen": "triton"}),
     "frontend": (compiler.compile, {}),
+    # baselines: the same frontend with no backend at all
+    "dynamo_eager": (_dynamo_eager, {}),
+    "frontend_eager": (_frontend_eager, {}),
 }
+#: a failure that the target's baseline shows too is not the backend's: status "upstream"
+#: (Dynamo's) or "frontend" (ours, owned by compiler/frontend)
+BASELINES = {"cpp": ("dynamo_eager", "upstream"), "triton": ("dynamo_eager", "upstream"),
+             "frontend": ("frontend_eager", "frontend")}
 
 
 @dataclasses.dataclass
@@ -76,6 +93,17 @@ def _reference(prog_fn, inputs):
         return None
 
 
+def _work_dtype(prog_fn, inputs):
+    """The coarsest float dtype the program computes in: its inputs' and those its source names."""
+    src = getattr(prog_fn, "__fuzz_source__", "")
+    named = [d for d, names in _DTYPE_WORDS.items() if any(n in src for n in names)]
+    return compare.coarsest([x.dtype for x in inputs if isinstance(x, torch.Tensor)] + named)
+
+
+_DTYPE_WORDS = {torch.float16: ("float16", ".half()"), torch.bfloat16: ("bfloat16",),
+                torch.float32: ("float32", ".float()", "linspace", "arange(", "torch.tensor(", "empty(")}
+
+
 def _check_call(prog_fn, inputs, e_in, e_out, c_in, c_out) -> tuple[str, str] | None:
     """(status, detail) of the worst difference of one call, or None if all match."""
     e_leaves, c_leaves = compare.leaves(e_out), compare.leaves(c_out)
@@ -99,7 +127,7 @@ def _check_call(prog_fn, inputs, e_in, e_out, c_in, c_out) -> tuple[str, str] | 
                 ref_out = _reference(prog_fn, inputs)
                 ref = ref_out if ref_out is not None else []
             r = ref[k] if k < len(ref) else None
-            if isinstance(r, torch.Tensor) and compare.is_rounding(e, c, r.to(e.dtype) if r.dtype != torch.float64 else r):
+            if isinstance(r, torch.Tensor) and compare.is_rounding(e, c, r, _work_dtype(prog_fn, inputs)):
                 worst = worst or ("rounding", f"{what}: {why}")
                 continue
         return "wrong", f"{what}: {why}"
@@ -112,6 +140,15 @@ def _check_call(prog_fn, inputs, e_in, e_out, c_in, c_out) -> tuple[str, str] | 
 
 
 def run_program(prog: Program, target: str, max_calls: int | None = None) -> Result:
+    res = _run(prog, target, max_calls)
+    if res.status in ("wrong", "crash") and target in BASELINES:
+        base, label = BASELINES[target]
+        if _run(prog, base, max_calls).status in ("wrong", "crash"):
+            res.status, res.detail = label, f"(also with {base}) {res.detail}"
+    return res
+
+
+def _run(prog: Program, target: str, max_calls: int | None) -> Result:
     make, patch = TARGETS[target]
     res = Result()
     events = []
