@@ -352,7 +352,10 @@ def store_attr(tx, obj, name, value):
         raise Unsupported(f"attribute assignment on {obj!r}")
     if isinstance(obj, V.UserObjectVariable):
         cls = type(obj.value)
-        if cls.__setattr__ is not object.__setattr__ or hasattr(cls, "__slots__"):
+        # empty __slots__ (abc.ABC, mixins) leave the instance __dict__: a plain assignment
+        slotted = not hasattr(obj.value, "__dict__") or any(
+            getattr(k, "__slots__", ()) for k in cls.__mro__)
+        if cls.__setattr__ is not object.__setattr__ or slotted:
             raise Unsupported(f"attribute assignment on {cls.__name__} (custom __setattr__/slots)")
         static = inspect.getattr_static(cls, name, None)
         if static is not None and hasattr(static, "__set__"):
