@@ -10,7 +10,8 @@ backend (stage "frontend", the captured FX graph) and our backend wraps its inne
 - level 2+: also `minifier_launcher.py` (the same script, minifying by default);
 - level 3: a repro is written before every compile, so even a segfault leaves one behind;
 - level 4: after compiling, the result is compared with eager in float64 on the example inputs;
-  a mismatch writes a repro (ACCURACY = True) and raises AccuracyError.
+  a mismatch writes a repro (ACCURACY = True) and raises AccuracyError. No script is written
+  before each compile (as at level 3): repro.py is only ever a failure's.
 
 The path is logged at warning level and added as a note to the exception, so it is the last
 line of the error the user sees. When the stage is not selected, the wrapper costs one config
@@ -199,8 +200,10 @@ def wrap(compile_fn, stage: str):
         # error behind its eager fallback while we watch (the recorded config says so too).
         with config.patch(**{"backend.fallback_on_error": False}):
             snap = _Snapshot(gm, list(example_inputs), compile_fn, stage)
-            if level >= 3:
-                write_repro(snap, None, is_accuracy=level >= 4)
+            if level == 3:
+                # level 4 does not: it checks every compile, and a repro.py rewritten before
+                # each one would replace the failure it is there to keep (issue 18)
+                write_repro(snap, None, is_accuracy=False)
             try:
                 compiled = compile_fn(gm, example_inputs)
             except Exception as e:
