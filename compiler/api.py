@@ -17,8 +17,19 @@ log = logs.get_logger(__name__)
 _builtin_compile = compile
 
 
-def compile(fn_or_module=None, backend="default", fullgraph=False, dynamic=None, options=None):
-    """Compile a function or nn.Module; also usable as `@compile` and `@compile(fullgraph=True)`."""
+# mode= names a set of config overrides, as torch.compile's modes do
+MODES = {"default": {}, "reduce-overhead": {"backend.cudagraphs": True}}
+
+
+def compile(fn_or_module=None, backend="default", fullgraph=False, dynamic=None, options=None,
+            mode=None):
+    """Compile a function or nn.Module; also usable as `@compile` and `@compile(fullgraph=True)`.
+    mode="reduce-overhead" replays each compiled graph as a CUDA graph (backend.cudagraphs)."""
+    if mode is not None:
+        if mode not in MODES:
+            raise InvalidUsageError(f"mode= must be one of {', '.join(map(repr, MODES))} or None, "
+                                    f"got {mode!r}")
+        options = {**MODES[mode], **(options or {})}
     opts = _make_options(backend, fullgraph, dynamic, options)
     if fn_or_module is None:
         return functools.partial(_compile_with, opts=opts, backend=backend)

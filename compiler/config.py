@@ -74,6 +74,12 @@ SECTIONS: dict[str, dict[str, Option]] = {
                                    "optimization), 'channels_last' everywhere, 'off' as eager "
                                    "(default: no measured gain on the suite's small-batch CNNs yet)",
                             choices=("auto", "channels_last", "off")),
+        "cudagraphs": _opt(False, "record each compiled inference graph into a CUDA graph and "
+                                  "replay it (one launch per call; compiler.compile(mode="
+                                  "'reduce-overhead') sets it)"),
+        "cudagraph_max_recordings": _opt(8, "input signatures (sizes, strides, dtypes) recorded "
+                                            "per graph before CUDA graphs are turned off for it",
+                                         low=1),
         "cpu_codegen": _opt("cpp", "code generator for CPU tensors; 'triton' runs Triton kernels "
                                    "through its interpreter (tests of the Triton codegen on CPU)",
                             choices=("cpp", "triton")),
@@ -121,6 +127,8 @@ SECTIONS: dict[str, dict[str, Option]] = {
         "save_real_inputs": _opt(False, "save the failing inputs' values beside repro.py (torch.save)"),
     },
     "testing": {
+        "cudagraph_stand_in": _opt(False, "record 'CUDA graphs' with a stand-in that re-runs the "
+                                          "graph, on any device (CPU tests of the bookkeeping)"),
         "inject_relu_bug": _opt(None, "make codegen miscompile relu (tests of repro/minifier)",
                                 kind="str", choices=("compile_error", "runtime_error", "accuracy"),
                                 optional=True),

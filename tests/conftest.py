@@ -5,10 +5,25 @@ from pathlib import Path
 import torch
 
 # The tests use the installed names (tracetorch.compiler, ...). `python -m pytest` from the
-# repository root puts the root on sys.path, where compiler/, logs/, debug/ and tui/ would also
-# import under their bare folder names, as a second copy of each module: take the root off.
+# repository root puts the root on sys.path (tests import tests.* and scripts.* helpers from
+# there), where compiler/, logs/, debug/ and tui/ would also import under their bare folder
+# names, as a second copy of each module. In the test process those bare names are an error.
 _ROOT = str(Path(__file__).resolve().parents[1])
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _ROOT]
+
+
+class _NoBareNames:
+    """A meta path finder that refuses `import compiler` & co. when it would load our folders."""
+
+    NAMES = ("compiler", "logs", "debug", "tui")
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name in cls.NAMES and os.path.isfile(os.path.join(_ROOT, name, "__init__.py")):
+            raise ImportError(f"tests must import tracetorch.{name}, not the bare folder name {name!r}")
+        return None
+
+
+sys.meta_path.insert(0, _NoBareNames)
 
 # Triton kernels for CPU tensors run in Triton's interpreter, which must be switched on before
 # triton is first imported (its own @jit helpers are made interpretable at import time).

@@ -346,9 +346,11 @@ def _is_used(sym, specs) -> bool:
     return any(sym in _free(s) for s in specs)
 
 
-def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynamic=None):
+def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynamic=None,
+               wrap_inference=None):
     """Functionalize + decompose `gm`, compile it with `inner_compile(traced_gm, inputs)`, and return
-    a callable with gm's calling convention."""
+    a callable with gm's calling convention. `wrap_inference(compiled, traced_gm, inputs)`, when
+    given, wraps an inference graph's compiled callable (the backend's CUDA graphs)."""
     example_inputs = list(example_inputs)
     if _needs_grad(gm, example_inputs):
         try:
@@ -377,6 +379,8 @@ def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynam
     log.info("aot_traced", nodes=len(traced.graph.nodes), mutated_inputs=count_mutations(traced),
              guards=len(guards), seconds=round(time.perf_counter() - t0, 3))
     compiled = inner_compile(traced, traced_inputs)
+    if wrap_inference is not None:
+        compiled = wrap_inference(compiled, traced, traced_inputs)
     offsets = any(n.target is torch.ops.aten.as_strided.default for n in traced.graph.nodes)
     check = InputCheck(traced_inputs, guards, shape_env, check_offsets=offsets)
     for value in check.specialized:

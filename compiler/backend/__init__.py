@@ -30,7 +30,8 @@ def compile_fx(gm, example_inputs, *, dynamic=None):
             inner = hooks.wrap_compiler(inner_compile, "backend")
     except ImportError:
         pass
-    return aot_module(gm, example_inputs, inner, dynamic=dynamic)
+    from tracetorch.compiler.backend.runtime.cudagraphs import maybe_wrap
+    return aot_module(gm, example_inputs, inner, dynamic=dynamic, wrap_inference=maybe_wrap)
 
 
 class _CallableModule(types.ModuleType):

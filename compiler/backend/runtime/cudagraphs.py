@@ -1,0 +1,205 @@
+"""CUDA graphs for compiled inference graphs: `compiler.compile(model, mode="reduce-overhead")`
+or the config option `backend.cudagraphs` (TRACE_BACKEND_CUDAGRAPHS=1).
+
+A compiled graph launches one kernel (or ATen call) at a time from Python; on models made of
+many small kernels that host work, not the GPU, sets the speed. Recorded into a CUDA graph, the
+same launches replay with one call. What makes that safe here, each refusal logged with its
+reason (the graph then runs as compiled, never wrong):
+
+- The graph is recorded once per input signature (sizes, strides, dtypes, devices), at most
+  `backend.cudagraph_max_recordings` of them; a new signature records anew (a logged
+  `cudagraph_record` event with the reason), one beyond the limit runs without graphs.
+- The first call of each signature runs without recording: Triton kernels compile and autotune
+  at their first launch, which must not happen inside a recording.
+- Parameters (nn.Parameter inputs) are read in place: the recording reads their memory. Other
+  inputs are copied into static buffers before each replay. If a different tensor arrives in a
+  parameter's slot, the graph is re-recorded (logged), never written through.
+- Inputs the graph mutates (functionalized write-backs) are copied back after each replay.
+- Outputs are copied out of the recording's memory, which the next replay overwrites.
+- Refused outright: inputs on the CPU or on several devices, random ops (their generator state
+  would be frozen into the recording), outputs that alias an input.
+
+`Recorder` is the only part that talks to CUDA: tests run the same bookkeeping on CPU tensors
+with `EagerRecorder`, which re-runs the graph on replay and writes into the recorded outputs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from tracetorch import logs
+from tracetorch.compiler import config
+
+log = logs.get_logger(__name__)
+
+
+# -- who records and replays ------------------------------------------------------------------
+class CudaRecorder:
+    """Records with torch.cuda.CUDAGraph (on the side stream torch.cuda.graph uses)."""
+
+    def record(self, run):
+        graph = torch.cuda.CUDAGraph()
+        torch.cuda.synchronize()
+        with torch.cuda.graph(graph):
+            outputs = run()
+        return graph, outputs
+
+    def replay(self, rec: "Recording") -> None:
+        rec.handle.replay()
+
+
+class EagerRecorder:
+    """A stand-in with the same memory behaviour on any device: replay re-runs the graph and
+    writes into the recorded output tensors, as a real replay does (CPU tests of the
+    bookkeeping; config testing.cudagraph_stand_in)."""
+
+    def record(self, run):
+        return None, run()
+
+    def replay(self, rec: "Recording") -> None:
+        for static, fresh in zip(rec.outputs, rec.run()):
+            static.copy_(fresh)
+
+
+# -- when not to use graphs --------------------------------------------------------------------
+def refusal(gm: torch.fx.GraphModule, example_inputs) -> str | None:
+    """Why this graph must not be recorded, or None."""
+    tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
+    devices = {x.device for x in tensors}
+    if not tensors:
+        return "the graph has no tensor inputs"
+    if any(d.type == "cpu" for d in devices) and not config.testing.cudagraph_stand_in:
+        return "an input is on the CPU"
+    if len(devices) > 1:
+        return f"inputs on several devices ({', '.join(sorted(map(str, devices)))})"
+    if any(not isinstance(x, torch.Tensor) for x in example_inputs):
+        return "a symbolic size or scalar input (dynamic shapes are recorded per concrete size " \
+               "only when sizes come from tensors)"
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+            return f"random op {node.target} (its generator state would be frozen into the graph)"
+    return None
+
+
+def mutated_inputs(gm: torch.fx.GraphModule) -> list[int]:
+    """Positions of the inputs a functionalized graph writes back into (copy_ into a placeholder)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    index = {n: i for i, n in enumerate(placeholders)}
+    return sorted({index[n.args[0]] for n in gm.graph.nodes
+                   if n.op == "call_function" and n.target is torch.ops.aten.copy_.default
+                   and n.args and n.args[0] in index})
+
+
+def _signature(args) -> tuple:
+    return tuple((tuple(a.shape), a.stride(), a.dtype, a.device) if isinstance(a, torch.Tensor)
+                 else (type(a), a) for a in args)
+
+
+@dataclass
+class Recording:
+    handle: object
+    static_inputs: list          # the tensors the recording reads, slot by slot
+    in_place: set[int]           # slots read in place (parameters): their tensor must stay the same
+    outputs: list                # the tensors the recording writes
+    run: object = None
+    replays: int = field(default=0)
+
+
+class CudaGraphRunner:
+    """Wraps a compiled graph (callable(*args) -> flat outputs) with record-and-replay."""
+
+    def __init__(self, compiled, mutated: list[int], recorder=None, max_recordings: int | None = None):
+        self.compiled = compiled
+        self.mutated = mutated
+        self.recorder = recorder or CudaRecorder()
+        self.max_recordings = max_recordings or config.backend.cudagraph_max_recordings
+        self.recordings: dict[tuple, Recording] = {}
+        self.warm: set[tuple] = set()
+        self.disabled: str | None = None
+
+    # the compiled graph's inspection attributes stay reachable (code, path, key, ...)
+    def __getattr__(self, name):
+        return getattr(self.compiled, name)
+
+    def __call__(self, *args):
+        if self.disabled:
+            return self.compiled(*args)
+        sig = _signature(args)
+        rec = self.recordings.get(sig)
+        if rec is not None and not self._same_in_place(rec, args):
+            log.info("cudagraph_record", reason="a parameter slot holds another tensor than when "
+                                                "recorded", recordings=len(self.recordings))
+            del self.recordings[sig]
+            rec = self._record(sig, args)
+            if rec is None:
+                return self.compiled(*args)
+        elif rec is None:
+            if sig not in self.warm:
+                self.warm.add(sig)          # warm-up: compile and autotune outside any recording
+                return self.compiled(*args)
+            if len(self.recordings) >= self.max_recordings:
+                self.disabled = f"more than {self.max_recordings} input signatures"
+                log.warning("cudagraph_disabled", reason=self.disabled)
+                logs.artifact("perf_hints", lambda: f"CUDA graphs off for a graph: {self.disabled}")
+                return self.compiled(*args)
+            log.info("cudagraph_record", reason="new input signature" if self.recordings else
+                     "first recording", recordings=len(self.recordings) + 1,
+                     sizes=[list(a.shape) for a in args if isinstance(a, torch.Tensor)][:8])
+            rec = self._record(sig, args)
+            if rec is None:
+                return self.compiled(*args)
+        return self._replay(rec, args)
+
+    def _same_in_place(self, rec: Recording, args) -> bool:
+        return all(args[i] is rec.static_inputs[i] for i in rec.in_place)
+
+    def _record(self, sig, args) -> Recording | None:
+        # parameters the graph does not write are read where they are; anything written is copied
+        in_place = {i for i, a in enumerate(args)
+                    if isinstance(a, torch.nn.Parameter) and i not in self.mutated}
+        static = [a if i in in_place else a.clone() for i, a in enumerate(args)]
+        run = lambda: list(self.compiled(*static))  # noqa: E731  (the recorded launches)
+        try:
+            handle, outputs = self.recorder.record(run)
+        except Exception as e:      # e.g. a host synchronisation inside the graph
+            self.disabled = f"recording failed: {type(e).__name__}: {e}"[:300]
+            log.warning("cudagraph_disabled", reason=self.disabled)
+            return None
+        storages = {a.untyped_storage().data_ptr() for a in static}
+        if any(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in storages for o in outputs):
+            self.disabled = "an output aliases an input"
+            log.warning("cudagraph_disabled", reason=self.disabled)
+            return None
+        rec = Recording(handle, static, in_place, outputs, run)
+        self.recordings[sig] = rec
+        return rec
+
+    def _replay(self, rec: Recording, args):
+        for i, a in enumerate(args):
+            if i not in rec.in_place:
+                rec.static_inputs[i].copy_(a)
+        self.recorder.replay(rec)
+        rec.replays += 1
+        for i in self.mutated:
+            if i not in rec.in_place:
+                args[i].copy_(rec.static_inputs[i])
+        return [o.clone() if isinstance(o, torch.Tensor) else o for o in rec.outputs]
+
+
+def maybe_wrap(compiled, gm: torch.fx.GraphModule, example_inputs):
+    """`compiled` wrapped for CUDA graphs when backend.cudagraphs is on and the graph allows it."""
+    if not config.backend.cudagraphs:
+        return compiled
+    if getattr(compiled, "code", None) is None:       # an eager fallback: nothing to record
+        log.info("cudagraph_skipped", reason="the graph runs eagerly")
+        return compiled
+    why = refusal(gm, example_inputs)
+    if why:
+        log.info("cudagraph_skipped", reason=why)
+        logs.artifact("perf_hints", lambda: f"CUDA graphs not used for a graph: {why}")
+        return compiled
+    recorder = EagerRecorder() if config.testing.cudagraph_stand_in else CudaRecorder()
+    log.info("cudagraph_enabled", mutated_inputs=len(mutated_inputs(gm)),
+             recorder=type(recorder).__name__)
+    return CudaGraphRunner(compiled, mutated_inputs(gm), recorder)

@@ -1,0 +1,227 @@
+"""Real models at realistic sizes (Hugging Face `transformers` and `timm`, random weights, no
+downloads), measured side by side in one process: eager, torch.compile/inductor, ours through
+compiler.compile (default and mode="reduce-overhead", i.e. CUDA graphs) and ours as a
+torch.compile backend. Per model and variant: first call (cold compile) time, median call time,
+peak memory, max relative error against eager, and how many graphs ran eagerly as a whole (a
+fallback is a loud row, never a silent one).
+
+    python scripts/bench_real_models.py --device cuda --dtype bfloat16 \
+        --out scripts/results/real_models_h100_bf16
+    python scripts/bench_real_models.py --only gpt2,bert --variants eager,ours,ours_ro
+
+Timings are medians of --repeat synchronised calls after warm-up, with CUDA events on the GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import logging
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# -- the models ---------------------------------------------------------------------------------
+def _hf(config_name, model_name, batch, seq, vocab, **cfg):
+    def build():
+        import transformers
+        config = getattr(transformers, config_name)(**cfg)
+        config.use_cache = False
+        return getattr(transformers, model_name)(config)
+
+    def inputs(device):
+        return (torch.randint(0, vocab, (batch, seq), device=device),)
+    return build, inputs
+
+
+def _timm(name, batch, size=224):
+    def build():
+        import timm
+        return timm.create_model(name, pretrained=False)
+
+    def inputs(device, dtype=None):
+        return (torch.randn(batch, 3, size, size, device=device),)
+    return build, inputs
+
+
+MODELS = {
+    "gpt2": _hf("GPT2Config", "GPT2LMHeadModel", 4, 512, 50257),
+    "bert": _hf("BertConfig", "BertModel", 8, 384, 30522),
+    "llama8": _hf("LlamaConfig", "LlamaForCausalLM", 4, 512, 32000, hidden_size=1024,
+                  intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
+                  num_key_value_heads=8, max_position_embeddings=1024),
+    "resnet50": _timm("resnet50", 32),
+    "vit_b16": _timm("vit_base_patch16_224", 32),
+    "convnext_t": _timm("convnext_tiny", 32),
+}
+VARIANTS = ("eager", "inductor", "ours", "ours_ro", "ours_backend")
+
+
+def _main_tensor(out):
+    if isinstance(out, torch.Tensor):
+        return out
+    for key in ("logits", "last_hidden_state"):
+        if hasattr(out, key):
+            return getattr(out, key)
+    return out[0]
+
+
+class EagerGraphCounter:
+    """Counts our compiler's whole-graph fallbacks and graphs through a logs sink."""
+
+    def __init__(self):
+        from tracetorch import logs
+        self.logs, self.events = logs, []
+        self.sink = logs.add_sink(self.events.append, level=logging.INFO)
+
+    def close(self):
+        self.logs.remove_sink(self.sink)
+
+    def count(self, *names):
+        return sum(1 for e in self.events if e.name in names)
+
+
+def _compiled(variant, model):
+    if variant == "eager":
+        return model
+    if variant == "inductor":
+        return torch.compile(model)
+    from tracetorch import compiler
+    if variant == "ours":
+        return compiler.compile(model)
+    if variant == "ours_ro":
+        return compiler.compile(model, mode="reduce-overhead")
+    if variant == "ours_backend":
+        return torch.compile(model, backend=compiler.backend)
+    raise ValueError(variant)
+
+
+def _sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _time(fn, device, repeat):
+    times = []
+    for _ in range(repeat):
+        if device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def _reset_compilers():
+    torch._dynamo.reset()
+    from tracetorch import compiler
+    compiler.reset()
+
+
+def run_model(name, args):
+    build, make_inputs = MODELS[name]
+    dtype = getattr(torch, args.dtype)
+    torch.manual_seed(0)
+    model = build().to(args.device).eval()
+    if dtype != torch.float32:
+        model = model.to(dtype)
+    inputs = make_inputs(args.device)
+    inputs = tuple(x.to(dtype) if x.is_floating_point() else x for x in inputs)
+    with torch.no_grad():
+        reference = _main_tensor(model(*inputs)).float()
+    rows = {}
+    for variant in args.variants:
+        _reset_compilers()
+        gc.collect()
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        counter = EagerGraphCounter()
+        row = {}
+        try:
+            fn = _compiled(variant, model)
+            with torch.no_grad():
+                t0 = time.perf_counter()
+                out = fn(*inputs)
+                _sync(args.device)
+                row["first_call_s"] = round(time.perf_counter() - t0, 3)
+                for _ in range(3):                       # warm-up (CUDA graphs record on the 2nd)
+                    out = fn(*inputs)
+                got = _main_tensor(out).float()
+                row["rel_err"] = float((got - reference).norm() / reference.norm().clamp_min(1e-12))
+                row["ms"] = round(_time(lambda: fn(*inputs), args.device, args.repeat), 3)
+            if args.device == "cuda":
+                row["peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+            row["graphs_run_eagerly"] = counter.count("graph_runs_eagerly", "aot_runs_eagerly")
+            row["graphs"] = counter.count("graph_compiled") + row["graphs_run_eagerly"]
+            row["cudagraph_records"] = counter.count("cudagraph_record")
+        except Exception as e:       # one variant failing is a row, not the end of the run
+            row["error"] = f"{type(e).__name__}: {e}"[:300]
+        finally:
+            counter.close()
+        rows[variant] = row
+        print(f"  {name:<11} {variant:<13} {json.dumps(row)}", flush=True)
+    del model
+    return rows
+
+
+def table(results, variants) -> str:
+    head = ["model", *[f"{v} ms" for v in variants], "ours/ind", "ours_ro/ind", "backend/ind"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def ratio(r, a, b):
+        ra, rb = r.get(a, {}), r.get(b, {})
+        return f"{rb['ms'] / ra['ms']:.2f}" if "ms" in ra and "ms" in rb else "-"
+    for name, r in results.items():
+        cells = [name] + [str(r.get(v, {}).get("ms", r.get(v, {}).get("error", "-")))[:24] for v in variants]
+        cells += [ratio(r, "ours", "inductor"), ratio(r, "ours_ro", "inductor"), ratio(r, "ours_backend", "inductor")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--only", default="", help=f"comma-separated models (default all: {', '.join(MODELS)})")
+    p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated: {', '.join(VARIANTS)}")
+    p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--out", default=None, help="write <out>.json and <out>.md")
+    args = p.parse_args(argv)
+    names = [n for n in args.only.split(",") if n] or list(MODELS)
+    args.variants = [v for v in args.variants.split(",") if v]
+    bad = [n for n in names if n not in MODELS] + [v for v in args.variants if v not in VARIANTS]
+    if bad:
+        p.error(f"unknown model or variant {bad}; models: {', '.join(MODELS)}; variants: {', '.join(VARIANTS)}")
+    card = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
+    print(f"bench_real_models: {card}, torch {torch.__version__}, {args.dtype}", flush=True)
+    results = {}
+    for name in names:
+        try:
+            results[name] = run_model(name, args)
+        except Exception as e:
+            results[name] = {"error": {"error": f"{type(e).__name__}: {e}"[:300]}}
+            print(f"  {name}: {results[name]}", flush=True)
+    md = table(results, args.variants)
+    print(md)
+    if args.out:
+        Path(args.out + ".json").write_text(json.dumps({"card": card, "torch": torch.__version__,
+                                                        "dtype": args.dtype, "results": results}, indent=1))
+        Path(args.out + ".md").write_text(f"# real models, {card}, {args.dtype}\n\n{md}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

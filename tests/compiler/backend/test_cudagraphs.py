@@ -1,0 +1,128 @@
+"""CUDA graphs (mode="reduce-overhead"): the record/replay bookkeeping, checked on CPU with the
+stand-in recorder (testing.cudagraph_stand_in), which re-runs the graph on replay and writes into
+the recorded output tensors exactly where a real replay would. Every result is compared with
+eager. The real recorder runs in scripts/ on the GPU machine."""
+import logging
+
+import pytest
+import torch
+
+from tracetorch import compiler, logs
+from tracetorch.compiler import config
+from tracetorch.compiler.backend.runtime import cudagraphs
+
+STAND_IN = {"testing.cudagraph_stand_in": True, "backend.cache_enabled": False}
+
+
+@pytest.fixture
+def events():
+    got = []
+    sink = logs.add_sink(got.append, level=logging.DEBUG)
+    compiler.reset()
+    yield got
+    logs.remove_sink(sink)
+    compiler.reset()
+
+
+def named(events, name):
+    return [e for e in events if e.name == name]
+
+
+def test_replays_match_eager_and_outputs_survive_later_calls(events):
+    def f(x, y):
+        return (x * y).relu() + y.sum(), x - 1
+
+    opt = compiler.compile(f, mode="reduce-overhead", options=STAND_IN)
+    first_inputs = (torch.randn(8, 4), torch.randn(8, 4))
+    first = opt(*first_inputs)
+    kept = [t.clone() for t in first]
+    for _ in range(4):
+        x, y = torch.randn(8, 4), torch.randn(8, 4)
+        for got, want in zip(opt(x, y), f(x, y)):
+            torch.testing.assert_close(got, want)
+    # a later replay must not have overwritten what an earlier call returned
+    for got, want in zip(first, kept):
+        torch.testing.assert_close(got, want)
+    assert len(named(events, "cudagraph_enabled")) == 1
+    assert len(named(events, "cudagraph_record")) == 1     # warm-up call, then one recording
+
+
+def test_mutated_input_is_written_back_after_replay(events):
+    def f(x, acc):
+        acc.add_(x)
+        return acc * 2
+
+    opt = compiler.compile(f, mode="reduce-overhead", options=STAND_IN)
+    acc_c, acc_e = torch.zeros(5), torch.zeros(5)
+    for _ in range(4):
+        x = torch.randn(5)
+        torch.testing.assert_close(opt(x, acc_c), f(x, acc_e))
+        torch.testing.assert_close(acc_c, acc_e)
+
+
+def test_new_shapes_record_again_up_to_the_limit(events):
+    def f(x):
+        return x.sin() * 2
+
+    opt = compiler.compile(f, mode="reduce-overhead", dynamic=False,
+                           options={**STAND_IN, "backend.cudagraph_max_recordings": 2})
+    for n in (3, 3, 3, 4, 4, 4):
+        x = torch.randn(n)
+        torch.testing.assert_close(opt(x), f(x))
+    records = named(events, "cudagraph_record")
+    assert len(records) == 2, [e.fields for e in records]
+
+
+def test_signatures_beyond_the_limit_turn_graphs_off_with_a_reason():
+    compiled = lambda x: [x + 1]  # noqa: E731
+    runner = cudagraphs.CudaGraphRunner(compiled, [], cudagraphs.EagerRecorder(), max_recordings=1)
+    for n in (2, 2, 3, 3):
+        x = torch.randn(n)
+        torch.testing.assert_close(runner(x)[0], x + 1)
+    assert runner.disabled == "more than 1 input signatures"
+
+
+def test_parameter_slot_with_another_tensor_records_again(events):
+    w = torch.nn.Parameter(torch.randn(4))
+    w_before = w.detach().clone()
+    compiled = lambda x, w: [x * w]  # noqa: E731
+    runner = cudagraphs.CudaGraphRunner(compiled, [], cudagraphs.EagerRecorder())
+    x = torch.randn(4)
+    for _ in range(3):
+        torch.testing.assert_close(runner(x, w)[0], x * w)
+    rec = next(iter(runner.recordings.values()))
+    assert rec.in_place == {1} and rec.static_inputs[1] is w    # read in place, not copied
+    w2 = torch.nn.Parameter(torch.randn(4))
+    torch.testing.assert_close(runner(x, w2)[0], x * w2)
+    assert next(iter(runner.recordings.values())).static_inputs[1] is w2
+    assert any("parameter slot" in e.fields.get("reason", "") for e in named(events, "cudagraph_record"))
+    torch.testing.assert_close(w.detach(), w_before)          # never written through
+
+
+def test_random_ops_are_not_recorded(events):
+    def f(x):
+        return x + torch.rand_like(x)
+
+    opt = compiler.compile(f, mode="reduce-overhead", options=STAND_IN)
+    x = torch.zeros(6)
+    out = opt(x)
+    assert ((out >= 0) & (out < 1)).all()
+    skipped = named(events, "cudagraph_skipped")
+    assert skipped and "random op" in skipped[0].fields["reason"]
+
+
+def test_cpu_inputs_are_refused_without_the_stand_in(events):
+    opt = compiler.compile(lambda x: x * 3, mode="reduce-overhead", options={"backend.cache_enabled": False})
+    x = torch.randn(3)
+    torch.testing.assert_close(opt(x), x * 3)
+    skipped = named(events, "cudagraph_skipped")
+    assert skipped and skipped[0].fields["reason"] == "an input is on the CPU"
+
+
+def test_unknown_mode_is_a_clear_error():
+    with pytest.raises(compiler.errors.InvalidUsageError, match="'reduce-overhead'"):
+        compiler.compile(lambda x: x, mode="max-speed")
+
+
+def test_config_default_is_off():
+    assert config.backend.cudagraphs is False
