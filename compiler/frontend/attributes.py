@@ -82,6 +82,11 @@ def get_attr(tx, obj, name):
         fields = getattr(obj.tuple_cls, "_fields", None) or getattr(obj.tuple_cls, "__match_args__", ())
         if name in fields:
             return obj.items[list(fields).index(name)]
+        static = inspect.getattr_static(obj.tuple_cls, name, None)
+        if name == "_fields" or (static is not None and type(static) in (tuple, int, str, bool)):
+            return V.ConstantVariable(getattr(obj.tuple_cls, name))
+        if isinstance(static, (types.FunctionType, property)) and name not in ("_replace", "_asdict"):
+            return _type_member(tx, obj, obj.tuple_cls, name)
     if isinstance(obj, V.ConstantVariable) and isinstance(obj.value, type):
         return _type_attr(tx, obj, name)
     if isinstance(obj, V.ConstantVariable):
@@ -102,6 +107,12 @@ def get_attr(tx, obj, name):
         return V.ConstantVariable(getattr(obj.fn, name))
     if isinstance(obj, V.UserMethodVariable) and name == "__self__":
         return obj.obj
+    if isinstance(obj, V.TorchFunctionVariable) and isinstance(obj.fn, torch._ops.OpOverloadPacket):
+        # torch.ops.aten.add.Tensor: an overload of the packet, a fixed operator object
+        try:
+            return V.TorchFunctionVariable(getattr(obj.fn, name))
+        except AttributeError:
+            raise Unsupported(f"operator {obj.fn} has no overload {name}") from None
     raise Unsupported(f"attribute {name} of {obj!r}")
 
 
@@ -114,6 +125,16 @@ def super_attr(tx, sv, name):
     obj = sv.obj
     obj_cls = obj.cls if isinstance(obj, V.NewObjectVariable) else (
         type(obj.value) if isinstance(obj, (V.NNModuleVariable, V.UserObjectVariable)) else None)
+    if isinstance(obj, V.NamedTupleVariable) and sv.cls in obj.tuple_cls.__mro__:
+        # a namedtuple subclass calling up: tuple's own methods act on the plain tuple
+        for klass in obj.tuple_cls.__mro__[obj.tuple_cls.__mro__.index(sv.cls) + 1:]:
+            if name in klass.__dict__:
+                member = klass.__dict__[name]
+                if isinstance(member, types.FunctionType):
+                    return V.UserMethodVariable(member, obj)
+                if klass is tuple:
+                    return V.MethodVariable(V.TupleVariable(list(obj.items)), name)
+                break
     if obj_cls is None:
         raise Unsupported(f"super() on {obj!r}")
     mro = obj_cls.__mro__

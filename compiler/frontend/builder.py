@@ -158,8 +158,9 @@ _GRAD_CTORS = {torch.no_grad, torch.enable_grad, torch.set_grad_enabled}
 
 
 def _is_builtin(value):
+    from tracetorch.compiler.frontend.stdlib_calls import BUILTINS
     try:
-        return value in _BUILTIN_FNS or (getattr(value, "__module__", None) in ("_operator", "operator", "math")
+        return value in _BUILTIN_FNS or value in BUILTINS or (getattr(value, "__module__", None) in ("_operator", "operator", "math")
                                          and isinstance(value, types.BuiltinFunctionType))
     except TypeError:
         return False

@@ -78,6 +78,9 @@ def call_builtin(tx, fn, args, kwargs):
         raise Unsupported("range() with a symbolic bound")
     if fn in _LAZY_BUILTINS:
         return _LAZY_BUILTINS[fn](tx, args, kwargs)
+    from tracetorch.compiler.frontend import stdlib_calls
+    if fn in stdlib_calls.BUILTINS:
+        return stdlib_calls.BUILTINS[fn](tx, args, kwargs)
     if fn is reversed:
         return V.IteratorVariable(list(reversed(unpack(tx, args[0]))))
     if fn is iter:
@@ -96,8 +99,10 @@ def call_builtin(tx, fn, args, kwargs):
         return V.ListVariable(unpack(tx, args[0]) if args else [])
     if fn is tuple:
         return V.TupleVariable(unpack(tx, args[0]) if args else [])
-    if fn in (set, frozenset) and fn is set:
+    if fn is set:
         return V.SetVariable(const_value(i) for i in (unpack(tx, args[0]) if args else []))
+    if fn is frozenset:
+        return V.ConstantVariable(frozenset(const_value(i) for i in (unpack(tx, args[0]) if args else [])))
     if fn is dict:
         items = {}
         if args:
@@ -145,6 +150,8 @@ def call_builtin(tx, fn, args, kwargs):
         for item in items:
             total = binary_op(tx, "+", total, item)
         return total
+    if fn in (min, max, sorted) and kwargs and set(kwargs) <= {"key", "default", "reverse"}:
+        return _ordered_with_key(tx, fn, args, kwargs)
     if fn in (min, max) and not kwargs:
         items = unpack(tx, args[0]) if len(args) == 1 else list(args)
         if consts(items) and items:
@@ -157,7 +164,7 @@ def call_builtin(tx, fn, args, kwargs):
         return numpy_calls.operator_call(tx, "abs", [args[0]])
     if fn is abs and graph_value(args[0]):
         return record(tx, operator.abs, args)
-    if fn in (int, float) and isinstance(args[0], V.SymNodeVariable) and len(args) == 1:
+    if fn in (int, float) and len(args) == 1 and isinstance(args[0], V.SymNodeVariable):
         # torch.sym_int / sym_float: int(SymFloat) would guard on the value (specialize);
         # sym_int truncates symbolically, as Dynamo records it (plain int/float at runtime)
         if fn is int and args[0].python_type() is float:
@@ -198,6 +205,40 @@ def call_builtin(tx, fn, args, kwargs):
         # e.g. round(SymFloat, 2), str(SymInt): Python needs the values (guarded), as Dynamo
         return call_builtin(tx, fn, [specialize(tx, a) for a in args], kwargs)
     raise Unsupported(f"builtin {getattr(fn, '__name__', fn)}() on {list(args)!r}")
+
+
+def _ordered_with_key(tx, fn, args, kwargs):
+    """min/max/sorted with key= / default= / reverse=: the key function is called (traced) on
+    each item in order, as CPython does; the keys must be constants to be compared now."""
+    from tracetorch.compiler.frontend.calls import call_function
+    items = unpack(tx, args[0]) if len(args) == 1 else list(args)
+    key = kwargs.get("key")
+    if key is not None and _is_none(key):
+        key = None
+    keys = [call_function(tx, key, [i], {}) if key is not None else i for i in items]
+    if not consts(keys):
+        raise Unsupported(f"{fn.__name__}() with keys that are not constants")
+    values = [k.as_constant() for k in keys]
+    if fn is sorted:
+        if "default" in kwargs:
+            raise Unsupported("sorted() takes no default")
+        rev = bool(kwargs["reverse"].as_constant()) if "reverse" in kwargs else False
+        try:
+            order = sorted(range(len(items)), key=values.__getitem__, reverse=rev)
+        except TypeError:
+            raise Unsupported("sorted() of keys that do not compare") from None
+        return V.ListVariable([items[i] for i in order])
+    if "reverse" in kwargs:
+        raise Unsupported(f"{fn.__name__}() takes no reverse")
+    if not items:
+        if "default" in kwargs:
+            return kwargs["default"]
+        raise Unsupported(f"{fn.__name__}() of an empty sequence raises ValueError")
+    try:
+        pick = fn(range(len(items)), key=values.__getitem__)
+    except TypeError:
+        raise Unsupported(f"{fn.__name__}() of keys that do not compare") from None
+    return items[pick]
 
 
 def _lazy_map(tx, args, kwargs):
@@ -369,12 +410,21 @@ def call_type(tx, cls, args, kwargs):
         return call_builtin(tx, cls, args, kwargs)
     if cls is torch.Size:
         return V.SizeVariable(unpack(tx, args[0]) if args else [])
+    from tracetorch.compiler.frontend import stdlib_calls
+    if cls in stdlib_calls.TYPES:
+        return stdlib_calls.TYPES[cls](tx, args, kwargs)
     if cls in (torch.device, torch.dtype) and consts(args):
         return V.ConstantVariable(cls(*[a.as_constant() for a in args]))
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
-        fields = list(args) + [kwargs[f] for f in cls._fields[len(args):] if f in kwargs]
-        if len(fields) != len(cls._fields):
-            raise Unsupported(f"namedtuple {cls.__name__} with defaults")
+        defaults = getattr(cls, "_field_defaults", {}) or {}
+        fields = list(args)
+        for f in cls._fields[len(args):]:
+            if f in kwargs:
+                fields.append(kwargs[f])
+            elif f in defaults and type(defaults[f]) in (int, float, bool, str, type(None)):
+                fields.append(V.ConstantVariable(defaults[f]))
+        if len(fields) != len(cls._fields) or set(kwargs) - set(cls._fields[len(args):]):
+            raise Unsupported(f"namedtuple {cls.__name__} with missing or unknown fields")
         return V.NamedTupleVariable(fields, cls)
     if cls is weakref.ref and len(args) == 1 and not kwargs and _weakref_target_ok(args[0]):
         return V.WeakRefVariable(args[0])
@@ -407,6 +457,8 @@ def call_type(tx, cls, args, kwargs):
     from tracetorch.compiler.frontend import new_modules
     if new_modules.simple_module_class(cls):
         return new_modules.construct(tx, cls, args, kwargs)
+    if new_modules.torch_module_class(cls):
+        return new_modules.construct_torch(tx, cls, args, kwargs)
     if _plain_class(cls):
         obj = V.NewObjectVariable(cls)
         init = inspect.getattr_static(cls, "__init__", object.__init__)

@@ -178,6 +178,9 @@ def identical(a, b):
             return False
     if type(a) is not type(b) and all(isinstance(x, (V.BaseListVariable, V.DictVariable)) for x in (a, b)):
         return False
+    fresh = (V.ListVariable, V.DictVariable, V.SetVariable, V.NewObjectVariable)
+    if isinstance(a, fresh) and isinstance(b, fresh) and (a.source is None or b.source is None):
+        return False        # two distinct Variables, one made in the frame: distinct objects
     return None
 
 
@@ -212,7 +215,26 @@ def truthiness(tx, v) -> bool:
         cls = type(v.value)
         if not hasattr(cls, "__bool__") and not hasattr(cls, "__len__"):
             return True
+    if isinstance(v, V.NewObjectVariable) and not isinstance(v, V.NewModuleVariable):
+        return _new_object_truth(tx, v)
     raise Unsupported(f"bool() of {v!r}")
+
+
+def _new_object_truth(tx, v):
+    """bool() of an object made in the frame: its class's Python __bool__, else __len__ != 0,
+    else True (CPython's order)."""
+    from tracetorch.compiler.frontend.attributes import get_attr
+    for name in ("__bool__", "__len__"):
+        impl = inspect.getattr_static(v.cls, name, None)
+        if impl is None:
+            continue
+        if not isinstance(impl, types.FunctionType):
+            raise Unsupported(f"bool() of {v!r}: {name} is not Python code")
+        result = specialize(tx, call_function(tx, get_attr(tx, v, name), [], {}))
+        if not result.is_constant():
+            raise Unsupported(f"bool() of {v!r}: {name} returned {result!r}")
+        return bool(result.as_constant()) if name == "__bool__" else result.as_constant() != 0
+    return True
 
 
 def contains_op(tx, item, container) -> bool:
@@ -357,6 +379,11 @@ def get_item(tx, obj, key):
         if not (key.is_constant() or graph_value(key) or _index_ok(key)):
             raise Unsupported(f"tensor indexing with {key!r}")
         return record(tx, operator.getitem, (obj, key))
+    if isinstance(obj, V.NamedTupleVariable) and \
+            isinstance(inspect.getattr_static(obj.tuple_cls, "__getitem__", None), types.FunctionType):
+        # a namedtuple subclass with its own __getitem__: inlined
+        from tracetorch.compiler.frontend.inline import inline_call
+        return inline_call(tx, V.UserFunctionVariable(obj.tuple_cls.__getitem__), [obj, key], {})
     if isinstance(obj, (V.BaseListVariable, V.DictVariable, V.NNModuleVariable, V.ConstantVariable)):
         key = specialize(tx, key)
     if isinstance(obj, V.BaseListVariable):
@@ -375,6 +402,11 @@ def get_item(tx, obj, key):
     if isinstance(obj, V.DictVariable):
         if key.is_constant() and key.as_constant() in obj.items:
             return obj.items[key.as_constant()]
+        if key.is_constant():
+            from tracetorch.compiler.frontend.stdlib_calls import missing_key
+            value = missing_key(tx, obj, key)          # a defaultdict's factory
+            if value is not None:
+                return value
         raise Unsupported(f"dict lookup with {key!r}")
     if isinstance(obj, V.NNModuleVariable):
         from tracetorch.compiler.frontend.source import GetItemSource
@@ -518,6 +550,9 @@ def call_function(tx, fn, args, kwargs):
         return V.ConstantVariable(inspect.signature(_real_callable(args[0])))
     if isinstance(fn, V.UserFunctionVariable) and fn.fn in _SPECIAL_FUNCTIONS:
         return _SPECIAL_FUNCTIONS[fn.fn](tx, args, kwargs)
+    from tracetorch.compiler.frontend import stdlib_calls
+    if isinstance(fn, V.UserFunctionVariable) and fn.fn in stdlib_calls.STDLIB_PURE:
+        return stdlib_calls.call_pure(tx, fn.fn, args, kwargs)
     if isinstance(fn, (V.UserFunctionVariable, V.NestedFunctionVariable)):
         return inline.inline_call(tx, fn, args, kwargs)
     if isinstance(fn, V.UserMethodVariable) and fn.fn is collections.abc.Mapping.get \
@@ -537,6 +572,9 @@ def call_function(tx, fn, args, kwargs):
         return V.ConstantVariable(None)
     if isinstance(fn, V.ConstantVariable) and isinstance(fn.value, type):
         return builtin_calls.call_type(tx, fn.value, args, kwargs)
+    from tracetorch.compiler.frontend import stdlib_calls
+    if isinstance(fn, V.ConstantVariable) and type(fn.value) in stdlib_calls.CALLABLE_CONSTANTS:
+        return stdlib_calls.CALLABLE_CONSTANTS[type(fn.value)](tx, fn.value, args, kwargs)
     if isinstance(fn, V.PartialVariable):
         return call_function(tx, fn.fn, fn.args + list(args), {**fn.kwargs, **kwargs})
     if isinstance(fn, V.UserObjectVariable) and isinstance(fn.value, functools.partial) \

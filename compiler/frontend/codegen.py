@@ -234,7 +234,17 @@ class PyCodegen:
             name = self.new_tmp()
             self._built[key] = name
             attrs = dict(var.attrs)
-            if isinstance(var, V.NewModuleVariable):
+            if isinstance(var, V.NewModuleVariable) and getattr(var, "prototype", None) is not None:
+                # a stateless torch.nn module built while tracing: a copy of it (new_modules.py)
+                import copy
+                self.emit("PUSH_NULL")
+                self.emit("LOAD_CONST", copy.deepcopy)
+                self.emit("LOAD_CONST", var.prototype)
+                self.call(1)
+                self.lines.append(f"{name} = copy.deepcopy(<{var.cls.__qualname__} built while tracing>)")
+                attrs = {k: v for k, v in attrs.items() if not (
+                    v.is_constant() and getattr(var.prototype, k, object()) is v.as_constant())}
+            elif isinstance(var, V.NewModuleVariable):
                 # cls() runs nn.Module.__init__, which has no other effect (new_modules.py)
                 self.emit("PUSH_NULL")
                 self.emit("LOAD_CONST", var.cls)
@@ -330,10 +340,14 @@ class PyCodegen:
             return "iter(())"
         from tracetorch.compiler.frontend.iterators import rebuild_lazy
         builtin = var.python_type()
+        if var.kind not in ("map", "filter", "zip", "enumerate", "chain", "count"):
+            raise Unsupported(f"cannot rebuild a partly consumed itertools.{var.kind} after the graph")
+        option = {"zip": var.strict, "count": (var.count, var.options.get("step", 1))}.get(
+            var.kind, var.count)
         self.emit("PUSH_NULL")
         self.emit("LOAD_CONST", rebuild_lazy)
         self.emit("LOAD_CONST", var.kind)
-        self.emit("LOAD_CONST", var.strict if var.kind == "zip" else var.count)
+        self.emit("LOAD_CONST", option)
         fn = var.fn if var.fn is not None else V.ConstantVariable(None)
         parts = [self.reconstruct(fn, side_effects)]
         parts += [self.reconstruct(it, side_effects) for it in var.iterators]
@@ -344,24 +358,36 @@ class PyCodegen:
 
     def _build_container(self, var, side_effects):
         if isinstance(var, V.ListVariable):
+            deque = isinstance(var, V.DequeVariable)
+            if deque:
+                self.emit("PUSH_NULL")
+                self.emit("LOAD_CONST", collections.deque)
             parts = [self.reconstruct(i, side_effects) for i in var.items]
             self.emit("BUILD_LIST", len(parts))
+            if deque:
+                self.call(1)
+                return "deque([" + ", ".join(parts) + "])"
             return "[" + ", ".join(parts) + "]"
         parts = []
         wrap_cls = var.dict_cls is not dict
+        factory = None
         if wrap_cls:
-            if var.dict_cls is not collections.OrderedDict:
+            if var.dict_cls not in (collections.OrderedDict, collections.defaultdict):
                 raise Unsupported(f"rebuilding a {var.dict_cls.__name__}")
             self.emit("PUSH_NULL")
             self.emit("LOAD_CONST", var.dict_cls)
+            if var.dict_cls is collections.defaultdict:
+                factory = self.reconstruct(getattr(var, "default_factory", None)
+                                           or V.ConstantVariable(None), side_effects)
         for k, v in var.items.items():
             self.emit("LOAD_CONST", k)
             parts.append(f"{k!r}: {self.reconstruct(v, side_effects)}")
         self.emit("BUILD_MAP", len(var.items))
         text = "{" + ", ".join(parts) + "}"
         if wrap_cls:
-            self.call(1)
-            text = f"OrderedDict({text})"
+            self.call(1 if factory is None else 2)
+            text = (f"OrderedDict({text})" if factory is None
+                    else f"defaultdict({factory}, {text})")
         return text
 
     # ---- side effects ----------------------------------------------------------------------

@@ -19,6 +19,7 @@ the dict. Here:
 from __future__ import annotations
 
 import collections
+import itertools
 import operator
 
 from tracetorch import logs
@@ -107,8 +108,89 @@ def _next_list(tx, it):
     return None
 
 
+def _next_chain(tx, it):
+    pos = it.state or 0
+    while pos < len(it.iterators):
+        item = iter_next(tx, get_iter_of(tx, it, pos))
+        if item is not None:
+            it.state = pos
+            return item
+        pos += 1
+    it.state = pos
+    it.exhausted = True
+    return None
+
+
+def get_iter_of(tx, it, pos):
+    from tracetorch.compiler.frontend.calls import get_iter
+    inner = it.iterators[pos]
+    if not is_iterator(inner):
+        inner = it.iterators[pos] = get_iter(tx, inner)    # chain calls iter() when reached
+    return inner
+
+
+def _next_count(tx, it):
+    value = it.count
+    it.count = value + it.options.get("step", 1)
+    return V.ConstantVariable(value)
+
+
+def _next_islice(tx, it):
+    o = it.options
+    target = it.count if it.state is None else it.state + o["step"]
+    if o["stop"] is not None and target >= o["stop"]:
+        it.exhausted = True
+        return None
+    pos = -1 if it.state is None else it.state
+    item = None
+    while pos < target:
+        item = _pull(tx, it.iterators[0])
+        if item is _DONE:
+            it.exhausted = True
+            return None
+        pos += 1
+    it.state = target
+    return item
+
+
+def _next_accumulate(tx, it):
+    from tracetorch.compiler.frontend.calls import binary_op, call_function
+    if it.state is None and it.options.get("initial") is not None:
+        it.state = it.options["initial"]
+        return it.state
+    item = _pull(tx, it.iterators[0])
+    if item is _DONE:
+        it.exhausted = True
+        return None
+    if it.state is None:
+        it.state = item
+    elif it.fn is None:
+        it.state = binary_op(tx, "+", it.state, item)
+    else:
+        it.state = call_function(tx, it.fn, [it.state, item], {})
+    return it.state
+
+
+def _next_zip_longest(tx, it):
+    items, live = [], False
+    for i, inner in enumerate(it.iterators):
+        item = _DONE if inner is None else _pull(tx, inner)
+        if item is _DONE:
+            it.iterators[i] = None
+            item = it.options["fill"]
+        else:
+            live = True
+        items.append(item)
+    if not live:
+        it.exhausted = True
+        return None
+    return V.TupleVariable(items)
+
+
 _LAZY_NEXT = {"map": _next_map, "zip": _next_zip, "filter": _next_filter,
-              "enumerate": _next_enumerate}
+              "enumerate": _next_enumerate, "chain": _next_chain, "count": _next_count,
+              "islice": _next_islice, "accumulate": _next_accumulate,
+              "zip_longest": _next_zip_longest}
 _NEXT = {V.IteratorVariable: _next_plain, V.LazyIteratorVariable: _next_lazy,
          V.ListIteratorVariable: _next_list}
 
@@ -139,18 +221,21 @@ def drain(tx, it) -> list:
         out.append(item)
 
 
-def make_lazy(tx, kind, fn, iterables, strict=False, start=0):
+def make_lazy(tx, kind, fn, iterables, strict=False, start=0, **options):
     from tracetorch.compiler.frontend.calls import get_iter
-    its = [get_iter(tx, a) for a in iterables]
+    # chain calls iter() on each argument only when it gets there
+    its = list(iterables) if kind == "chain" else [get_iter(tx, a) for a in iterables]
     log.debug("lazy_iterator", kind=kind, inputs=len(its),
               reason="CPython evaluates it item by item; so does the trace")
-    return V.LazyIteratorVariable(kind, fn, its, strict=strict, start=start)
+    return V.LazyIteratorVariable(kind, fn, its, strict=strict, start=start, **options)
 
 
 def children(v) -> list:
     """Variables a lazy iterator or a view holds (for scans of live values)."""
     if isinstance(v, V.LazyIteratorVariable):
-        return ([v.fn] if v.fn is not None else []) + list(v.iterators)
+        extra = [x for x in (v.state, v.options.get("fill"), v.options.get("initial"))
+                 if isinstance(x, V.Variable)]
+        return ([v.fn] if v.fn is not None else []) + [i for i in v.iterators if i is not None] + extra
     if isinstance(v, V.DictViewVariable):
         return [v.dict]
     if isinstance(v, V.ListIteratorVariable):
@@ -170,6 +255,10 @@ def rebuild_list_iter(lst, index):
 
 def rebuild_lazy(kind, option, fn, *its):
     """Runtime: the builtin lazy iterator a LazyIteratorVariable stands for (codegen.py)."""
+    if kind == "chain":
+        return itertools.chain(*its)
+    if kind == "count":
+        return itertools.count(*option)
     if kind == "map":
         return map(fn, *its)
     if kind == "filter":

@@ -27,6 +27,11 @@ def call_method(tx, obj, name, args, kwargs):
         return numpy_calls.call_method(tx, obj, name, args, kwargs)
     if isinstance(obj, V.DictVariable):
         return dict_method(tx, obj, name, args, kwargs)
+    if isinstance(obj, V.BaseListVariable) and name == "__getitem__" and len(args) == 1 and not kwargs:
+        from tracetorch.compiler.frontend.calls import get_item
+        return get_item(tx, obj, args[0])
+    if isinstance(obj, V.NamedTupleVariable) and name in _NAMEDTUPLE_METHODS:
+        return _NAMEDTUPLE_METHODS[name](tx, obj, args, kwargs)
     if isinstance(obj, V.TupleVariable) and name in ("index", "count") and consts(args) and obj.is_constant():
         return V.ConstantVariable(getattr(obj.as_constant(), name)(*[a.as_constant() for a in args]))
     if isinstance(obj, V.ConstantVariable):
@@ -60,6 +65,23 @@ def call_method(tx, obj, name, args, kwargs):
             raise Unsupported("KeyError from obj.__dict__[key]")
         return value
     raise Unsupported(f"method {name} of {obj!r}")
+
+
+def _nt_replace(tx, nt, args, kwargs):
+    fields = list(nt.tuple_cls._fields)
+    if args or set(kwargs) - set(fields):
+        raise Unsupported("namedtuple._replace with unknown fields")
+    return V.NamedTupleVariable([kwargs.get(f, v) for f, v in zip(fields, nt.items)], nt.tuple_cls)
+
+
+def _nt_asdict(tx, nt, args, kwargs):
+    if args or kwargs:
+        raise Unsupported("namedtuple._asdict takes no arguments")
+    return V.DictVariable(dict(zip(nt.tuple_cls._fields, nt.items)))
+
+
+# namedtuple methods that the collections module defines in Python (not traced there)
+_NAMEDTUPLE_METHODS = {"_replace": _nt_replace, "_asdict": _nt_asdict}
 
 
 def tensor_method(tx, t, name, args, kwargs):
@@ -183,7 +205,40 @@ def list_method(tx, lst, name, args, kwargs):
         return V.ConstantVariable(None)
     if name in ("index", "count") and consts(args) and consts(lst.items):
         return V.ConstantVariable(getattr([i.as_constant() for i in lst.items], name)(*[a.as_constant() for a in args]))
+    if name == "sort" and not args and set(kwargs) <= {"key", "reverse"}:
+        from tracetorch.compiler.frontend.builtin_calls import call_builtin
+        ordered = call_builtin(tx, sorted, [V.ListVariable(list(lst.items))], dict(kwargs))
+        se.mutate(tx, lst)
+        lst.items[:] = ordered.items
+        return V.ConstantVariable(None)
+    if isinstance(lst, V.DequeVariable) and name in _DEQUE_METHODS:
+        se.mutate(tx, lst)
+        return _DEQUE_METHODS[name](tx, lst, args)
     raise Unsupported(f"list.{name}")
+
+
+def _deque_popleft(tx, lst, args):
+    if not lst.items:
+        raise Unsupported("popleft from an empty deque raises IndexError")
+    return lst.items.pop(0)
+
+
+def _deque_rotate(tx, lst, args):
+    n = args[0].as_constant() if args else 1
+    if lst.items and isinstance(n, int):
+        n %= len(lst.items)
+        lst.items[:] = lst.items[-n:] + lst.items[:-n] if n else lst.items
+    return V.ConstantVariable(None)
+
+
+# deque's methods beyond list's (the deque was made in the frame: mutations need no replay)
+_DEQUE_METHODS = {
+    "appendleft": lambda tx, lst, args: (lst.items.insert(0, args[0]), V.ConstantVariable(None))[1],
+    "popleft": _deque_popleft,
+    "extendleft": lambda tx, lst, args: (lst.items.__setitem__(
+        slice(0, 0), list(reversed(unpack(tx, args[0])))), V.ConstantVariable(None))[1],
+    "rotate": _deque_rotate,
+}
 
 
 def dict_method(tx, d, name, args, kwargs):

@@ -37,6 +37,45 @@ def simple_module_class(cls) -> bool:
     return isinstance(inspect.getattr_static(cls, "forward", None), types.FunctionType)
 
 
+_PLAIN = (int, float, bool, str, type(None), tuple)
+
+
+def torch_module_class(cls) -> bool:
+    """One of torch.nn's own module classes (nn.ReLU, nn.Softmax, nn.Dropout, ...)."""
+    return isinstance(cls, type) and issubclass(cls, _Module) and type(cls) is type \
+        and (cls.__module__ or "").startswith("torch.nn.modules.")
+
+
+def construct_torch(tx, cls, args, kwargs):
+    """torch.nn.X(constant args) made in the frame: built now (RNG state kept as it was) and
+    modelled as a NewModuleVariable when it has no parameters, buffers or submodules and its
+    state is plain values; rebuilt at runtime as a deep copy of the instance built now (its
+    constructor is then not run again: a stateless module's construction has no effect)."""
+    from tracetorch.compiler.frontend.stdlib_calls import _python_value
+    real_args = [_python_value(a) for a in args]
+    real_kwargs = {k: _python_value(v) for k, v in kwargs.items()}
+    with torch.random.fork_rng(devices=[]):
+        try:
+            inst = cls(*real_args, **real_kwargs)
+        except Exception as e:
+            raise Unsupported(f"{cls.__name__}(...) raised {type(e).__name__}") from None
+    if any(True for _ in inst.parameters()) or any(True for _ in inst.buffers()) \
+            or inst._modules:
+        raise Unsupported(f"creating {cls.__name__} in the frame (it has parameters, buffers "
+                          "or submodules)")
+    attrs = {}
+    for k, v in inst.__dict__.items():
+        if k.startswith("_") and isinstance(v, (dict, set)) and not v:
+            continue                  # nn.Module's registries (empty for a fresh module)
+        if type(v) not in _PLAIN:
+            raise Unsupported(f"creating {cls.__name__} in the frame (attribute {k} is a "
+                              f"{type(v).__name__})")
+        attrs[k] = V.ConstantVariable(v)
+    var = V.NewModuleVariable(cls, attrs)
+    var.prototype = inst
+    return var
+
+
 def construct(tx, cls, args, kwargs):
     if args or kwargs:
         raise Unsupported(f"creating {cls.__qualname__} with arguments (nn.Module.__init__ takes none)")

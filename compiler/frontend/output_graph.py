@@ -9,6 +9,7 @@ too, with a SymInt/SymFloat example value, guarded by their type.
 """
 from __future__ import annotations
 
+import contextlib
 import operator
 
 import torch
@@ -156,6 +157,15 @@ class OutputGraph:
             return self.graph.placeholder(target)
 
     # ---- recording operations ------------------------------------------------------------
+    def _dispatcher(self):
+        """With symbolic sizes, fake propagation runs under the Python dispatcher (as Dynamo's
+        does): composite ops then decompose through their symbolic-aware Python
+        implementations instead of C++ kernels that pin sizes to their values (F.pad)."""
+        if self.shape_env is None:
+            return contextlib.nullcontext()
+        from torch._dispatch.python import enable_python_dispatcher
+        return enable_python_dispatcher()
+
     def call(self, kind: str, target, args: tuple, kwargs: dict) -> V.Variable:
         """Record `target(*args, **kwargs)` (kind: call_function / call_method) and return the
         symbolic result."""
@@ -164,7 +174,7 @@ class OutputGraph:
         fake_args = to_fake_args(args)
         fake_kwargs = to_fake_args(kwargs)
         try:
-            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled):
+            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled), self._dispatcher():
                 if kind == "call_method":
                     example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
                 else:

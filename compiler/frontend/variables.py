@@ -295,14 +295,20 @@ class LazyIteratorVariable(Variable):
     one at a time, as CPython does, so a mapped function runs when its item is consumed.
     Rebuilt at a graph break as the same builtin over the inner iterators' remaining items."""
 
-    _TYPES = {"map": map, "zip": zip, "filter": filter, "enumerate": enumerate}
+    import itertools as _it
+    _TYPES = {"map": map, "zip": zip, "filter": filter, "enumerate": enumerate,
+              "chain": _it.chain, "zip_longest": _it.zip_longest, "count": _it.count,
+              "islice": _it.islice, "accumulate": _it.accumulate}
+    del _it
 
-    def __init__(self, kind, fn, iterators, strict=False, start=0):
+    def __init__(self, kind, fn, iterators, strict=False, start=0, **options):
         self.kind = kind
-        self.fn = fn                      # Variable (map/filter) or None
+        self.fn = fn                      # Variable (map/filter/accumulate) or None
         self.iterators = list(iterators)  # iterator Variables
         self.strict = strict
-        self.count = start                # enumerate's next index
+        self.count = start                # enumerate's / count's next value, islice's position
+        self.options = options            # step, stop (count, islice), fill, initial, ...
+        self.state = None                 # accumulate's running total, chain's position
         self.exhausted = False
 
     def python_type(self):
@@ -325,6 +331,18 @@ class ListIteratorVariable(Variable):
 
     def __repr__(self):
         return f"ListIter({self.list!r}@{self.index})"
+
+
+class DequeVariable(ListVariable):
+    """collections.deque made in the frame (no maxlen): a list with deque's type and its
+    left-end methods (methods.py); rebuilt as deque([...])."""
+
+    def python_type(self):
+        import collections
+        return collections.deque
+
+    def __repr__(self):
+        return f"Deque{self.items!r}"
 
 
 class DictViewVariable(Variable):

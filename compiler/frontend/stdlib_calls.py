@@ -1,0 +1,276 @@
+"""functools / itertools / operator / collections traced by their documented semantics.
+
+These are C implementations (or stdlib Python the tracer does not inline), so each has a small
+handler here, dispatched through tables (no per-call isinstance ladders):
+
+  BUILTINS      C functions called with Variables: functools.reduce.
+  TYPES         classes instantiated in traced code: itertools.chain/count/islice/accumulate/
+                zip_longest (lazy iterators, iterators.py), permutations/combinations/product/
+                combinations_with_replacement (CPython materializes their input at creation,
+                so do we), operator.itemgetter/attrgetter/methodcaller (real immutable objects
+                made now from constant arguments), collections.deque/defaultdict/OrderedDict
+                (symbolic containers).
+  CALLABLE_CONSTANTS  calling such an operator object: the item/attribute/method access it
+                stands for, traced on the argument.
+  STDLIB_PURE   stdlib Python functions called on constants only, answered now (namedtuple
+                class creation).
+Anything else these modules offer stays a graph break with its reason.
+"""
+from __future__ import annotations
+
+import collections
+import functools
+import itertools
+import operator
+
+from tracetorch import logs
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.errors import Unsupported
+
+log = logs.get_logger(__name__)
+
+
+def _consts(vs):
+    return all(v.is_constant() for v in vs)
+
+
+# ---- functools ------------------------------------------------------------------------------
+def _reduce(tx, args, kwargs):
+    from tracetorch.compiler.frontend import iterators
+    from tracetorch.compiler.frontend.calls import call_function, get_iter
+    if kwargs or len(args) not in (2, 3):
+        raise Unsupported("functools.reduce(function, iterable[, initial])")
+    it = get_iter(tx, args[1])
+    value = args[2] if len(args) == 3 else iterators.iter_next(tx, it)
+    if value is None:
+        raise Unsupported("functools.reduce() of an empty iterable raises TypeError")
+    while True:
+        item = iterators.iter_next(tx, it)
+        if item is None:
+            return value
+        value = call_function(tx, args[0], [value, item], {})
+
+
+BUILTINS = {functools.reduce: _reduce}
+
+
+# ---- itertools ------------------------------------------------------------------------------
+def _lazy(kind):
+    def make(tx, args, kwargs):
+        from tracetorch.compiler.frontend.iterators import make_lazy
+        return make_lazy(tx, kind, None, list(args), **_options(kind, args, kwargs))
+    return make
+
+
+def _options(kind, args, kwargs):
+    if kind == "chain":
+        if kwargs:
+            raise Unsupported("itertools.chain() takes no keywords")
+        return {}
+    if kind == "zip_longest":
+        if set(kwargs) - {"fillvalue"}:
+            raise Unsupported("itertools.zip_longest() keywords")
+        return {"fill": kwargs.get("fillvalue", V.ConstantVariable(None))}
+    raise Unsupported(f"itertools.{kind}")
+
+
+def _count(tx, args, kwargs):
+    vals = list(args) + [kwargs[k] for k in ("start", "step")[len(args):] if k in kwargs]
+    if not _consts(vals) or not all(type(v.as_constant()) in (int, float) for v in vals):
+        raise Unsupported("itertools.count() with non-constant start/step")
+    start, step = ([v.as_constant() for v in vals] + [0, 1][len(vals):])[:2]
+    return V.LazyIteratorVariable("count", None, [], start=start, step=step)
+
+
+def _islice(tx, args, kwargs):
+    from tracetorch.compiler.frontend.calls import get_iter, specialize
+    if kwargs or not 2 <= len(args) <= 4:
+        raise Unsupported("itertools.islice(iterable, [start,] stop[, step])")
+    bounds = [specialize(tx, a) for a in args[1:]]
+    if not _consts(bounds):
+        raise Unsupported("itertools.islice() with non-constant bounds")
+    s = slice(*[b.as_constant() for b in bounds])
+    start, stop, step = s.start or 0, s.stop, s.step or 1
+    if start < 0 or (stop is not None and stop < 0) or step < 1:
+        raise Unsupported("itertools.islice() with negative bounds raises ValueError")
+    return V.LazyIteratorVariable("islice", None, [get_iter(tx, args[0])], start=start,
+                                  stop=stop, step=step)
+
+
+def _accumulate(tx, args, kwargs):
+    from tracetorch.compiler.frontend.calls import get_iter
+    if len(args) not in (1, 2) or set(kwargs) - {"initial", "func"}:
+        raise Unsupported("itertools.accumulate(iterable[, func], *, initial)")
+    fn = args[1] if len(args) > 1 else kwargs.get("func")
+    if fn is not None and fn.is_constant() and fn.as_constant() is None:
+        fn = None
+    return V.LazyIteratorVariable("accumulate", fn, [get_iter(tx, args[0])],
+                                  initial=kwargs.get("initial"))
+
+
+def _combinatoric(real):
+    def make(tx, args, kwargs):
+        from tracetorch.compiler.frontend.calls import specialize, unpack
+        if real is itertools.product:
+            if set(kwargs) - {"repeat"}:
+                raise Unsupported("itertools.product() keywords")
+            pools = [unpack(tx, a) for a in args]
+            repeat = specialize(tx, kwargs.get("repeat", V.ConstantVariable(1)))
+            if not repeat.is_constant():
+                raise Unsupported("itertools.product() with a non-constant repeat")
+            pools = pools * repeat.as_constant()
+            picks = itertools.product(*[range(len(p)) for p in pools])
+            rows = [[pools[j][i] for j, i in enumerate(pick)] for pick in picks]
+        else:
+            if kwargs or not args:
+                raise Unsupported(f"itertools.{real.__name__}() keywords")
+            pool = unpack(tx, args[0])       # CPython takes tuple(iterable) at creation
+            rest = [specialize(tx, a) for a in args[1:]]
+            if not _consts(rest):
+                raise Unsupported(f"itertools.{real.__name__}() with a non-constant r")
+            picks = real(range(len(pool)), *[r.as_constant() for r in rest])
+            rows = [[pool[i] for i in pick] for pick in picks]
+        log.debug("itertools_materialized", function=real.__name__, items=len(rows))
+        return V.IteratorVariable([V.TupleVariable(r) for r in rows])
+    return make
+
+
+# ---- operator ------------------------------------------------------------------------------
+def _operator_object(real):
+    def make(tx, args, kwargs):
+        if not _consts(args) or not _consts(kwargs.values()):
+            raise Unsupported(f"operator.{real.__name__}() with non-constant arguments")
+        return V.ConstantVariable(real(*[a.as_constant() for a in args],
+                                       **{k: v.as_constant() for k, v in kwargs.items()}))
+    return make
+
+
+def _call_itemgetter(tx, getter, args, kwargs):
+    from tracetorch.compiler.frontend.calls import get_item
+    if kwargs or len(args) != 1:
+        raise Unsupported("itemgetter called with other than one argument")
+    keys = getter.__reduce__()[1]
+    got = [get_item(tx, args[0], V.ConstantVariable(k)) for k in keys]
+    return got[0] if len(keys) == 1 else V.TupleVariable(got)
+
+
+def _call_attrgetter(tx, getter, args, kwargs):
+    from tracetorch.compiler.frontend.attributes import get_attr
+    if kwargs or len(args) != 1:
+        raise Unsupported("attrgetter called with other than one argument")
+    names = getter.__reduce__()[1]
+    got = []
+    for dotted in names:
+        v = args[0]
+        for part in dotted.split("."):
+            v = get_attr(tx, v, part)
+        got.append(v)
+    return got[0] if len(names) == 1 else V.TupleVariable(got)
+
+
+def _call_methodcaller(tx, caller, args, kwargs):
+    from tracetorch.compiler.frontend.attributes import get_attr
+    from tracetorch.compiler.frontend.calls import call_function
+    if kwargs or len(args) != 1:
+        raise Unsupported("methodcaller called with other than one argument")
+    ctor, margs = caller.__reduce__()
+    mkw = {}
+    if isinstance(ctor, functools.partial):          # methodcaller with keyword arguments
+        mkw = dict(ctor.keywords)
+        margs = tuple(ctor.args) + tuple(margs)
+    name, margs = margs[0], margs[1:]
+    method = get_attr(tx, args[0], name)
+    return call_function(tx, method, [V.ConstantVariable(a) for a in margs],
+                         {k: V.ConstantVariable(v) for k, v in mkw.items()})
+
+
+CALLABLE_CONSTANTS = {operator.itemgetter: _call_itemgetter, operator.attrgetter: _call_attrgetter,
+                      operator.methodcaller: _call_methodcaller}
+
+
+# ---- collections ---------------------------------------------------------------------------
+def _deque(tx, args, kwargs):
+    from tracetorch.compiler.frontend.calls import unpack
+    if len(args) > 1 or kwargs:
+        raise Unsupported("collections.deque with maxlen")
+    return V.DequeVariable(unpack(tx, args[0]) if args else [])
+
+
+def _defaultdict(tx, args, kwargs):
+    from tracetorch.compiler.frontend.calls import unpack
+    factory = args[0] if args else V.ConstantVariable(None)
+    items = {}
+    if len(args) > 1:
+        src = args[1]
+        if isinstance(src, V.DictVariable):
+            items.update(src.items)
+        else:
+            for pair in unpack(tx, src):
+                k, v = unpack(tx, pair)
+                if not k.is_constant():
+                    raise Unsupported("defaultdict with a non-constant key")
+                items[k.as_constant()] = v
+    if len(args) > 2:
+        raise Unsupported("defaultdict() takes at most two arguments")
+    items.update(kwargs)
+    d = V.DictVariable(items, dict_cls=collections.defaultdict)
+    d.default_factory = factory
+    return d
+
+
+def _ordered_dict(tx, args, kwargs):
+    from tracetorch.compiler.frontend.builtin_calls import call_builtin
+    d = call_builtin(tx, dict, args, kwargs)
+    d.dict_cls = collections.OrderedDict
+    return d
+
+
+TYPES = {
+    itertools.chain: _lazy("chain"), itertools.zip_longest: _lazy("zip_longest"),
+    itertools.count: _count, itertools.islice: _islice, itertools.accumulate: _accumulate,
+    itertools.permutations: _combinatoric(itertools.permutations),
+    itertools.combinations: _combinatoric(itertools.combinations),
+    itertools.combinations_with_replacement: _combinatoric(itertools.combinations_with_replacement),
+    itertools.product: _combinatoric(itertools.product),
+    operator.itemgetter: _operator_object(operator.itemgetter),
+    operator.attrgetter: _operator_object(operator.attrgetter),
+    operator.methodcaller: _operator_object(operator.methodcaller),
+    collections.deque: _deque, collections.defaultdict: _defaultdict,
+    collections.OrderedDict: _ordered_dict,
+}
+
+
+def missing_key(tx, d, key):
+    """d[key] for a missing key of a defaultdict made in the frame: factory() stored and
+    returned (a mutation, as in CPython), else None."""
+    factory = getattr(d, "default_factory", None)
+    if factory is None or (factory.is_constant() and factory.as_constant() is None):
+        return None
+    from tracetorch.compiler.frontend.calls import call_function
+    value = call_function(tx, factory, [], {})
+    tx.ctx.side_effects.mutate(tx, d)
+    d.items[key.as_constant()] = value
+    return value
+
+
+# ---- stdlib Python functions answered on constants -----------------------------------------
+STDLIB_PURE = {collections.namedtuple}
+
+
+def _python_value(v):
+    """The real value of a constant, or of a list/tuple of constants (a fresh copy)."""
+    if v.is_constant():
+        return v.as_constant()
+    if type(v) in (V.ListVariable, V.TupleVariable):
+        items = [_python_value(i) for i in v.items]
+        return items if type(v) is V.ListVariable else tuple(items)
+    raise Unsupported(f"a stdlib call with the non-constant argument {v!r}")
+
+
+def call_pure(tx, fn, args, kwargs):
+    """A stdlib function of STDLIB_PURE on constants: called now (its result is a new class or
+    an immutable value; a namedtuple class made per call is one class here, per capture)."""
+    value = fn(*[_python_value(a) for a in args], **{k: _python_value(v) for k, v in kwargs.items()})
+    log.debug("stdlib_call_folded", function=f"{fn.__module__}.{fn.__name__}",
+              reason="pure on constant arguments")
+    return V.ConstantVariable(value)
