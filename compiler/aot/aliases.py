@@ -89,7 +89,7 @@ def _returns_first_arg(node) -> bool:
 
 def returned_inputs(gm: torch.fx.GraphModule) -> dict[int, int]:
     """{flat output position: input position} for outputs that eager returns as the input object
-    itself (the result of in-place ops on it), so the runtime hands back the caller's tensor,
+    itself (the input, the result of in-place ops or same-type conversions of it), so the runtime hands back the caller's tensor,
     already updated by the write-back, instead of a new one with the same values."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     out_node = next((n for n in gm.graph.nodes if n.op == "output"), None)
@@ -99,9 +99,9 @@ def returned_inputs(gm: torch.fx.GraphModule) -> dict[int, int]:
     found = {}
     for pos, leaf in enumerate(leaves):
         n = leaf
-        while isinstance(n, torch.fx.Node) and n.op != "placeholder" and _returns_first_arg(n):
+        while isinstance(n, torch.fx.Node) and n.op != "placeholder" and (_returns_first_arg(n) or _returns_self(n)):
             n = n.args[0]
-        if isinstance(n, torch.fx.Node) and n.op == "placeholder" and n is not leaf and _same_meta(n, leaf):
+        if isinstance(n, torch.fx.Node) and n.op == "placeholder" and _same_meta(n, leaf):
             found[pos] = placeholders.index(n)
     if found:
         log.debug("aot_returned_inputs", outputs=found, reason="in-place op results are their input")
