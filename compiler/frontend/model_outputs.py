@@ -39,9 +39,31 @@ def is_model_output_class(cls) -> bool:
         own = _defined_in(cls, name)
         if own is not None and own is not base and own.__module__ != "collections" \
                 and own is not dict and own is not object:
-            if not (name == "__init__" and _dataclass_init(cls, own)):
+            if not (name == "__init__" and _dataclass_init(cls, own)) \
+                    and not (name in _OVERRIDABLE and _python_override(own, name)):
                 return False
     return True
+
+
+# protocol methods a subclass may override with Python code (CLIPOutput.to_tuple): the
+# override is inlined on the modelled output instead of ModelOutput's own behaviour
+_OVERRIDABLE = ("to_tuple",)
+
+
+def _python_override(owner, name):
+    import types
+    return isinstance(owner.__dict__.get(name), types.FunctionType)
+
+
+def _override(cls, name):
+    """The subclass's Python override of a protocol method, else None."""
+    if name not in _OVERRIDABLE:
+        return None
+    owner = _defined_in(cls, name)
+    base = _model_output_base(cls)
+    if owner is None or owner is base or not _python_override(owner, name):
+        return None
+    return owner.__dict__[name]
 
 
 def is_generated_init(fn) -> bool:
@@ -144,6 +166,9 @@ def get_attr(tx, mo, name):
         return mo.attrs[name]
     if name == "__class__":
         return V.ConstantVariable(mo.cls)
+    override = _override(mo.cls, name)
+    if override is not None:
+        return V.UserMethodVariable(override, mo)
     if name in ("keys", "values", "items", "to_tuple", "get", "__getitem__", "__contains__"):
         return V.MethodVariable(mo, name)
     from tracetorch.compiler.frontend.attributes import _type_member
@@ -188,6 +213,10 @@ def set_attr(tx, mo, name, value):
 
 
 def call_method(tx, mo, name, args, kwargs):
+    override = _override(mo.cls, name)
+    if override is not None:
+        from tracetorch.compiler.frontend.inline import inline_call
+        return inline_call(tx, V.UserFunctionVariable(override), [mo] + list(args), kwargs)
     if kwargs:
         raise Unsupported(f"{mo.cls.__name__}.{name} with keyword arguments")
     if name == "keys" and not args:

@@ -150,6 +150,10 @@ class PrivateObjectVariable(V.Variable):
             raise Unsupported(f"method {name} of a trace-time copy with symbolic arguments")
         result = getattr(self.value, name)(*[a.as_constant() for a in args],
                                             **{k: v.as_constant() for k, v in kwargs.items()})
+        if result is self.value:
+            return self
+        if _plain_object(result) and not isinstance(result, type):
+            return PrivateObjectVariable(result, None)    # made by the call: private too
         if not _plain_data(result):
             raise Unsupported(f"method {name} of a trace-time copy returned a "
                               f"{type(result).__name__}")

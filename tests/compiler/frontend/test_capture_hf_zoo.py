@@ -1,0 +1,66 @@
+"""The Hugging Face zoo (hf_zoo.py), a fast subset: eager vs compiled, and our graph and break
+counts against torch._dynamo's on the same call (side by side, never in the pipeline).
+
+Per model (tiny config, random weights, no downloads): an eval forward through a positional and
+a keyword call (same output type, keys and values as eager), a training step with labels (loss
+and every parameter gradient against eager), and graphs/breaks no more than Dynamo's. The whole
+zoo runs with scripts/run_hf_zoo.py. Then greedy generate() with a compiled forward gives
+eager's tokens, with a bounded number of recompiles (KV cache growth), each logged.
+"""
+import logging
+
+import pytest
+import torch
+
+from tracetorch import compiler, logs
+
+pytest.importorskip("transformers")
+from hf_zoo import FAST, ZOO, check  # noqa: E402  (this folder is on sys.path under pytest)
+
+# the eval calls through "eager" (capture only) and the training step through "aot_eager"
+# (AOT autograd's joint graph); one model also through the default backend (C++ code)
+CASES = [(name, "eager", "aot_eager") for name in FAST] + [("llama", "default", "default")]
+
+
+@pytest.mark.parametrize("name,backend,train_backend", CASES,
+                         ids=[f"{n}-{b}" for n, b, _ in CASES])
+def test_hf_zoo_model_matches_eager_and_dynamo_counts(name, backend, train_backend):
+    r = check(name, backend=backend, train_backend=train_backend,
+              with_dynamo=backend == "eager")
+    assert r["same_type"] and r["same_keys"], r
+    tol = 1e-5 if backend == "eager" else 1e-4
+    assert r["out_err"] <= tol, r
+    assert r["loss_err"] <= tol, r
+    assert not r["grad_mismatch"], r
+    assert r["grad_err"] <= 1e-4, r
+    if backend == "eager":
+        # no exception: every model of the subset is one graph, as in Dynamo
+        assert (r["graphs"], r["breaks"]) <= (r["dynamo_graphs"], r["dynamo_breaks"]) \
+            and r["breaks"] <= r["dynamo_breaks"], (r["break_reasons"], r["dynamo_reasons"])
+
+
+@pytest.fixture
+def recompiles():
+    got = []
+    sink = logs.add_sink(got.append, level=logging.DEBUG, artifacts={"recompile"})
+    compiler.reset()
+    yield got
+    logs.remove_sink(sink)
+    compiler.reset()
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_hf_greedy_generate_with_compiled_forward_matches_eager(name, recompiles):
+    entry = ZOO[name]
+    model, inputs = entry.model(), entry.inputs()
+    kwargs = dict(max_new_tokens=8, do_sample=False, pad_token_id=0)
+    with torch.no_grad():
+        expected = model.generate(**inputs, **kwargs)
+        model.forward = compiler.compile(model.forward, backend="eager")
+        got = model.generate(**inputs, **kwargs)
+        again = model.generate(**inputs, **kwargs)       # every entry cached by now
+    assert torch.equal(got, expected) and torch.equal(again, expected)
+    events = [e for e in recompiles if e.name == "recompile"]
+    # prefill (empty cache), first decode step (cache initialized), then the cache length
+    # becomes dynamic: the remaining 6 steps and the second generate() reuse that entry
+    assert 1 <= len(events) <= 2, [e.payload for e in events]
