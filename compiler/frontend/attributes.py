@@ -236,7 +236,7 @@ def _object_attr(tx, ov, value, name):
     cls = type(value)
     custom = cls.__getattribute__
     if custom is not object.__getattribute__ and \
-            getattr(custom, "__objclass__", None) not in _GENERIC_GETATTR_BASES:
+            getattr(custom, "__objclass__", None) not in _GENERIC_GETATTR_BASES + _GENERIC_GETATTR_TYPES:
         # a Python __getattribute__ (e.g. Hugging Face's PretrainedConfig mapping attribute
         # aliases) is inlined like any method; its super().__getattribute__ is the generic
         # lookup below. What it returns is guarded through the attribute's own source.
@@ -272,6 +272,8 @@ def generic_object_attr(tx, ov, name):
 _MISSING = object()
 # builtin bases whose __getattribute__ slot is the generic lookup (dict subclasses, ...)
 _GENERIC_GETATTR_BASES = (object, dict, list, tuple, set, frozenset, int, float, str)
+# C types whose attribute lookup slot is the generic one under another wrapper object
+_GENERIC_GETATTR_TYPES = (types.SimpleNamespace,)
 
 
 def _static_member(cls, name):

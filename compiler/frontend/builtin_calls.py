@@ -396,7 +396,8 @@ def _hasattr(tx, v, name):
     if isinstance(v, V.ModelOutputVariable):
         from tracetorch.compiler.frontend import model_outputs
         return model_outputs.has_attr(v, name)
-    if isinstance(v, (V.BaseListVariable, V.DictVariable)):
+    if isinstance(v, (V.BaseListVariable, V.DictVariable, V.SetVariable, V.DictViewVariable,
+                      V.LazyIteratorVariable, V.ListIteratorVariable, V.IteratorVariable)):
         return hasattr(v.python_type(), name)
     if isinstance(v, V.NewObjectVariable) and not isinstance(v, V.NewModuleVariable):
         # made in the frame from a plain class (no __getattr__): its attributes are known

@@ -86,6 +86,14 @@ def binary_op(tx, symbol, a, b):
     out = set_binary(tx, symbol, a, b)
     if out is not None:
         return out
+    op = _BINARY_DUNDERS.get(symbol.rstrip("=")) if symbol not in ("==", "!=", "<=", ">=") else None
+    if op is not None and any(isinstance(x, (V.NewObjectVariable, V.UserObjectVariable)) for x in (a, b)):
+        # a Python operator method of the object's class: __iop__ first for `a op= b`
+        got = _dunder_call(tx, (f"__i{op}__", None), a, b) if inplace else None
+        if got is None:
+            got = _dunder_call(tx, (f"__{op}__", f"__r{op}__"), a, b)
+        if got is not None:
+            return got
     if isinstance(a, V.BaseListVariable) and b.is_constant() and base is operator.mul:
         n = b.as_constant()
         if isinstance(n, int):
@@ -135,7 +143,63 @@ def compare_op(tx, symbol, a, b):
         same = identical(a, b)
         if same is not None and symbol in ("==", "!=") and _default_eq(a) and _default_eq(b):
             return V.ConstantVariable(same if symbol == "==" else not same)
+    values = _plain_values(a, b)
+    if values is not None:        # containers of constants compare by value, as in CPython
+        return _const_apply(fn, *values)
+    dunder = _dunder_call(tx, _COMPARE_DUNDERS.get(symbol), a, b)
+    if dunder is not None:
+        return dunder
     raise Unsupported(f"comparison {symbol} between {a!r} and {b!r}")
+
+
+_PLAIN_CONTAINERS = (V.ListVariable, V.TupleVariable, V.SetVariable, V.DictVariable)
+_COMPARE_DUNDERS = {"==": ("__eq__", "__eq__"), "!=": ("__ne__", "__ne__"), "<": ("__lt__", "__gt__"),
+                    ">": ("__gt__", "__lt__"), "<=": ("__le__", "__ge__"), ">=": ("__ge__", "__le__")}
+_BINARY_DUNDERS = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "//": "floordiv",
+                   "%": "mod", "**": "pow", "@": "matmul", "&": "and", "|": "or", "^": "xor",
+                   "<<": "lshift", ">>": "rshift"}
+
+
+def _plain_values(a, b):
+    """(a, b) as real values when both are constants or plain containers of constants (made in
+    the frame or guarded), else None."""
+    from tracetorch.compiler.frontend.stdlib_calls import _python_value
+    if not (isinstance(a, _PLAIN_CONTAINERS) or isinstance(b, _PLAIN_CONTAINERS)):
+        return None
+    try:
+        return tuple(_plain(v, _python_value) for v in (a, b))
+    except Unsupported:
+        return None
+
+
+def _plain(v, convert):
+    if isinstance(v, V.SetVariable):
+        return set(v.values)
+    if type(v) is V.DictVariable and v.dict_cls is dict:
+        return {k: _plain(x, convert) for k, x in v.items.items()}
+    if isinstance(v, V.LazyListVariable):
+        return [_plain(x, convert) for x in v.items]
+    return convert(v)
+
+
+def _dunder_call(tx, names, a, b):
+    """a OP b where a (or, reflected, b) is an object made in the frame or a pre-existing one
+    whose class defines the operator in Python: the method inlined, NotImplemented honoured."""
+    if names is None:
+        return None
+    for obj, other, name in ((a, b, names[0]), (b, a, names[1])):
+        if name is None or not isinstance(obj, (V.NewObjectVariable, V.UserObjectVariable)):
+            continue
+        cls = obj.python_type()
+        method = inspect.getattr_static(cls, name, None)
+        if not isinstance(method, types.FunctionType):
+            continue
+        from tracetorch.compiler.frontend.inline import inline_call
+        out = inline_call(tx, V.UserFunctionVariable(method), [obj, other], {})
+        if out.is_constant() and out.as_constant() is NotImplemented:
+            continue
+        return out
+    return None
 
 
 def _default_eq(v):
@@ -149,6 +213,9 @@ def identical(a, b):
         return True
     if isinstance(a, V.ConstantVariable) and isinstance(b, V.ConstantVariable):
         return a.value is b.value
+    if isinstance(a, (V.ConstantVariable, V.BuiltinVariable, V.TorchFunctionVariable)) and \
+            isinstance(b, (V.ConstantVariable, V.BuiltinVariable, V.TorchFunctionVariable)):
+        return a.as_constant() is b.as_constant()     # fixed objects: `type(d) is dict`
     real = (V.NNModuleVariable, V.UserObjectVariable, V.PythonModuleVariable)
     if isinstance(a, real) and isinstance(b, real):
         return a.value is b.value

@@ -152,7 +152,15 @@ class RootTracer(Tracer):
 
     def STORE_DEREF(self, inst):
         if inst.argval in self.code.co_freevars:
-            raise Unsupported(f"assignment to the closure variable {inst.argval!r} (nonlocal)")
+            # a write to a cell of the enclosing function: later reads in the trace see the
+            # new value, and the transformed function replays the write (side_effects.py)
+            name = inst.argval
+            if name not in self.freevar_values:
+                raise Unsupported(f"assignment to the closure variable {name!r} (nonlocal)")
+            value = self.pop()
+            self.cells[name] = value
+            self.ctx.side_effects.store_cell(name, value)
+            return
         super().STORE_DEREF(inst)
 
     def MAKE_CELL(self, inst):

@@ -83,6 +83,8 @@ class PyCodegen:
                 prefixes.append((f"{op[1].source.name()}.{op[2]}", False))
             elif op[0] == "global":
                 prefixes.append((f"G[{op[2]!r}]", False))
+            elif op[0] == "cell":
+                prefixes.append((f"L[{op[2]!r}]", False))
         if not prefixes:
             return
         for var in reachable_variables(values):
@@ -431,6 +433,11 @@ class PyCodegen:
                 otext = self.reconstruct(obj)
                 self.emit("STORE_ATTR", name)
                 self.lines.append(f"{otext}.{name} = {text}")
+            elif op[0] == "cell":
+                _, _, name, value = op
+                text = self.reconstruct(value)
+                self.emit("STORE_DEREF", name)
+                self.lines.append(f"nonlocal {name}; {name} = {text}")
             else:
                 _, _, name, value = op
                 text = self.reconstruct(value)

@@ -79,6 +79,12 @@ class SideEffects:
         self._globals[(id(tx.f_globals), name)] = value
         self.ops.append(("global", tx.f_globals, name, value))
 
+    # ---- closure cells of the traced function --------------------------------------------
+    def store_cell(self, name, value):
+        """`nonlocal name; name = value` on a free variable of the root frame: replayed with
+        STORE_DEREF by the transformed function, which shares the original's closure."""
+        self.ops.append(("cell", None, name, value))
+
     def has_global(self, g, name):
         return (id(g), name) in self._globals
 
@@ -99,6 +105,8 @@ class SideEffects:
                 _, obj, name, value = op
                 where = obj.source.name() if obj.source is not None else repr(obj)
                 lines.append(f"setattr {where}.{name} = {value!r}")
+            elif op[0] == "cell":
+                lines.append(f"cell L[{op[2]!r}] = {op[3]!r}")
             else:
                 _, _, name, value = op
                 lines.append(f"global G[{name!r}] = {value!r}")
