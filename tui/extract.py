@@ -45,7 +45,16 @@ class GuardFailure:
     expected: str = ""
     actual: str = ""
     user_location: str = ""
+    user_code: str = ""  # the user's source line that created the guard, when recorded
+    what: str = ""  # what failed, in words, without the values (they are `change`)
     event: int = -1
+
+    @property
+    def change(self) -> str:
+        """The changed value, as shown: "0.5 → 0.7", or "was 0.5" when only that is known."""
+        if self.expected and self.actual:
+            return f"{self.expected} → {self.actual}"
+        return f"was {self.expected}" if self.expected else ""
 
 
 @dataclass
@@ -126,23 +135,78 @@ def graph_break(ev, trace) -> GraphBreak:
 
 
 # -- recompiles ---------------------------------------------------------------------------
-_EXPECTED = re.compile(r"expected\s*([^,]+?),\s*actual\s*(.+?)\s*$", re.I)
-_ENTRY = re.compile(r"^\s*-?\s*(\d+/\d+(?:_\d+)?):\s*(.*)$")
+_EXPECTED = re.compile(r"expected\s*([^,]+?),\s*actual\s*(.+?)\s*$", re.I | re.M)
+_ENTRY = re.compile(r"^\s*-?\s*(\d+/\d+(?:_\d+)?):\s*(.*)$", re.S)
+_ENTRY_LINE = re.compile(r"^\s*-?\s*\d+/\d+(?:_\d+)?: ")
 _QUOTED = re.compile(r"'([A-Za-z_]\w*)'")
+# PyTorch: "guard   # user code  # path/file.py:10 in fn", then "User stack trace:" and frames
+_PT_COMMENT_LOC = re.compile(r"#\s*([^\s#]+\.py):(\d+)(?: in \w+)?\s*$")
+_PT_USER_FRAME = re.compile(r'File "([^"]+)", line (\d+), in [^\n]*\n\s*(.*)')
+_EQ = re.compile(r"^(.*?)\s*==\s*(.+)$")
+MAX_SHOWN = 300
+
+
+def one_line(text: str, limit: int = MAX_SHOWN) -> str:
+    """A reason shown in a table row: whitespace (a multi-line module repr) collapsed, cut with
+    an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
 
 
 def _split_reason(entry: str, text: str, event: int) -> GuardFailure:
-    gf = GuardFailure(entry=entry, text=text.strip(), event=event)
-    m = _EXPECTED.search(text)
+    text = text.strip()
+    body, _, user_stack = text.partition("\nUser stack trace:")
+    head = body.split("\n", 1)[0]
+    gf = GuardFailure(entry=entry, text=text, event=event)
+    frames = _PT_USER_FRAME.findall(user_stack)
+    if frames:  # PyTorch: the user's stack of the guard, innermost last
+        fn, ln, code = frames[-1]
+        gf.user_location, gf.user_code = f"{fn}:{ln}", code.strip()
+    loc = _PT_COMMENT_LOC.search(head)
+    if "  #" in head:  # PyTorch's "guard   # code  # file:line in fn"
+        guard, _, comment = head.partition("  #")
+        gf.guard = guard.strip()
+        if not gf.user_code:
+            gf.user_code = comment.split("  #")[0].strip(" #")
+        if loc and not gf.user_location:
+            gf.user_location = f"{loc.group(1)}:{loc.group(2)}"
+    m = _EXPECTED.search(body)
     if m:
         gf.expected, gf.actual = m.group(1).strip(), m.group(2).strip()
-    q = _QUOTED.search(text)
+    if not gf.guard:
+        # ours: "<guard>: <what failed>. expected X, actual Y"; the last part after "; " is the
+        # guard (earlier parts say what else changed, e.g. "module L['self'] was mutated")
+        last = head.rsplit("; ", 1)[-1]
+        g, sep, _ = last.partition(": ")
+        gf.guard = g.strip() if sep and ("L[" in g or "G[" in g or "==" in g) else one_line(head)
+    what = head.partition("  #")[0].strip() if "  #" in head else head
+    gf.what = re.sub(r"[.;,]?\s*expected\s.*$", "", what, flags=re.I).strip() if gf.expected else what
+    if gf.expected and gf.guard.lower().find("expected") > 0:  # ours: the value is its column
+        gf.guard = re.sub(r"[.;,]?\s*expected\s.*$", "", gf.guard, flags=re.I | re.S).strip()
+    if not gf.expected:
+        eq = _EQ.match(gf.guard)
+        if eq:  # PyTorch reports the guard only: the value it expected, not the new one
+            gf.expected = eq.group(2).strip()
+    q = _QUOTED.search(head)
     if q:
         gf.source = f"L['{q.group(1)}']"
-    elif "L[" in text or "G[" in text:
-        gf.source = text.split(" ", 1)[0]
-    gf.guard = text.strip()
+    elif "L[" in head or "G[" in head:
+        gf.source = head.split(" ", 1)[0]
+    else:
+        gf.source = gf.guard.split(" ", 1)[0]
     return gf
+
+
+def _reason_texts(lines: list[str]) -> list[str]:
+    """Reasons of a text payload: a new one starts at "N/M: "; other lines continue it (PyTorch's
+    reasons span lines: the guard, then "User stack trace:" and its frames)."""
+    out: list[str] = []
+    for line in lines:
+        if _ENTRY_LINE.match(line) or not out:
+            out.append(line)
+        else:
+            out[-1] += "\n" + line
+    return out
 
 
 def guard_failures(ev) -> list[GuardFailure]:
@@ -154,27 +218,67 @@ def guard_failures(ev) -> list[GuardFailure]:
         for k in ("guard", "source", "expected", "actual", "user_location"):
             if d.get(k):
                 setattr(gf, k, _text(d[k]))
+        if d.get("guard_location") and not d.get("user_location"):  # what our writer calls it
+            gf.user_location = _text(d["guard_location"])
         return [gf]
+    located: list[tuple[str, str]] = []
     if ev.key == "recompile":
         d = as_dict(ev.payload_json()) or ev.metadata
         reasons = d.get("reasons") or []
         lines = []
         for r in reasons if isinstance(reasons, list) else [reasons]:
-            if isinstance(r, dict):  # ours: {"compile_id": "0/0", "failures": [...]}
-                lines += [f"{r.get('compile_id', '')}: {f}" for f in r.get("failures") or []]
+            if isinstance(r, dict):  # ours: {"compile_id": "0/0", "failures": [...], "guard_locations": [...]}
+                locs = r.get("guard_locations") if isinstance(r.get("guard_locations"), list) else []
+                for i, f in enumerate(r.get("failures") or []):
+                    lines.append(f"{r.get('compile_id', '')}: {f}")
+                    located.append((lines[-1], _text(locs[i]) if i < len(locs) and locs[i] else ""))
             else:
                 lines.append(str(r))
-    else:  # recompile_reasons: PyTorch writes a JSON list, or (2.13) plain text lines
+    else:  # recompile_reasons: PyTorch writes a JSON list, or one reason as plain text
         data = ev.payload_json()
-        lines = data if isinstance(data, list) else ev.payload.splitlines()
+        lines = [str(x) for x in data] if isinstance(data, list) else _reason_texts(
+            ev.payload.splitlines())
+    where = dict(located)
     out = []
     for line in lines:
         m = _ENTRY.match(str(line))
-        if m:
-            out.append(_split_reason(m.group(1), m.group(2), ev.index))
-        elif str(line).strip():
-            out.append(_split_reason("", str(line), ev.index))
+        gf = (_split_reason(m.group(1), m.group(2), ev.index) if m
+              else _split_reason("", str(line), ev.index) if str(line).strip() else None)
+        if gf is None:
+            continue
+        if where.get(line) and not gf.user_location:
+            gf.user_location = where[line]
+        out.append(gf)
     return out
+
+
+def reason_key(gf: GuardFailure) -> tuple:
+    """What makes two failures the same reason, whichever cache entry they were checked against."""
+    return (gf.guard or one_line(gf.text), gf.expected, gf.actual)
+
+
+@dataclass
+class RecompileReason:
+    """One distinct reason (deduplicated over the cache entries it failed for)."""
+
+    first: GuardFailure
+    entries: list[str] = field(default_factory=list)
+    seen_before: str = ""  # the earlier compile id of this frame that already reported it
+
+
+def distinct_reasons(failures: list[GuardFailure]) -> list[RecompileReason]:
+    """Failures grouped by reason, in order of first appearance; changed values first."""
+    groups: dict[tuple, RecompileReason] = {}
+    for gf in failures:
+        g = groups.get(reason_key(gf))
+        if g is None:
+            g = groups[reason_key(gf)] = RecompileReason(gf)
+        elif not g.first.user_location and gf.user_location:
+            g.first = gf
+        if gf.entry and gf.entry not in g.entries:
+            g.entries.append(gf.entry)
+    rows = list(groups.values())
+    return sorted(rows, key=lambda r: not (r.first.expected or r.first.actual))
 
 
 # -- guards ---------------------------------------------------------------------------------

@@ -31,6 +31,8 @@ class Compile:
     breaks: list[X.GraphBreak] = field(default_factory=list)
     restart_reasons: list[str] = field(default_factory=list)
     recompile_reasons: list[X.GuardFailure] = field(default_factory=list)
+    # the reasons deduplicated (TraceModel fills it): changed values first, each once
+    reasons: list[X.RecompileReason] = field(default_factory=list)
     guard_sets: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # record kind -> guards
     resume_line: int | None = None  # a resume function: the break line it resumes after
     graphs: list[tuple[str, str, int]] = field(default_factory=list)  # (title, code, event)
@@ -156,6 +158,7 @@ class TraceModel:
             by_frame.setdefault(key[0], Frame(key[0])).compiles.append(self.compiles[key])
         self.frames = sorted(by_frame.values(), key=lambda f: f.severity)
         self.totals = self._totals()
+        self._group_reasons()
 
     def _compile(self, cid) -> Compile:
         key = (cid.frame_id, cid.frame_compile_id)
@@ -255,6 +258,39 @@ class TraceModel:
             elif ev.key == "guard_failure":
                 c.recompile_reasons[c.recompile_reasons.index(same[0])] = gf
 
+    def _group_reasons(self) -> None:
+        """Each compile's recompile reasons deduplicated; a reason an earlier compile of the
+        frame already gave (its cache entry is still checked, and still fails) is marked."""
+        for f in self.frames:
+            said: dict[tuple, str] = {}
+            for c in f.compiles:
+                c.reasons = X.distinct_reasons(c.recompile_reasons)
+                for r in c.reasons:
+                    key = X.reason_key(r.first)
+                    if key in said:
+                        r.seen_before = said[key]
+                    else:
+                        said[key] = c.id
+                    if not r.first.user_location:
+                        r.first.user_location = introduced_at(self, c, r.first)
+                    if r.first.user_location and not r.first.user_code:
+                        r.first.user_code = self.line_text(r.first.user_location)
+
+    def line_text(self, location: str) -> str:
+        """The user's source line at 'file:line' (read from the file, never run), or ''."""
+        fn, _, ln = location.rpartition(":")
+        if not ln.isdigit():
+            return ""
+        cache = self.__dict__.setdefault("_lines", {})
+        if fn not in cache:
+            p = self._user_file(fn)
+            try:
+                cache[fn] = clean(p.read_text(errors="replace")).splitlines() if p else []
+            except OSError:
+                cache[fn] = []
+        lines = cache[fn]
+        return lines[int(ln) - 1].strip() if 0 < int(ln) <= len(lines) else ""
+
     def _totals(self) -> Totals:
         cs = list(self.compiles.values())
         return Totals(
@@ -321,6 +357,37 @@ class TraceModel:
                 except OSError:
                     pass
         return None
+
+
+def introduced_at(model, c, gf) -> str:
+    """The user line behind a failed guard: recorded with the failure, else found among the
+    failed cache entry's own guards (a guard line that mentions the same source, preferring one
+    in the user's file over library code; PyTorch cuts paths from the left: the user's file's
+    full name is put back)."""
+    if gf.user_location:
+        return gf.user_location
+    try:
+        f, _, rest = gf.entry.partition("/")
+        entry = model.compiles.get((int(f), int(rest.split("_")[0])))
+    except ValueError:
+        entry = None
+    if entry is None or not gf.source:
+        return ""
+    name = gf.source.replace("L['", "").replace("']", "") if gf.source.startswith("L['") else gf.source
+    user = Path(c.filename).name if c.filename else ""
+
+    def mine(loc: str) -> bool:
+        return bool(user) and Path(loc.rpartition(":")[0]).name == user
+
+    cands = [loc for text, loc in entry.guards if loc and (gf.source in text or f"'{name}'" in text
+                                                            or name in text)]
+    tensor = [loc for text, loc in entry.guards if loc and gf.source in text and (
+        "TENSOR_MATCH" in text or "size" in text or "check_tensor" in text)]
+    for pool in (tensor, cands):
+        for loc in pool:
+            if mine(loc):
+                return f"{c.filename}:{loc.rpartition(':')[2]}"
+    return next(iter(tensor or cands), "")
 
 
 _PT_RESUME = re.compile(r"resume_in_(\w+?)_at_(\d+)$")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tracetorch.tui.extract import one_line
 from tracetorch.tui.model import TraceModel
 
 
@@ -30,10 +31,19 @@ def summary_text(model: TraceModel, shown: str) -> str:
             if not c.breaks:
                 for r in c.restart_reasons:
                     out.append(f"    restart: {r.splitlines()[0]}")
-            for r in c.recompile_reasons:
-                detail = (f" (expected {r.expected}, actual {r.actual})"
-                          if r.expected and "expected" not in r.text else "")
-                out.append(f"    recompile: guard of {r.entry or '?'} failed: {r.text}{detail}")
+            older = 0
+            for r in c.reasons:
+                if r.seen_before:  # an older cache entry's reason, printed for an earlier compile
+                    older += 1
+                    continue
+                gf = r.first
+                where = f" (guard from {gf.user_location}" + (
+                    f": {gf.user_code})" if gf.user_code else ")") if gf.user_location else ""
+                change = f"; changed {gf.change}" if gf.change else ""
+                out.append(f"    recompile: {one_line(gf.what or gf.guard or gf.text, 200)}{change}{where}"
+                           f" [entries {', '.join(r.entries) or '?'}]")
+            if older:
+                out.append(f"    (+{older} older reason{'s' if older > 1 else ''} already listed above)")
     if not model.frames:
         out.append("no compiles in this trace")
     return "\n".join(out) + "\n"

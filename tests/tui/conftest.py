@@ -62,3 +62,12 @@ def pytest_configure(config):
         factory = getattr(config, "_tmp_path_factory", None)
         if factory is not None:
             config.option.snapshot_report = str(factory.getbasetemp() / "snapshot_report.html")
+
+
+@pytest.fixture(scope="session")
+def value_recompile_traces(fixture_root) -> dict:
+    """{"torch": folder, "ours": folder}: recompiles on a float argument, then on a module
+    attribute (issue 18, question 2), from torch.compile and compiler.compile in subprocesses."""
+    from tui_trace_fixtures import VALUE_RECOMPILE_PROGRAM, program_trace
+    return {w: program_trace(fixture_root, "value_recompile", VALUE_RECOMPILE_PROGRAM, w)
+            for w in ("torch", "ours")}

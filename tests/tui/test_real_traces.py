@@ -27,7 +27,8 @@ def test_pytorch_trace_model(torch_trace):
     resume = m.frames[1].compiles[1]
     assert resume.recompile_reasons[0].text.startswith("tensor 'y' rank mismatch")
     text = summary_text(m, "t")
-    assert "recompile: guard of 1/0 failed: tensor 'y' rank mismatch" in text
+    assert ("recompile: tensor 'y' rank mismatch; changed 1 → 2 (guard from "
+            "/fixtures/torch/prog.py:7") in text and "[entries 1/0]" in text
 
 
 async def test_pytorch_trace_source_marks_break_and_guard_lines(torch_trace):

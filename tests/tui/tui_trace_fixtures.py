@@ -260,3 +260,57 @@ def make_failed_debug_run(root: Path) -> Path:
     (root / "repro" / "repro.py").write_text(FAKE_REPRO)
     (root / "config.yaml").write_text("{}\n")
     return root
+
+
+# -- issue 18: programs run under both compilers ------------------------------------------------
+# Recompiles on a Python float and on a module attribute: PyTorch's reasons for these span lines
+# (the guard, then "User stack trace:" and the user's frame); ours name the guard's user line.
+VALUE_RECOMPILE_PROGRAM = textwrap.dedent(
+    """\
+    import torch
+
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.training_flag = True
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x, scale):
+            y = self.lin(x) * scale
+            if self.training_flag:
+                y = y + 1
+            return y
+
+
+    m = M()
+    cm = COMPILE
+    cm(torch.randn(2, 4), 0.5)
+    cm(torch.randn(2, 4), 0.7)
+    m.training_flag = False
+    cm(torch.randn(2, 4), 0.7)
+    """
+)
+
+COMPILERS = {"torch": 'torch.compile(m, backend="eager")',
+             "ours": "__import__('tracetorch').compiler.compile(m)"}
+
+
+def program_trace(root: Path, name: str, program: str, which: str, extra_env=None) -> Path:
+    """Run `program` (COMPILE replaced for `which`: "torch" or "ours") once per test run, under
+    TORCH_TRACE or TRACE_DIR; returns the trace folder. Shared by xdist workers (a lock)."""
+    import fcntl
+
+    d = root / f"{name}_{which}"
+    d.mkdir(parents=True, exist_ok=True)
+    out = d / "trace"
+    with open(d / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (d / ".done").exists():
+            prog = d / "prog.py"
+            prog.write_text(program.replace("COMPILE", COMPILERS.get(which, which)))
+            env = {"TORCH_TRACE": str(out)} if which == "torch" else {
+                "TRACE_DIR": str(out), "TRACE_BACKEND_CACHE_ENABLED": "0"}
+            run(prog, {**env, **(extra_env or {})}, d)
+            (d / ".done").write_text("")
+    return out

@@ -3,6 +3,7 @@
 from rich.table import Table
 from rich.text import Text
 
+from tracetorch.tui import extract as X
 from tracetorch.tui.model import OUTCOME_STYLE
 from tracetorch.tui.panes.base import Pane, heading
 
@@ -44,9 +45,24 @@ class SummaryPane(Pane):
             items += [Text(""), heading("Graph breaks")]
             items += [Text(f"- {b.reason.splitlines()[0] if b.reason else '?'}"
                            f"  ({b.filename.rsplit('/', 1)[-1]}:{b.lineno})") for b in c.breaks]
-        if c.recompile_reasons:
+        if c.reasons:
             items += [Text(""), heading("Why it recompiled")]
-            items += [Text(f"- {r.entry}: {r.text}") for r in c.recompile_reasons]
+            for r in c.reasons:
+                if r.seen_before:
+                    continue
+                gf = r.first
+                line = Text(f"- {X.one_line(gf.what or gf.guard or gf.text, 160)}", style="yellow")
+                if gf.change:
+                    line.append(f"  changed: {gf.change}", "bold")
+                if gf.user_location:
+                    line.append(f"  (guard from {gf.user_location.rsplit('/', 1)[-1]}"
+                                f"{': ' + gf.user_code if gf.user_code else ''})", "cyan")
+                items.append(line)
+            old = sum(1 for r in c.reasons if r.seen_before)
+            if old:
+                items.append(Text(f"  ({old} more failed guard{'s' if old > 1 else ''} of older "
+                                  "cache entries, already listed for earlier compiles)",
+                                  style="italic bright_black"))
         if c.perf_hints:
             items += [Text(""), heading("Performance hints")]
             items += [Text(f"- {h}", style="yellow") for h in c.perf_hints[:50]]
