@@ -132,6 +132,16 @@ def _wrap(tx, value, source, guard: bool = True):
         g("ID_MATCH", value)
         return V.TorchFunctionVariable(value, source)
     if isinstance(value, types.FunctionType):
+        if value.__closure__ and not value.__dict__ and source is not None and guard \
+                and not is_torch_object(value):
+            # a closure: guarded by its code and globals, its cells and defaults by their
+            # contents when read (inline.py), so re-creating it each call does not recompile
+            g("TYPE_MATCH", types.FunctionType)
+            out.add_guard(f"{source.name()}.__code__", "ID_MATCH", value.__code__)
+            out.add_guard(f"{source.name()}.__globals__", "ID_MATCH", value.__globals__)
+            var = V.UserFunctionVariable(value, source)
+            var.by_code = True
+            return var
         g("ID_MATCH", value)
         if is_torch_object(value) and _is_torch_op_fn(value):
             return V.TorchFunctionVariable(value, source)

@@ -221,6 +221,10 @@ def identical(a, b):
         return a.value is b.value
     fns = (V.UserFunctionVariable, V.BuiltinVariable, V.TorchFunctionVariable)
     if isinstance(a, fns) and isinstance(b, fns):
+        if getattr(a, "by_code", False) or getattr(b, "by_code", False):
+            # closures guarded by code, not identity: only the same source is the same object
+            same_src = a.source is not None and b.source is not None and a.source.name() == b.source.name()
+            return True if same_src else None
         return a.fn is b.fn     # functions are fixed objects (guarded by id where sourced)
     for x, y in ((a, b), (b, a)):
         if isinstance(x, V.ConstantVariable) and x.value is None:

@@ -153,3 +153,19 @@ def closure_over_tensor_global_changed():
         holder["w"] = torch.full((3,), float(i))
     return World(f, before=before)
 P(closure_over_tensor_global_changed)
+
+
+def _fresh_closure(i):
+    k = i % 2 + 1
+
+    def scale(v):
+        return v * k
+    return (torch.ones(2) * i, scale)
+
+
+@case("closures", args=_fresh_closure, calls=4)
+def closure_argument_recreated_each_call():
+    def f(x, fn):
+        return fn(x) + 1
+    return f
+P(closure_argument_recreated_each_call)
