@@ -244,7 +244,7 @@ def finish_stop(tx, inst, gb):
             log.debug("eager_frame_break_in_callee", reason=gb.reason,
                       location=f"{gb.filename}:{gb.lineno}")
             return CaptureResult(fn, [], [], [])
-        _log_break(tx, gb)
+        _log_break(tx, gb, frame_skipped=True)   # the whole frame runs eagerly
         return CaptureResult(fn, [], [], [gb])
     live = _live_locals(tx)
     stack = list(tx.stack)
@@ -377,20 +377,28 @@ class _MethodOf(V.UserMethodVariable):
     pass
 
 
-def _log_break(tx, gb):
-    logs.artifact("graph_breaks", lambda: _break_text(gb))
+def _log_break(tx, gb, frame_skipped=False):
+    from tracetorch.logs.break_reasons import explain   # issue 18: id, explanation, hints
+    why = explain(gb.reason)
+    logs.artifact("graph_breaks", lambda: _break_text(gb, why, frame_skipped))
     logs.artifact("graph_break", lambda: {
         "reason": gb.reason, "instruction": gb.instruction, "filename": gb.filename,
-        "lineno": gb.lineno, "source_line": gb.source_line, "user_stack": gb.user_stack})
+        "lineno": gb.lineno, "source_line": gb.source_line, "user_stack": gb.user_stack,
+        "reason_id": why.id, "explanation": why.explanation, "hints": list(why.hints),
+        "frame_skipped": frame_skipped})
     log.debug("graph_break", reason=gb.reason, location=f"{gb.filename}:{gb.lineno}",
-              instruction=gb.instruction)
+              instruction=gb.instruction, reason_id=why.id, frame_skipped=frame_skipped)
 
 
-def _break_text(gb):
+def _break_text(gb, why=None, frame_skipped=False):
     lines = [f"Graph break in user code at {gb.filename}:{gb.lineno}",
              f"Reason: {gb.reason}", f"Instruction: {gb.instruction}",
              f"Code: {gb.source_line}", "User stack (outermost first):"]
     lines += [f"  {s}" for s in gb.user_stack]
+    if frame_skipped:
+        lines.append("Capture gave up on this frame: the whole function runs eagerly.")
+    if why is not None:
+        lines += [f"[{why.id}] {why.title}: {why.explanation}"] + [f"  Hint: {h}" for h in why.hints]
     return "\n".join(lines)
 
 
