@@ -142,7 +142,9 @@ def make_pointwise(ctx: Ctx, inputs: list, fn: Callable, *, compute_dtype=None, 
 
     def inner_fn(idx):
         v = fn(*[ld(idx) for ld in loaders])
-        if compute_dtype != out_dtype:
+        if compute_dtype != out_dtype or out_dtype in (torch.float16, torch.bfloat16):
+            # half-precision results are computed in float32 and rounded per op, as eager rounds
+            # each op's result (an unrounded square made a later trunc division differ by 1)
             v = ops.to_dtype(v, out_dtype)
         return v
 

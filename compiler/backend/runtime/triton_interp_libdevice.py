@@ -3,8 +3,9 @@
 On a GPU, generated kernels call libdevice (CUDA's accurate math library). The interpreter has
 no libdevice, so kernels generated for CPU tensors import this module under the same name; the
 kernel text is otherwise identical. Each function is written with interpreter-supported tl ops;
-accuracy is within the tolerances the tests use (a few float32 ulps, or ~1e-7 absolute where a
-formula cancels). Functions that need a real implementation (asin, acos, atan, atan2, lgamma,
+accuracy is within a few float32 ulps, relative as well near 0 (tanh, sinh, expm1, log1p, asinh,
+atanh avoid the cancellation of 1 + x; erfc uses a continued fraction where 1 - erf(x) vanishes;
+hypot and pow work in float64). Functions that need a real implementation (asin, acos, atan, atan2, lgamma,
 erfinv) are absent: the code generator reports them unsupported under the interpreter, and the
 graph then runs eagerly.
 """
@@ -13,20 +14,30 @@ import triton.language as tl
 
 
 @triton.jit
+def log(x):
+    return tl.log(x)
+
+
+@triton.jit
 def tanh(x):
-    e = tl.exp(-2.0 * tl.abs(x))
-    t = (1.0 - e) / (1.0 + e)
-    return tl.where(x < 0, -t, t)
+    # from expm1 (accurate near 0: tanh of 1e-308 is 1e-308, not 0)
+    e = expm1(-2.0 * tl.abs(x))
+    t = -e / (2.0 + e)
+    return tl.where(x == 0, x, tl.where(x < 0, -t, t))
 
 
 @triton.jit
 def sinh(x):
-    return 0.5 * (tl.exp(x) - tl.exp(-x))
+    a = tl.abs(x)
+    e = expm1(a)
+    s = tl.where(a < 20.0, 0.5 * (e + e / (e + 1.0)), tl.exp(a - 0.6931471805599453))   # exp(a) / 2 without overflow
+    return tl.where(x == 0, x, tl.where(x < 0, -s, s))
 
 
 @triton.jit
 def cosh(x):
-    return 0.5 * (tl.exp(x) + tl.exp(-x))
+    a = tl.abs(x)
+    return tl.where(a < 1.0, 0.5 * (tl.exp(a) + tl.exp(-a)), tl.exp(a - 0.6931471805599453) + 0.25 / tl.exp(a - 0.6931471805599453))
 
 
 @triton.jit
@@ -37,28 +48,37 @@ def tan(x):
 @triton.jit
 def asinh(x):
     a = tl.abs(x)
-    r = tl.log(a + tl.sqrt(a * a + 1.0))
-    return tl.where(x < 0, -r, r)
+    r = tl.where(a > 1e18, tl.log(a) + 0.6931471805599453, log1p(a + a * a / (1.0 + tl.sqrt(a * a + 1.0))))
+    return tl.where(x == 0, x, tl.where(x < 0, -r, r))
 
 
 @triton.jit
 def acosh(x):
-    return tl.log(x + tl.sqrt(x * x - 1.0))
+    r = tl.where(x > 1e8, tl.log(x) + 0.6931471805599453, log1p((x - 1.0) + tl.sqrt((x - 1.0) * (x + 1.0))))
+    return tl.where(x < 1.0, float("nan"), r)
 
 
 @triton.jit
 def atanh(x):
-    return 0.5 * tl.log((1.0 + x) / (1.0 - x))
+    a = tl.abs(x)
+    r = 0.5 * log1p(2.0 * a / (1.0 - a))
+    return tl.where(x == 0, x, tl.where(x < 0, -r, r))
 
 
 @triton.jit
 def log1p(x):
-    return tl.log(1.0 + x)
+    # log(u) * x / (u - 1) with u = 1 + x cancels the rounding of u (log(1 + 1e-36) is not 0)
+    u = 1.0 + x
+    small = log(u) * (x / (u - 1.0))
+    return tl.where(u == 1.0, x, tl.where(tl.abs(x) < 0.5, small, tl.log(u)))
 
 
 @triton.jit
 def expm1(x):
-    return tl.exp(x) - 1.0
+    # (u - 1) * x / log(u) with u = exp(x) cancels the rounding of u near 0
+    u = tl.exp(x)
+    small = (u - 1.0) * (x / tl.log(u))
+    return tl.where(u == 1.0, x, tl.where(tl.abs(x) < 0.5, small, u - 1.0))
 
 
 @triton.jit
@@ -68,7 +88,15 @@ def log10(x):
 
 @triton.jit
 def erfc(x):
-    return 1.0 - tl.erf(x)
+    # 1 - erf(x) for x < 2; beyond, the continued fraction erfc(x) = exp(-x^2) / (sqrt(pi) * K),
+    # K = x + (1/2) / (x + 1 / (x + (3/2) / (x + ...))), evaluated from its 60th term in float64
+    # (1 - erf(x) is 0 in float32 from x = 4 on, where erfc is 1.5e-8)
+    z = tl.maximum(x.to(tl.float64), 2.0)
+    k = z
+    for n in tl.static_range(60, 0, -1):
+        k = z + (n * 0.5) / k
+    tail = (tl.exp(-z * z) / (1.7724538509055159 * k)).to(x.dtype)
+    return tl.where(x != x, x, tl.where(x < 2.0, 1.0 - tl.erf(x), tail))
 
 
 @triton.jit
@@ -105,12 +133,17 @@ def copysign(a, b):
 
 @triton.jit
 def hypot(a, b):
-    return tl.sqrt(a * a + b * b)
+    # in float64 (a * a overflowed float32 from 2e19 on)
+    a64 = a.to(tl.float64)
+    b64 = b.to(tl.float64)
+    r = tl.sqrt(a64 * a64 + b64 * b64).to(a.dtype)
+    return tl.where((tl.abs(a) == float("inf")) | (tl.abs(b) == float("inf")), float("inf"), r)
 
 
 @triton.jit
 def pow(a, b):
-    mag = tl.exp2(b * tl.log2(tl.abs(a)))
+    # exp2(b * log2|a|) in float64: its error grows with |b * log2 a| (3 ** 20 was 2e-6 off in float32)
+    mag = tl.exp2(b.to(tl.float64) * tl.log2(tl.abs(a).to(tl.float64))).to(a.dtype)
     b_int = tl.floor(b) == b
     b_odd = b_int & ((b - 2.0 * tl.floor(b * 0.5)) != 0)
     r = tl.where(a < 0, tl.where(b_int, tl.where(b_odd, -mag, mag), float("nan")), mag)
