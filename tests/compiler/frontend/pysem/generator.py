@@ -12,6 +12,8 @@ with 3 calls whose inputs change (values, list length, dict keys, the size of x)
 """
 from __future__ import annotations
 
+import collections
+import itertools
 import random
 
 import torch
@@ -100,8 +102,9 @@ class _Gen:
 
     def stmt(self):
         kinds = ["assign_t", "assign_i", "list_op", "dict_op", "if", "for", "closure", "lambda_map",
-                 "try", "brk", "global", "unpack", "comp", "while", "view", "call_fn"]
-        weights = [5, 3, 4, 3, 3, 3, 2, 2, 1, 1, 1, 1, 2, 1, 1, 2]
+                 "try", "brk", "global", "unpack", "comp", "while", "view", "call_fn", "lazy",
+                 "itertools", "deque"]
+        weights = [5, 3, 4, 3, 3, 3, 2, 2, 1, 1, 1, 1, 2, 1, 1, 2, 1, 1, 1]
         if self.depth > 3:
             weights = [w if k not in ("if", "for", "closure", "while", "try") else 0
                        for k, w in zip(kinds, weights)]
@@ -306,6 +309,43 @@ class _Gen:
         self.emit(f"{v} = {name}({', '.join(self.tensor_expr() for _ in range(arity))})")
         self.tensors.append(v)
 
+    def s_lazy(self):
+        """A lazy map/filter/zip made, its input changed (maybe across a break), then read."""
+        lst = self.pick(self.lists)
+        m = self.fresh("m")
+        kind = self.r.randint(0, 2)
+        self.emit(f"{m} = " + [f"map(lambda q: q + {self.int_expr()}, {lst})",
+                               f"filter(lambda q: q > {self.r.randint(0, 3)}, {lst})",
+                               f"zip({lst}, {self.pick(self.lists)})"][kind])
+        if self.r.random() < 0.5:
+            self.emit(f"{lst}.append({self.int_expr()})")
+        if self.r.random() < 0.3:
+            self.emit(f"brk({self.pick(self.ints)})")
+        v = self.fresh("l")
+        self.emit(f"{v} = list({m})" if kind != 2 else f"{v} = [a + b for a, b in {m}]")
+        self.lists.append(v)
+
+    def s_itertools(self):
+        v = self.fresh("l")
+        a, b = self.pick(self.lists), self.pick(self.lists)
+        self.emit(f"{v} = " + self.pick([
+            f"list(itertools.islice(itertools.chain({a}, {b}), {self.r.randint(0, 4)}))",
+            f"list(itertools.accumulate({a}))",
+            f"[p + q for p, q in itertools.combinations({a}[:4], 2)]",
+            f"[p * q for p, q in itertools.zip_longest({a}, {b}, fillvalue=1)]",
+            f"list(itertools.islice(itertools.count({self.int_expr()}), {self.r.randint(0, 3)}))"]))
+        self.lists.append(v)
+
+    def s_deque(self):
+        dq = self.fresh("dq")
+        self.emit(f"{dq} = collections.deque({self.pick(self.lists)})")
+        self.emit(f"{dq}.appendleft({self.int_expr()})")
+        if self.r.random() < 0.5:
+            self.emit(f"if {dq}: {dq}.pop()")
+        v = self.fresh("l")
+        self.emit(f"{v} = list({dq})")
+        self.lists.append(v)
+
     def program(self) -> str:
         self.block(self.r.randint(4, 12))
         if self.r.random() < 0.2:
@@ -341,7 +381,8 @@ def case_for(seed: int) -> Case:
     src = generate(seed)
 
     def make():
-        ns = {"torch": torch, "brk": brk, "COUNTER": 0}
+        ns = {"torch": torch, "brk": brk, "COUNTER": 0, "itertools": itertools,
+              "collections": collections}
         exec(compile(src, f"<pysem generated {seed}>", "exec"), ns)
         return World(ns["prog"], observe=lambda: ns["COUNTER"])
     c = Case(f"gen{seed}", make, args=_args_for(seed), calls=3, feature="generated")
