@@ -29,7 +29,7 @@ def _one(name, backend, train_backend, out_file):
     logging.disable(logging.WARNING)
     from hf_zoo import check
     try:
-        res = check(name, backend=backend, train_backend=train_backend)
+        res = check(name, backend=backend, train_backend=train_backend, train_counts=True)
     except Exception as e:                      # noqa: BLE001 - a row says what went wrong
         res = {"name": name, "error": f"{type(e).__name__}: {str(e)[:300]}"}
     Path(out_file).write_text(json.dumps(res))
@@ -39,10 +39,12 @@ def _fmt(r):
     if "error" in r:
         return f"| {r['name']} | ERROR: {r['error'][:120]} |"
     ok = (r["graphs"] <= r["dynamo_graphs"] and r["breaks"] <= r["dynamo_breaks"]
+          and r["train_breaks"] <= r["dynamo_train_breaks"]
           and r["out_err"] < 1e-4 and r["loss_err"] < 1e-4 and r["grad_err"] < 1e-3
           and not r["grad_mismatch"] and r["same_type"] and r["same_keys"])
     return (f"| {r['name']} | {r['family']} | {r['graphs']}/{r['dynamo_graphs']} | "
-            f"{r['breaks']}/{r['dynamo_breaks']} | {r['out_err']:.1e} | {r['loss_err']:.1e} | "
+            f"{r['breaks']}/{r['dynamo_breaks']} | {r['train_breaks']}/{r['dynamo_train_breaks']} | "
+            f"{r['out_err']:.1e} | {r['loss_err']:.1e} | "
             f"{r['grad_err']:.1e} | {r['compile_s']:.2f} | {'ok' if ok else 'FAIL'} |")
 
 
@@ -61,8 +63,9 @@ def main(argv=None):
     from hf_zoo import ZOO
     names = [n for n in args.only.split(",") if n] or list(ZOO)
     rows = []
-    header = ("| model | family | graphs ours/Dynamo | breaks ours/Dynamo | max out err | "
-              "loss err | max grad err | compile s | |\n|---|---|---|---|---|---|---|---|---|")
+    header = ("| model | family | graphs ours/Dynamo | breaks ours/Dynamo | train breaks "
+              "ours/Dynamo | max out err | loss err | max grad err | compile s | |\n"
+              "|---|---|---|---|---|---|---|---|---|---|")
     print(header, flush=True)
     for name in names:
         result_file = f"/tmp/hf_zoo_{os.getpid()}_{name}.json"

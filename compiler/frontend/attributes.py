@@ -287,6 +287,12 @@ def _function_member(tx, obj_var, cls, static):
     """A plain function, property, staticmethod or classmethod found on cls, or None."""
     if isinstance(static, types.FunctionType):
         return V.UserMethodVariable(static, obj_var)
+    if type(static) is functools._lru_cache_wrapper and \
+            isinstance(getattr(static, "__wrapped__", None), types.FunctionType):
+        # a cached method (logger.warning_once): the wrapper bound to the object; its call is
+        # traced through __wrapped__ (calls._call_cached_function), eager where it breaks;
+        # its identity on the class is guarded by guard_class_function
+        return V.PartialVariable(V.UserObjectVariable(static, None), [obj_var], {})
     if isinstance(static, property) and isinstance(static.fget, types.FunctionType):
         from tracetorch.compiler.frontend.inline import inline_call
         return inline_call(tx, V.UserFunctionVariable(static.fget), [obj_var], {})
@@ -311,8 +317,8 @@ def guard_class_function(tx, obj_var, name, static):
     """A Python function found on the class of a pre-existing (non-module) object is read
     through the class each call: guard its identity, so replacing it (`Cls.method = f`,
     `Cls.__call__ = f`) recompiles instead of running the old code."""
-    if isinstance(static, types.FunctionType) and isinstance(obj_var, V.UserObjectVariable) \
-            and obj_var.source is not None:
+    if isinstance(static, (types.FunctionType, functools._lru_cache_wrapper)) \
+            and isinstance(obj_var, V.UserObjectVariable) and obj_var.source is not None:
         tx.output.add_guard(f"type({obj_var.source.name()}).{name}", "ID_MATCH", static)
 
 

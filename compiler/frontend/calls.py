@@ -629,6 +629,9 @@ def call_function(tx, fn, args, kwargs):
     if isinstance(fn, V.UserMethodVariable) and fn.fn is collections.abc.Mapping.get \
             and isinstance(fn.obj, V.UserObjectVariable) and fn.obj.source is not None:
         return _mapping_get_now(tx, fn.obj, args, kwargs)
+    deferred = _logging_call(tx, fn, args, kwargs)
+    if deferred is not None:
+        return deferred
     if isinstance(fn, V.UserMethodVariable) and fn.fn in _SPECIAL_METHODS:
         return _SPECIAL_METHODS[fn.fn](tx, fn, args, kwargs)
     if isinstance(fn, V.UserMethodVariable):
@@ -741,6 +744,31 @@ def _autograd_function_apply(tx, fn, args, kwargs):
               reason="no input requires grad")
     return inline.inline_call(tx, V.UserFunctionVariable(forward.__func__),
                               ctx_args + list(args), kwargs)
+
+
+def _logging_call(tx, fn, args, kwargs):
+    """logger.warning(...)/logger.warning_once(...) with constant arguments: deferred, called
+    for real after the graph (Dynamo's reorderable logging functions) instead of a break;
+    a cached method (warning_once) keeps its once-only behaviour since its cache is used."""
+    import logging
+    if isinstance(fn, V.PartialVariable) and len(fn.args) == 1 and not fn.kwargs \
+            and isinstance(fn.fn, V.UserObjectVariable) \
+            and type(fn.fn.value) is functools._lru_cache_wrapper:
+        owner, target = fn.args[0], fn.fn.value
+    elif isinstance(fn, V.UserMethodVariable) and fn.fn.__module__ == "logging":
+        owner, target = fn.obj, fn.fn
+    else:
+        return None
+    if not (isinstance(owner, V.UserObjectVariable) and isinstance(owner.value, logging.Logger)):
+        return None
+    if not all(a.is_constant() for a in list(args) + list(kwargs.values())):
+        return None
+    call = functools.partial(target, owner.value, *[a.as_constant() for a in args],
+                             **{k: v.as_constant() for k, v in kwargs.items()})
+    log.debug("deferred_logging_call", function=getattr(target, "__qualname__", repr(target)),
+              logger=owner.value.name)
+    tx.ctx.side_effects.record_call(call)
+    return V.ConstantVariable(None)
 
 
 def _deepcopy(tx, args, kwargs):

@@ -433,6 +433,14 @@ class PyCodegen:
                 otext = self.reconstruct(obj)
                 self.emit("STORE_ATTR", name)
                 self.lines.append(f"{otext}.{name} = {text}")
+            elif op[0] == "call":
+                # a deferred call, its constant arguments bound in (SideEffects.record_call)
+                call = op[3].value
+                self.emit("PUSH_NULL")
+                self.emit("LOAD_CONST", call)
+                self.call(0)
+                self.emit("POP_TOP")
+                self.lines.append(f"{_name_of(call.func)}(<{len(call.args)} constant args>)")
             elif op[0] == "cell":
                 _, _, name, value = op
                 text = self.reconstruct(value)

@@ -72,6 +72,12 @@ class SideEffects:
     def pending_attr(self, obj, name):
         return self._attrs.get((_identity(obj), name))
 
+    # ---- deferred calls --------------------------------------------------------------------
+    def record_call(self, call):
+        """A call with constant arguments made after the graph, in order (logging)."""
+        from tracetorch.compiler.frontend import variables as V_
+        self.ops.append(("call", None, "<call>", V_.ConstantVariable(call)))
+
     # ---- globals ---------------------------------------------------------------------------
     def store_global(self, tx, name, value):
         if tx.f_globals is not tx.ctx.root_globals:
@@ -107,6 +113,8 @@ class SideEffects:
                 lines.append(f"setattr {where}.{name} = {value!r}")
             elif op[0] == "cell":
                 lines.append(f"cell L[{op[2]!r}] = {op[3]!r}")
+            elif op[0] == "call":
+                lines.append(f"call {op[3].value!r}")
             else:
                 _, _, name, value = op
                 lines.append(f"global G[{name!r}] = {value!r}")

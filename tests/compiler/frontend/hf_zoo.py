@@ -298,17 +298,18 @@ def _max_err(a, b):
     return float((a.detach().float() - b.detach().float()).abs().max()) if a.numel() else 0.0
 
 
-def dynamo_counts(model, inputs):
+def dynamo_counts(model, inputs, grad=False):
     """torch._dynamo's graph and break counts on the same keyword call (side by side only)."""
     import torch._dynamo
     torch._dynamo.reset()
-    with torch.no_grad():
+    with torch.set_grad_enabled(grad):
         report = torch._dynamo.explain(model)(**inputs)
     torch._dynamo.reset()
     return report.graph_count, report.graph_break_count, [str(r.reason) for r in report.break_reasons]
 
 
-def check(name, backend="eager", train_backend=None, with_dynamo=True, train=True):
+def check(name, backend="eager", train_backend=None, with_dynamo=True, train=True,
+          train_counts=False):
     """Eager vs compiled on one zoo model: counts (ours and Dynamo's, keyword call, eval),
     eval outputs through a positional and a keyword call, a training step with labels
     (loss and every parameter gradient). Returns a dict of measurements; raises nothing
@@ -346,6 +347,14 @@ def check(name, backend="eager", train_backend=None, with_dynamo=True, train=Tru
         return res
     compiler.reset()
     labels = entry.labels(inputs)
+    if train_counts:       # the training call's counts too (train mode, labels, grad on)
+        report = compiler.explain(entry.model().train())(**inputs, **labels)
+        res["train_graphs"], res["train_breaks"] = report.graph_count, report.graph_break_count
+        res["train_break_reasons"] = [str(r) for r in report.break_reasons]
+        if with_dynamo:
+            res["dynamo_train_graphs"], res["dynamo_train_breaks"], _ = \
+                dynamo_counts(entry.model().train(), {**inputs, **labels}, grad=True)
+        compiler.reset()
     eager_model = copy.deepcopy(model).train()
     model.train()
     compiled = compiler.compile(model, backend=train_backend or backend)

@@ -252,3 +252,34 @@ def test_deepcopy_of_a_config_is_made_at_trace_time_and_guarded_on_the_original(
         torch.testing.assert_close(compiled(x), f(x))
     finally:
         _CFG.decoder_layers = 2
+
+
+import logging  # noqa: E402
+
+_LOGGER = logging.getLogger("tracetorch_test_hf_semantics")
+
+
+@functools.lru_cache(None)
+def _warning_once(self, *args, **kwargs):
+    self.warning(*args, **kwargs)
+
+
+logging.Logger.tt_warning_once = _warning_once       # as transformers installs warning_once
+
+
+def test_logging_calls_are_deferred_after_the_graph_and_once_stays_once(caplog):
+    def f(x):
+        _LOGGER.tt_warning_once(f"unrecognized {3}: using the default")
+        _LOGGER.info("step")
+        return x * 2
+    x = torch.randn(4)
+    _check(f, x)
+    _warning_once.cache_clear()
+    caplog.clear()
+    compiled = compiler.compile(f, backend="eager")
+    with caplog.at_level(logging.INFO, logger=_LOGGER.name):
+        for _ in range(3):
+            torch.testing.assert_close(compiled(x), x * 2)
+    messages = [r.getMessage() for r in caplog.records if r.name == _LOGGER.name]
+    assert messages.count("unrecognized 3: using the default") == 1
+    assert messages.count("step") == 3
