@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 import types
 
