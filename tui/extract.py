@@ -32,6 +32,34 @@ class GraphBreak:
     source_line: str = ""
     user_stack: list[dict] = field(default_factory=list)
     event: int = -1
+    reason_id: str = ""        # ours: the registry id (logs/break_reasons.py); PyTorch: GBnnnn
+    explanation: str = ""
+    hints: list[str] = field(default_factory=list)
+    frame_skipped: bool = False  # capture gave up on the frame: it runs eagerly
+    eager_from: int | None = None  # the rest of the function runs eagerly from this line on
+    link: str = ""             # PyTorch's page about this graph break
+
+
+_EAGER_FROM = re.compile(r"runs eagerly from line (\d+) on")
+_PT_SKIPPED = re.compile(r"graph break in (?:a for/while )?loop|Skipping the (?:frame|function)|"
+                         r"frame skipped", re.I)
+_PT_GB_LINK = re.compile(r"(https://\S+/gb/(gb\d+)\.html)")
+
+
+def skipped_frame_text(text: str) -> bool:
+    """Does a PyTorch failure text say Dynamo skipped the frame (it then runs eagerly)?"""
+    return bool(_PT_SKIPPED.search(text))
+
+
+def _with_registry(gb: GraphBreak) -> GraphBreak:
+    """Fill the id, explanation and hints from our registry when the record has none (older
+    traces of ours); the registry is data, never code from the trace."""
+    from tracetorch.logs.break_reasons import explain
+    if not gb.reason_id:
+        why = explain(gb.reason)
+        gb.reason_id, gb.explanation, gb.hints = why.id, why.explanation, list(why.hints)
+        gb.frame_skipped = gb.frame_skipped or why.frame_skipped and gb.eager_from is None
+    return gb
 
 
 @dataclass
@@ -103,16 +131,25 @@ def graph_break(ev, trace) -> GraphBreak:
         d = as_dict(ev.payload_json()) or ev.metadata
         stack = frames_of(trace, d.get("user_stack"))
         line = d.get("lineno")
-        return GraphBreak(reason=_text(d.get("reason")) or "(no reason recorded)",
-                          instruction=_text(d.get("instruction")), filename=_text(d.get("filename")),
-                          lineno=line if isinstance(line, int) else None,
-                          source_line=_text(d.get("source_line")), user_stack=stack, event=ev.index)
+        reason = _text(d.get("reason")) or "(no reason recorded)"
+        m = _EAGER_FROM.search(reason)
+        hints = d.get("hints")
+        gb = GraphBreak(reason=reason,
+                        instruction=_text(d.get("instruction")), filename=_text(d.get("filename")),
+                        lineno=line if isinstance(line, int) else None,
+                        source_line=_text(d.get("source_line")), user_stack=stack, event=ev.index,
+                        reason_id=_text(d.get("reason_id")), explanation=_text(d.get("explanation")),
+                        hints=[_text(h) for h in hints] if isinstance(hints, list) else [],
+                        frame_skipped=d.get("frame_skipped") is True,
+                        eager_from=int(m.group(1)) if m else None)
+        return _with_registry(gb)
     # PyTorch: a text block ("Graph break in user code at f:l", "Graph Break Reason: ...",
     # "User code traceback:" with File/line frames, then the compiler's own traceback).
     text = ev.payload
     user_part = text.split("Traceback (most recent call last)", 1)[0]
     at = _PT_AT.search(text)
     reason = ""
+    expl_text, hints = "", []
     m = re.search(r"Graph Break Reason: (.*?)\n\s*\n(.*?)(?:\n\s*\n|\Z)", text, re.S)
     if m:
         # PyTorch >= 2.8: "Graph Break Reason: <what was traced>", blank line, then the graph
@@ -120,9 +157,16 @@ def graph_break(ev, trace) -> GraphBreak:
         title, _, body = m.group(2).strip().partition("\n")
         expl = re.search(r"Explanation: (.*)", body)
         reason = f"{title.strip()}: {expl.group(1).strip()}" if expl else m.group(1).strip()
+        expl_text = expl.group(1).strip() if expl else ""
     else:
         m = re.search(r"Graph Break Reason: (.*)", text)
         reason = m.group(1).strip() if m else ""
+    first_block = user_part.split("*** While handling", 1)[0]
+    hints = [h.strip() for h in re.findall(r"^\s*Hint: (.*)$", first_block, re.M)]
+    link = _PT_GB_LINK.search(first_block)
+    skipped = bool(_PT_SKIPPED.search(user_part))
+    if skipped and "skipping" not in reason.lower():
+        reason += " (graph break in a loop: the frame is skipped and runs eagerly)"
     stack = [{"filename": f, "line": int(ln), "name": n, "loc": loc.strip()}
              for f, ln, n, loc in _PT_FRAME.findall(user_part.split("User code traceback:", 1)[-1])]
     instr = re.search(r"attempting to trace (\w+)", text)
@@ -131,7 +175,9 @@ def graph_break(ev, trace) -> GraphBreak:
                       filename=at.group(1) if at else (stack[-1]["filename"] if stack else ""),
                       lineno=int(at.group(2)) if at else (stack[-1]["line"] if stack else None),
                       source_line=stack[-1]["loc"] if stack else "", user_stack=stack,
-                      event=ev.index)
+                      event=ev.index, reason_id=link.group(2).upper() if link else "",
+                      explanation=expl_text, hints=hints, frame_skipped=skipped,
+                      link=link.group(1) if link else "")
 
 
 # -- recompiles ---------------------------------------------------------------------------
@@ -381,6 +427,19 @@ def stage_times(metrics: dict) -> list[tuple[str, float]]:
 def failure_text(ev) -> str:
     d = as_dict(ev.payload_json()) or ev.metadata
     for k in ("error", "fail_reason", "message", "reason"):
-        if d.get(k):
+        if d.get(k) and isinstance(d[k], str):
             return _text(d[k])
-    return ev.payload.strip().split("\n")[0][:300] or ev.key
+    return exception_line(ev.payload) or ev.key
+
+
+def exception_line(text: str) -> str:
+    """What a failure says: for a Python traceback, its exception line ("Type: message"), not
+    "Traceback (most recent call last):"; else the first line."""
+    text = text.strip()
+    if not text:
+        return ""
+    if text.startswith("Traceback (most recent call last)"):
+        for line in text.splitlines()[1:]:
+            if line and not line.startswith((" ", "\t")):
+                return line.strip()[:300]
+    return text.split("\n")[0][:300]

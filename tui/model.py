@@ -15,8 +15,9 @@ from tracetorch.logs.sanitize import clean
 from tracetorch.tui import extract as X
 
 OK, BREAK, RECOMPILE, FAILED, EMPTY = "ok", "graph break", "recompile", "failed", "empty graph"
+CRASHED, SKIPPED = "crashed", "frame skipped (eager)"
 OUTCOME_STYLE = {OK: "green", BREAK: "yellow", RECOMPILE: "magenta", FAILED: "bold red",
-                 EMPTY: "bright_black"}
+                 EMPTY: "bright_black", CRASHED: "bold red", SKIPPED: "bold yellow"}
 
 
 @dataclass
@@ -44,6 +45,10 @@ class Compile:
     stages: list[tuple[str, float]] = field(default_factory=list)
     failure: str = ""
     failure_event: int = -1
+    crashed: bool = False  # the trace ends inside this compile (no metrics record closed it)
+    skip_reason: str = ""  # PyTorch: Dynamo gave up on the frame (fail_type Unsupported)
+    caller: str = ""  # ours: "file:line" of the call that started the compile
+    has_metrics: bool = False
     source: tuple[str, int, str] | None = None  # (filename, first line, text) when in the trace
 
     @property
@@ -57,6 +62,27 @@ class Compile:
     @property
     def id(self) -> str:
         return f"{self.frame_id}/{self.frame_compile_id}"
+
+    @property
+    def skipped(self) -> bool:
+        """Capture gave up on the frame: it runs eagerly (a break inside a loop, ...)."""
+        return bool(self.skip_reason) or any(b.frame_skipped for b in self.breaks) or (
+            any(b.eager_from is not None for b in self.breaks) and not self.graphs
+            and not self.metrics.get("graph_op_count"))
+
+    @property
+    def display_name(self) -> str:
+        """The function's name; a resume function is named after the line it resumes at."""
+        pt = _PT_RESUME.search(self.name)
+        ours = _OUR_RESUME.search(self.name)
+        if pt or ours:
+            base = pt.group(1) if pt else _OUR_RESUME_ALL.sub("", self.name) or self.name
+            line = self.resume_line or (int(pt.group(2)) if pt else None)
+            return f"{base} (resume at line {line})" if line else f"{base} (resume)"
+        if not self.name and self.caller:
+            return f"(function called at {Path(self.caller.rpartition(':')[0]).name}:" \
+                   f"{self.caller.rpartition(':')[2]})"
+        return self.name
 
     @property
     def is_recompile(self) -> bool:
@@ -73,8 +99,12 @@ class Compile:
 
     @property
     def outcome(self) -> str:
+        if self.crashed:
+            return CRASHED
         if self.failure:
             return FAILED
+        if self.skipped:
+            return SKIPPED
         if self.has_break:
             return BREAK
         if self.is_recompile:
@@ -86,9 +116,11 @@ class Compile:
     @property
     def flags(self) -> list[str]:
         """Every outcome that applies (a recompile can also break), most serious first."""
-        out = [f for f, on in ((FAILED, bool(self.failure)), (BREAK, self.has_break),
+        out = [f for f, on in ((CRASHED, self.crashed), (FAILED, bool(self.failure) and not self.crashed),
+                               (SKIPPED, self.skipped), (BREAK, self.has_break),
                                (RECOMPILE, self.is_recompile),
-                               (EMPTY, self.is_empty and not self.failure)) if on]
+                               (EMPTY, self.is_empty and not self.failure and not self.skipped
+                                and not self.crashed)) if on]
         return out or [OK]
 
     @property
@@ -112,7 +144,8 @@ class Frame:
 
     @property
     def name(self) -> str:
-        return next((c.name for c in self.compiles if c.name), f"frame {self.frame_id}")
+        return next((c.display_name for c in self.compiles if c.display_name),
+                    f"frame {self.frame_id}")
 
     @property
     def location(self) -> str:
@@ -124,7 +157,8 @@ class Frame:
     @property
     def severity(self) -> tuple:
         # worst offenders first: failures, then recompiles, then breaks
-        return (-self.count(FAILED), -self.count(RECOMPILE), -self.count(BREAK), self.frame_id)
+        return (-self.count(CRASHED) - self.count(FAILED), -self.count(SKIPPED),
+                -self.count(RECOMPILE), -self.count(BREAK), self.frame_id)
 
 
 @dataclass
@@ -157,6 +191,7 @@ class TraceModel:
         for key in sorted(self.compiles):
             by_frame.setdefault(key[0], Frame(key[0])).compiles.append(self.compiles[key])
         self.frames = sorted(by_frame.values(), key=lambda f: f.severity)
+        self._classify()
         self.totals = self._totals()
         self._group_reasons()
 
@@ -184,12 +219,16 @@ class TraceModel:
             stack = ev.stack
             if stack:
                 top = stack[-1]
-                if not c.name:
+                if "loc" in top and isinstance(top.get("line"), int):
+                    # ours: the stack ends at the call of the compiled function (the caller's
+                    # line), not at the function; its name comes from the bytecode or metrics
+                    c.caller = f"{top.get('filename', '')}:{top['line']}"
+                    if len(stack) > 1:
+                        c.resume_line = top["line"]  # a resume frame: its parent's break line
+                elif not c.name:  # PyTorch: the last frame is the compiled function
                     c.name = str(top.get("name", ""))
                     c.filename = str(top.get("filename", ""))
                     c.firstlineno = top.get("line") if isinstance(top.get("line"), int) else None
-                if len(stack) > 1 and isinstance(top.get("line"), int):
-                    c.resume_line = top["line"]  # ours: a resume frame starts at its break
             pending, self._pending = self._pending, []
             for p in pending:
                 self._add_recompile(c, p)
@@ -220,7 +259,12 @@ class TraceModel:
         elif k == "perf_hint":
             d = X.as_dict(ev.payload_json()) or ev.metadata
             c.perf_hints.append(str(d.get("message") or d.get("reason") or ev.payload))
+        elif k == "bytecode":  # ours: "ORIGINAL BYTECODE <name> <file> line <n>" names the frame
+            m = _BYTECODE_HEAD.match(ev.payload[:1000])
+            if m and not c.has_metrics:
+                c.name, c.filename, c.firstlineno = m.group(1), m.group(2), int(m.group(3))
         elif k in ("compilation_metrics", "compile_metrics"):
+            c.has_metrics = True
             c.metrics.update(ev.metadata)
             c.stages = X.stage_times(c.metrics)
             if ev.metadata.get("fail_type") or ev.metadata.get("fail_reason"):
@@ -257,6 +301,32 @@ class TraceModel:
                 c.recompile_reasons.append(gf)
             elif ev.key == "guard_failure":
                 c.recompile_reasons[c.recompile_reasons.index(same[0])] = gf
+
+    def _classify(self) -> None:
+        """After every record: PyTorch's "Unsupported" compiles are frames Dynamo skipped (they
+        run eagerly), not failures; a compile no metrics record closed, when the trace has
+        them for other compiles or it is the last compile started, was cut off by a crash."""
+        any_metrics = any(c.has_metrics for c in self.compiles.values())
+        last = None
+        for ev_index in range(len(self.trace.events) - 1, -1, -1):
+            key = self.event_compile.get(ev_index)
+            if key is not None:
+                last = self.compiles.get(key)
+                break
+        for c in self.compiles.values():
+            fail_type = c.metrics.get("fail_type")
+            if fail_type == "Unsupported" and X.skipped_frame_text(str(c.metrics.get("fail_reason") or "")):
+                c.skip_reason = X.exception_line(str(c.metrics.get("fail_reason") or ""))
+                self.marks["failure"] = [i for i in self.marks["failure"] if i not in c.events]
+                c.failure, c.failure_event = "", -1
+            if not c.has_metrics and not c.failure and (any_metrics or c is last):
+                c.crashed = True
+                c.failure = ("cut off: the trace ends inside this compile (the process crashed "
+                             "or was killed while compiling)")
+                c.failure_event = c.events[-1] if c.events else -1
+                if c.failure_event >= 0:
+                    self.marks["failure"].append(c.failure_event)
+        self.marks["failure"].sort()
 
     def _group_reasons(self) -> None:
         """Each compile's recompile reasons deduplicated; a reason an earlier compile of the
@@ -390,8 +460,10 @@ def introduced_at(model, c, gf) -> str:
     return next(iter(tensor or cands), "")
 
 
+_BYTECODE_HEAD = re.compile(r"ORIGINAL BYTECODE (\S+) (.+?) line (\d+)")
 _PT_RESUME = re.compile(r"resume_in_(\w+?)_at_(\d+)$")
 _OUR_RESUME = re.compile(r"__resume_at_\d+_(\w+)$")
+_OUR_RESUME_ALL = re.compile(r"_?_resume_at_\d+_")
 _MARKED = re.compile(r"^(.*?)\s*# >>> (\d+)$")
 
 

@@ -25,9 +25,13 @@ def summary_text(model: TraceModel, shown: str) -> str:
             out.append(f"  {c.id}: {', '.join(c.flags)}{extra}{time}")
             if c.failure:
                 out.append(f"    failure: {c.failure}")
+            if c.skipped:
+                out.append("    frame skipped: capture gave up on this function, it runs eagerly"
+                           + (f" ({c.skip_reason})" if c.skip_reason else ""))
             for b in c.breaks:
                 where = f" at {b.filename}:{b.lineno}" if b.filename else ""
-                out.append(f"    graph break{where}: {b.reason.splitlines()[0] if b.reason else '?'}")
+                rid = f" [{b.reason_id}]" if b.reason_id else ""
+                out.append(f"    graph break{where}{rid}: {b.reason.splitlines()[0] if b.reason else '?'}")
             if not c.breaks:
                 for r in c.restart_reasons:
                     out.append(f"    restart: {r.splitlines()[0]}")

@@ -59,7 +59,7 @@ async def test_overview_worst_offenders_first(synthetic_trace):
         tree = app.screen.query_one(CompileTree)
         frames = [n.data for n in tree.root.children]
         # the failed frame first, then the frame that recompiles and breaks, then the clean one
-        assert [f.name for f in frames] == ["broken", "forward", "__resume_at_40_forward"]
+        assert [f.name for f in frames] == ["broken", "forward", "forward (resume)"]
         assert frames[0].compiles[0].outcome == FAILED
         assert [c.outcome for c in frames[1].compiles] == [BREAK, BREAK]
         assert RECOMPILE in frames[1].compiles[1].flags

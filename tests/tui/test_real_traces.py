@@ -15,7 +15,7 @@ SIZE = (140, 40)
 def test_pytorch_trace_model(torch_trace):
     o = open_path(str(torch_trace.parent))  # the folder, as TORCH_TRACE leaves it
     m = TraceModel(o.trace)
-    assert [f.name for f in m.frames] == ["f", "torch_dynamo_resume_in_f_at_6"]
+    assert [f.name for f in m.frames] == ["f", "f (resume at line 6)"]  # issue 18 (11)
     f0 = m.frames[0]
     assert [c.id for c in f0.compiles] == ["0/0", "0/1"]
     c00, c01 = f0.compiles

@@ -14,10 +14,21 @@ class BreaksPane(Pane):
             self.set_body(missing("Graph breaks for this compile"))
             return
         items = []
+        if c.skipped:
+            items += [Text("Capture gave up on this frame: the whole function runs eagerly "
+                           "(nothing of it is compiled; functions it calls compile on their own).",
+                           style="bold yellow"), Text("")]
         for n, b in enumerate(c.breaks, 1):
             current = event is not None and b.event == event
-            items.append(heading(f"{'▶ ' if current else ''}Graph break {n}"))
+            items.append(heading(f"{'▶ ' if current else ''}Graph break {n}"
+                                 + (f"  [{b.reason_id}]" if b.reason_id else "")))
             items.append(Text.assemble(("reason      ", "bold"), (b.reason, "yellow")))
+            if b.explanation:
+                items.append(Text.assemble(("why         ", "bold"), b.explanation))
+            for h in b.hints[:4]:
+                items.append(Text.assemble(("hint        ", "bold"), (h, "green")))
+            if b.link:
+                items.append(Text.assemble(("more        ", "bold"), b.link))
             if b.instruction:
                 items.append(Text.assemble(("instruction ", "bold"), b.instruction))
             if b.filename:

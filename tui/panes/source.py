@@ -39,6 +39,21 @@ def line_facts(model, c, filename: str) -> dict[int, dict[str, list]]:
     return facts
 
 
+def captured_range(c, first: int, n_lines: int, break_lines: list[int]) -> tuple[int, int]:
+    """[start, stop) of the lines the compile's graph captured: nothing when capture gave up on
+    the frame; a resume function from the line it resumes at; up to the first break, or to
+    where the rest runs eagerly."""
+    end = first + n_lines
+    if c.skipped:
+        return first, first
+    start = c.resume_line if c.resume_line and first <= c.resume_line < end else first
+    stops = [ln for ln in break_lines if ln >= start]
+    stops += [b.eager_from for b in c.breaks if b.eager_from]
+    # a resume function resumes after its break line: that line's break is its parent's
+    stops = [ln for ln in stops if ln > start or not c.resume_line]
+    return start, min(stops) if stops else end
+
+
 class SourcePane(Vertical):
     TITLE = "Source"
     DEFAULT_CSS = """
@@ -74,8 +89,7 @@ class SourcePane(Vertical):
         self.filename, self.first, text_lines = src
         self.facts = line_facts(model, c, c.filename or self.filename)
         break_lines = sorted(self.facts_lines("breaks"))
-        # captured range: from the function start up to (not including) the first break
-        stop = break_lines[0] if break_lines else self.first + len(text_lines)
+        self.capture_start, stop = captured_range(c, self.first, len(text_lines), break_lines)
         head.update(Text.assemble(
             (f"{c.name or '?'}", "bold"), f"  {Path(self.filename).name}:{self.first}   ",
             ("▌", "green"), " captured  ", ("✖", "bold yellow"), " graph break  ",
@@ -85,7 +99,7 @@ class SourcePane(Vertical):
             ln = self.first + n
             f = self.facts.get(ln, {})
             t = Text(no_wrap=True)
-            t.append("▌" if ln < stop else " ", "green")
+            t.append("▌" if self.capture_start <= ln < stop else " ", "green")
             t.append(f"{ln:>5} ", "bright_black")
             t.append("✖" if f.get("breaks") else " ", "bold yellow")
             t.append("G" if f.get("guards") else " ", "green")

@@ -35,8 +35,14 @@ class SummaryPane(Pane):
         t.add_row("compile time", f"{c.compile_time:.3f} s" if c.compile_time else "-")
         t.add_row("events", str(len(c.events)))
         items = [heading(f"Compile {c.id}"), t]
+        if c.skipped:
+            items += [Text(""), heading("Frame skipped"),
+                      Text("Capture gave up on this function: it runs eagerly. "
+                           + (c.skip_reason + ". " if c.skip_reason else "")
+                           + "See Graph breaks (3) for where and why.", style="bold yellow")]
         if c.failure:
-            items += [Text(""), heading("Failure"), Text(c.failure, style="red")]
+            items += [Text(""), heading("Crashed" if c.crashed else "Failure"),
+                      Text(c.failure, style="red")]
             if model.repro_script() is not None:
                 items.append(Text(f"Repro script: {model.repro_script()} -- m (or ctrl+p "
                                   "'Minify') shows the command and asks before running it",

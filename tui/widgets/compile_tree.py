@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import Tree
 
-from tracetorch.tui.model import OUTCOME_STYLE, BREAK, FAILED, RECOMPILE
+from tracetorch.tui.model import OUTCOME_STYLE, BREAK, CRASHED, FAILED, RECOMPILE, SKIPPED
 
 
 def frame_label(f) -> Text:
@@ -15,7 +15,8 @@ def frame_label(f) -> Text:
     t.append(f.name, "bold")
     if f.location:
         t.append(f"  {f.location}", "bright_black")
-    for outcome, sym in ((FAILED, "failed"), (RECOMPILE, "recompiles"), (BREAK, "breaks")):
+    for outcome, sym in ((CRASHED, "crashed"), (FAILED, "failed"), (SKIPPED, "skipped"),
+                         (RECOMPILE, "recompiles"), (BREAK, "breaks")):
         n = f.count(outcome)
         if n:
             t.append(f"  {n} {sym}", OUTCOME_STYLE[outcome])
