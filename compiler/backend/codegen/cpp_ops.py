@@ -95,6 +95,8 @@ static inline int64_t tt_index_nowrap(int64_t v, int64_t size, int* status) {  /
 template <typename T> static inline T tt_sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
 template <typename T> static inline T tt_relu(T x) { return (x != x || x > T(0)) ? x : T(0); }
 template <typename T> static inline bool tt_isnan(T x) { if constexpr (std::is_floating_point<T>::value) return std::isnan(x); else return false; }
+// signbit through copysign: GCC 12 crashes (internal compiler error) vectorizing std::signbit
+template <typename T> static inline bool tt_signbit(T x) { if constexpr (std::is_floating_point<T>::value) return std::copysign(T(1), x) < T(0); else return x < T(0); }
 template <typename T> static inline bool tt_isinf(T x) { if constexpr (std::is_floating_point<T>::value) return std::isinf(x); else return false; }
 static inline double tt_erfinv(double y) {
   // Giles' approximation refined by two Newton steps
@@ -197,7 +199,7 @@ _UNARY_ANY = {
     "relu": "tt_relu({x})",
 }
 _UNARY_BOOL = {
-    "logical_not": "(!{x})", "isnan": "tt_isnan({x})", "isinf": "tt_isinf({x})", "signbit": "std::signbit({x})",
+    "logical_not": "(!{x})", "isnan": "tt_isnan({x})", "isinf": "tt_isinf({x})", "signbit": "tt_signbit({x})",
 }
 _BINARY = {
     "add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "truediv": "tt_div({a}, {b})",

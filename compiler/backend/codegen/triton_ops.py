@@ -55,6 +55,7 @@ _BINARY_ANY = {
 }
 _BINARY_INT = {
     "floordiv": "th.int_floordiv({a}, {b})", "remainder": "th.int_remainder({a}, {b})",
+    "pow": "th.int_pow({a}, {b})",
     "fmod": "({a} % {b})", "bitwise_and": "({a} & {b})", "bitwise_or": "({a} | {b})",
     "bitwise_xor": "({a} ^ {b})", "left_shift": "({a} << {b})", "right_shift": "({a} >> {b})",
 }

@@ -154,7 +154,12 @@ def _var(ctx, x, dims, correction, keepdim, out):
         return ops.mul(d, d)
 
     sq = make_reduction(ctx, x, dims, "sum", out_dtype=acc, src_dtype=acc, keepdim=keepdim, value_fn=centered)
-    denom = n - (1 if correction is None else correction)
+    corr = 1 if correction is None else correction
+    if isinstance(corr, float) and corr.is_integer():
+        corr = int(corr)          # (a float 1.0 made the size expression s0 - 1.0, which no printer takes)
+    if not isinstance(corr, int):
+        raise NotLowerable(f"non-integer correction {corr!r}")
+    denom = n - corr
     sq_ld = sq.make_loader()
 
     def var_fn(idx):

@@ -93,3 +93,20 @@ def round_to_bf16_bits(x):
     u = f.to(tl.uint32, bitcast=True)
     r = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
     return tl.where(f != f, f, r.to(tl.float32, bitcast=True))
+
+
+@triton.jit
+def int_pow(a, b):
+    # integer power by squaring over the exponent's 63 value bits (wrapping like torch's);
+    # negative exponents: 1 for a == 1, +-1 for a == -1, else 0 (torch's integer rule)
+    r = tl.full(a.shape, 1, a.dtype)
+    base = a
+    e = tl.where(b < 0, 0, b)
+    for _ in tl.static_range(63):
+        r = tl.where((e & 1) != 0, r * base, r)
+        base = base * base
+        e = e >> 1
+    if a.dtype.is_int_signed():
+        neg = tl.where(a == 1, 1, tl.where(a == -1, tl.where((b & 1) != 0, -1, 1), 0)).to(a.dtype)
+        r = tl.where(b < 0, neg, r)
+    return r
