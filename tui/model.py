@@ -192,6 +192,7 @@ class TraceModel:
             by_frame.setdefault(key[0], Frame(key[0])).compiles.append(self.compiles[key])
         self.frames = sorted(by_frame.values(), key=lambda f: f.severity)
         self._classify()
+        self.frames.sort(key=lambda f: f.severity)  # crashed and skipped frames are known now
         self.totals = self._totals()
         self._group_reasons()
 

@@ -71,3 +71,18 @@ def value_recompile_traces(fixture_root) -> dict:
     from tui_trace_fixtures import VALUE_RECOMPILE_PROGRAM, program_trace
     return {w: program_trace(fixture_root, "value_recompile", VALUE_RECOMPILE_PROGRAM, w)
             for w in ("torch", "ours")}
+
+
+@pytest.fixture(scope="session")
+def loop_break_traces(fixture_root) -> dict:
+    """A data-dependent branch inside a loop, under both compilers (issue 18 (4))."""
+    from tui_trace_fixtures import LOOP_PROGRAM, program_trace
+    return {w: program_trace(fixture_root, "loop_break", LOOP_PROGRAM, w, target="f")
+            for w in ("torch", "ours")}
+
+
+@pytest.fixture(scope="session")
+def crash_traces(fixture_root) -> dict:
+    """A process killed (SIGSEGV) by its backend inside the second compile (issue 18 (9))."""
+    from tui_trace_fixtures import crash_trace
+    return {w: crash_trace(fixture_root, w) for w in ("torch", "ours")}

@@ -292,11 +292,12 @@ VALUE_RECOMPILE_PROGRAM = textwrap.dedent(
     """
 )
 
-COMPILERS = {"torch": 'torch.compile(m, backend="eager")',
-             "ours": "__import__('tracetorch').compiler.compile(m)"}
+COMPILERS = {"torch": 'torch.compile({target}, backend="eager")',
+             "ours": "__import__('tracetorch').compiler.compile({target})"}
 
 
-def program_trace(root: Path, name: str, program: str, which: str, extra_env=None) -> Path:
+def program_trace(root: Path, name: str, program: str, which: str, extra_env=None,
+                  target: str = "m") -> Path:
     """Run `program` (COMPILE replaced for `which`: "torch" or "ours") once per test run, under
     TORCH_TRACE or TRACE_DIR; returns the trace folder. Shared by xdist workers (a lock)."""
     import fcntl
@@ -308,9 +309,80 @@ def program_trace(root: Path, name: str, program: str, which: str, extra_env=Non
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (d / ".done").exists():
             prog = d / "prog.py"
-            prog.write_text(program.replace("COMPILE", COMPILERS.get(which, which)))
+            prog.write_text(program.replace("COMPILE", COMPILERS[which].format(target=target)))
             env = {"TORCH_TRACE": str(out)} if which == "torch" else {
                 "TRACE_DIR": str(out), "TRACE_BACKEND_CACHE_ENABLED": "0"}
             run(prog, {**env, **(extra_env or {})}, d)
+            (d / ".done").write_text("")
+    return out
+
+
+# A data-dependent branch inside a loop: both compilers give up on the frame (issue 18 (4)).
+LOOP_PROGRAM = textwrap.dedent(
+    """\
+    import torch
+
+
+    def f(x):
+        for i in range(3):
+            x = torch.sin(x)
+            if x.sum() > 0:
+                x = x + 1
+        return x * 2
+
+
+    cf = COMPILE
+    cf(torch.randn(4))
+    """
+)
+
+# The backend crashes the process (SIGSEGV) while compiling the second function (issue 18 (9)).
+CRASH_PROGRAM = textwrap.dedent(
+    """\
+    import ctypes
+    import torch
+
+
+    def crash(gm, example_inputs):
+        if any("cos" in str(n.target) for n in gm.graph.nodes):
+            ctypes.string_at(0)
+        return gm.forward
+
+
+    def g(x):
+        return torch.sin(x) + 1
+
+
+    def h(x):
+        return torch.cos(x) * 2
+
+
+    COMPILE_G(torch.randn(3))
+    COMPILE_H(torch.randn(3))
+    """
+)
+
+
+def crash_trace(root: Path, which: str) -> Path:
+    """CRASH_PROGRAM under torch.compile or compiler.compile: the process dies in h's compile."""
+    import fcntl
+
+    d = root / f"crash_{which}"
+    d.mkdir(parents=True, exist_ok=True)
+    out = d / "trace"
+    wrap = ("torch.compile({}, backend=crash)" if which == "torch"
+            else "__import__('tracetorch').compiler.compile({}, backend=crash)")
+    with open(d / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (d / ".done").exists():
+            prog = d / "prog.py"
+            prog.write_text(CRASH_PROGRAM.replace("COMPILE_G", wrap.format("g"))
+                            .replace("COMPILE_H", wrap.format("h")))
+            env = {"TORCH_TRACE": str(out)} if which == "torch" else {"TRACE_DIR": str(out)}
+            base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                    "HOME": os.environ.get("HOME", "/root"), "PYTHONPATH": str(REPO)}
+            proc = subprocess.run([sys.executable, str(prog)], env={**base, **env}, cwd=str(d),
+                                  capture_output=True, text=True, timeout=600)
+            assert proc.returncode < 0, f"the program should have crashed:\n{proc.stderr[-2000:]}"
             (d / ".done").write_text("")
     return out
