@@ -4,7 +4,8 @@
     python scripts/run_hf_zoo.py --only gpt2,llama --backend default
     python scripts/run_hf_zoo.py --out scripts/results/hf_zoo_cpu
 
-Per model, each in its own subprocess (a crash costs one row): graphs and graph breaks, ours
+Models run in worker subprocesses, a few per worker (imports are paid once per worker; a crash
+costs the rest of that worker's rows, reported as errors), --jobs workers at a time. Per model: graphs and graph breaks, ours
 (compiler.explain) and Dynamo's (torch._dynamo.explain) on the same keyword call in eval mode;
 the largest output error of a positional and a keyword call against eager; a training step with
 labels: the loss error and the largest parameter-gradient error (relative to the gradient's
@@ -12,27 +13,31 @@ largest magnitude); the time of the first compiled call. Writes <out>.json and <
 """
 import argparse
 import json
-import os
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "compiler" / "frontend"))
 
 
-def _one(name, backend, train_backend, out_file):
+def _worker(names, backend, train_backend, out_dir):
     warnings.filterwarnings("ignore")
     import logging
     logging.disable(logging.WARNING)
     from hf_zoo import check
-    try:
-        res = check(name, backend=backend, train_backend=train_backend, train_counts=True)
-    except Exception as e:                      # noqa: BLE001 - a row says what went wrong
-        res = {"name": name, "error": f"{type(e).__name__}: {str(e)[:300]}"}
-    Path(out_file).write_text(json.dumps(res))
+    for name in names:
+        start = time.perf_counter()
+        try:
+            res = check(name, backend=backend, train_backend=train_backend, train_counts=True)
+        except Exception as e:                      # noqa: BLE001 - a row says what went wrong
+            res = {"name": name, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+        res["wall_s"] = time.perf_counter() - start
+        Path(out_dir, name + ".json").write_text(json.dumps(res))
 
 
 def _fmt(r):
@@ -53,35 +58,45 @@ def main(argv=None):
     p.add_argument("--only", default="", help="comma-separated zoo names (default: all)")
     p.add_argument("--backend", default="eager", help="backend for the eval calls")
     p.add_argument("--train-backend", default="aot_eager", help="backend for the training step")
-    p.add_argument("--timeout", type=int, default=600)
+    p.add_argument("--timeout", type=int, default=1800, help="seconds per worker")
+    p.add_argument("--jobs", type=int, default=1, help="workers at a time")
+    p.add_argument("--per-worker", type=int, default=6, help="models per worker process")
     p.add_argument("--out", default=None, help="output path without extension")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--result-file", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--result-dir", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        return _one(args.worker, args.backend, args.train_backend, args.result_file)
+        return _worker(args.worker.split(","), args.backend, args.train_backend, args.result_dir)
     from hf_zoo import ZOO
     names = [n for n in args.only.split(",") if n] or list(ZOO)
-    rows = []
     header = ("| model | family | graphs ours/Dynamo | breaks ours/Dynamo | train breaks "
               "ours/Dynamo | max out err | loss err | max grad err | compile s | |\n"
               "|---|---|---|---|---|---|---|---|---|---|")
     print(header, flush=True)
-    for name in names:
-        result_file = f"/tmp/hf_zoo_{os.getpid()}_{name}.json"
-        start = time.perf_counter()
+    out_dir = tempfile.mkdtemp(prefix="hf_zoo_")
+    chunks = [names[i:i + args.per_worker] for i in range(0, len(names), args.per_worker)]
+
+    def run_chunk(chunk):
         try:
-            subprocess.run([sys.executable, __file__, "--worker", name, "--backend", args.backend,
-                            "--train-backend", args.train_backend, "--result-file", result_file],
-                           timeout=args.timeout, capture_output=True, cwd=ROOT)
-            r = json.loads(Path(result_file).read_text())
+            subprocess.run([sys.executable, __file__, "--worker", ",".join(chunk), "--backend",
+                            args.backend, "--train-backend", args.train_backend,
+                            "--result-dir", out_dir], timeout=args.timeout,
+                           capture_output=True, cwd=ROOT)
         except subprocess.TimeoutExpired:
-            r = {"name": name, "error": f"timeout after {args.timeout}s"}
-        except (OSError, json.JSONDecodeError) as e:
-            r = {"name": name, "error": f"worker died: {e}"}
-        r["wall_s"] = time.perf_counter() - start
-        rows.append(r)
-        print(_fmt(r), flush=True)
+            pass
+        done = []
+        for name in chunk:
+            f = Path(out_dir, name + ".json")
+            r = json.loads(f.read_text()) if f.exists() else \
+                {"name": name, "error": "worker died or timed out before this model"}
+            print(_fmt(r), flush=True)
+            done.append(r)
+        return done
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        results = {r["name"]: r for rows_ in pool.map(run_chunk, chunks) for r in rows_}
+    rows = [results[n] for n in names]
+    print("\nin zoo order:\n" + header + "\n" + "\n".join(_fmt(r) for r in rows))
     good = sum(1 for r in rows if _fmt(r).endswith("| ok |"))
     summary = f"{good}/{len(rows)} ok (backend={args.backend}, train_backend={args.train_backend})"
     print(summary)

@@ -70,6 +70,10 @@ def binary_op(tx, symbol, a, b):
         return _const_apply(fn, a.as_constant(), b.as_constant())
     # sequences: concatenation and repetition
     base = BINARY_OPS.get(symbol.rstrip("=")) if symbol != "==" else None
+    if base is operator.add:        # a constant tuple (`all_hidden = ()`) meets a symbolic one
+        a, b = [V.TupleVariable([V.ConstantVariable(i) for i in x.as_constant()])
+                if x.is_constant() and type(x.as_constant()) is tuple
+                and isinstance(y, V.TupleVariable) else x for x, y in ((a, b), (b, a))]
     if isinstance(a, V.BaseListVariable) and isinstance(b, V.BaseListVariable) and base is operator.add:
         if type(a) is type(b) or (isinstance(a, V.TupleVariable) and isinstance(b, V.TupleVariable)):
             if inplace and isinstance(a, V.ListVariable):
