@@ -283,3 +283,13 @@ def test_logging_calls_are_deferred_after_the_graph_and_once_stays_once(caplog):
     messages = [r.getMessage() for r in caplog.records if r.name == _LOGGER.name]
     assert messages.count("unrecognized 3: using the default") == 1
     assert messages.count("step") == 3
+
+
+def test_constant_empty_tuple_accumulates_symbolic_items():
+    def f(x):
+        hidden = ()
+        for i in range(3):
+            x = x + i
+            hidden += (x,)
+        return torch.stack(hidden).sum(0)
+    _check(f, torch.randn(4))
