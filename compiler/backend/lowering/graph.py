@@ -32,6 +32,22 @@ INLINE_MAX_COST_SHARED = 12
 INLINE_MAX_COST = 120
 
 
+#: in-place ops that change only their argument's metadata (run as ATen fallbacks)
+_METADATA_INPLACE = {getattr(aten, n).default for n in ("as_strided_", "squeeze_", "unsqueeze_", "t_", "transpose_",
+                                                         "swapdims_", "swapaxes_") if hasattr(aten, n)
+                     and "default" in getattr(aten, n).overloads()}
+_METADATA_INPLACE |= {o for n in ("squeeze_", "unsqueeze_", "transpose_") if hasattr(aten, n)
+                      for o in (getattr(getattr(aten, n), ov) for ov in getattr(aten, n).overloads())}
+
+
+def _is_input(x) -> bool:
+    """A graph input, or a graph input after in-place metadata ops (as_strided_ of it): the aot
+    stage's write-back copy_ may target either."""
+    while isinstance(x, ir.FallbackKernel) and x.reason == "in-place metadata op" and x.args:
+        x = x.args[0]
+    return isinstance(x, ir.InputBuffer)
+
+
 class GraphFallback(Exception):
     """The graph cannot be compiled as a whole (e.g. data-dependent sizes): run it eagerly."""
 
@@ -255,12 +271,17 @@ class GraphLowering:
         if _has_unbacked(val):
             raise GraphFallback(f"{target} has a data-dependent output size")
         ctx = Ctx(self, node)
-        if target is aten.copy_.default and not isinstance(args[0], ir.InputBuffer) and _dead_after_copy(node):
+        if target is aten.copy_.default and not _is_input(args[0]) and _dead_after_copy(node):
             # a decomposition's copy_ into a temporary that nothing reads afterwards (e.g. the
             # running-stat update of batch norm on instance_norm's repeated stats): its only
             # observable effect is its result, the copied value
             return self._after_lowering(LOWERINGS[aten.copy.default](ctx, *args, **kwargs), node)
-        if target._schema.is_mutable and not (target is aten.copy_.default and isinstance(args[0], ir.InputBuffer)):
+        if target in _METADATA_INPLACE:
+            # changes only sizes/strides of its argument (the data stays where it is, so kernels
+            # that index the old buffer with its compile-time layout still read the right
+            # elements): the ATen op alone runs, as eager's does, not the whole graph
+            return self._fallback(ctx, node, args, kwargs, "in-place metadata op")
+        if target._schema.is_mutable and not (target is aten.copy_.default and _is_input(args[0])):
             # functionalization removes mutation, but a decomposition can bring an in-place op
             # back (e.g. copy_ into a view of a clone); lowering it as a value would be wrong
             raise GraphFallback(f"in-place op {target} in the traced graph")

@@ -1,7 +1,8 @@
 """Regression tests of issue 20's root-cause classes: each program once found a wrong result, a
 crash or a whole-graph eager run. Every case compares compiled with eager (outputs, the inputs
 after the call, the identity of returned inputs) under torch.compile(backend=compiler.backend),
-with the C++ code generator and with Triton under the interpreter, and checks that no graph ran
+with the C++ code generator and with Triton under the interpreter, and under compiler.compile
+(our frontend), and checks that no graph ran
 eagerly as a whole (events graph_runs_eagerly / aot_runs_eagerly), except where the Triton
 interpreter lacks the function (runtime/triton_interp_libdevice.py, INTERP_MISSING)."""
 import logging
@@ -115,6 +116,16 @@ def half_rounded_before_cast(a):            # a bf16 value is rounded before it 
     return torch.pow(a, 8).to(torch.int32), (a * 3).sum()
 
 
+def transpose_input_in_place(a):           # in-place metadata ops run as ATen ops (not the graph)
+    a.t_()
+    return a + 1
+
+
+def unsqueeze_input_in_place(a):
+    a.unsqueeze_(0)
+    return a * 2, a
+
+
 CASES = {
     "1_writeback_order": (writeback_before_reader, lambda: [torch.zeros(3), torch.tensor(1.)]),
     "2_output_overwritten": (fused_output_overwritten, lambda: [torch.tensor([1., 2.])]),
@@ -139,6 +150,8 @@ CASES = {
     "strided_slices": (strided_slices, lambda: [torch.randn(7, 3)]),
     "sym_max": (sym_max_size, lambda: [torch.randn(5)]),
     "half_before_cast": (half_rounded_before_cast, lambda: [torch.tensor([3.3, 4.1, 2.7]).bfloat16()]),
+    "t_input": (transpose_input_in_place, lambda: [torch.randn(3, 4)]),
+    "unsqueeze_input": (unsqueeze_input_in_place, lambda: [torch.randn(3, 4)]),
 }
 #: cases run again at other sizes (dynamic shapes after the automatic recompile)
 RESIZE = {"cat_view_slice_flip": [(3, 5), (9, 2)], "strided_slices": [(9, 3), (11, 2)], "sym_max": [(2,), (7,)]}
@@ -167,9 +180,10 @@ def _clone(x):
     return x[tuple(slice(0, 1) if sh else slice(None) for sh in shared)].clone().expand(x.shape)
 
 
-@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+@pytest.mark.parametrize("codegen", ["cpp", "triton", "frontend"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_compiled_matches_eager(case, codegen, backend_cache_dir):
+    """codegen "frontend": compiler.compile(fn) (our frontend) with the C++ code generator."""
     fn, make = CASES[case]
     events = []
 
@@ -177,10 +191,11 @@ def test_compiled_matches_eager(case, codegen, backend_cache_dir):
         if ev.name in ("graph_runs_eagerly", "aot_runs_eagerly"):
             events.append(str(ev.fields.get("reason")))
     torch._dynamo.reset()
-    compiled = torch.compile(fn, backend=compiler.backend)
+    compiled = compiler.compile(fn) if codegen == "frontend" else torch.compile(fn, backend=compiler.backend)
     logs.add_sink(sink, level=logging.WARNING, artifacts=None)
     try:
-        with config.patch(**{"backend.fallback_on_error": False, "backend.cpu_codegen": codegen}):
+        with config.patch(**{"backend.fallback_on_error": False,
+                             "backend.cpu_codegen": "triton" if codegen == "triton" else "cpp"}):
             shapes = [None] + RESIZE.get(case, [])
             for shape in shapes:
                 args = make() if shape is None else [torch.randn(shape)] + make()[1:]
