@@ -41,7 +41,7 @@ def write_crash_log(error: BaseException) -> Path | None:
 class TraceApp(App):
     TITLE = "tracetui"
     BINDINGS = [
-        Binding("f1", "help", "Help"),
+        Binding("f1,question_mark", "help", "Help"),
         Binding("slash,ctrl+f", "search", "Search"),
         Binding("exclamation_mark", "problems", "Problems", show=False),
         Binding("m", "minify", "Minify", show=False),

@@ -6,8 +6,18 @@ from __future__ import annotations
 from rich.console import Group, RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
+from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Static
+from textual.widgets import OptionList, Static
+
+
+class KeyList(OptionList):
+    """An OptionList with the vi keys the help lists (j/k, g/G)."""
+
+    BINDINGS = [Binding("j", "cursor_down", "Down", show=False),
+                Binding("k", "cursor_up", "Up", show=False),
+                Binding("g", "first", "First", show=False),
+                Binding("G", "last", "Last", show=False)]
 
 MAX_LINES = 2000  # long payloads are cut (with a note) so that one pane never stalls the UI
 
@@ -34,6 +44,10 @@ def code(text: str, language: str = "python", start: int = 1,
 
 
 class Pane(VerticalScroll):
+    BINDINGS = [Binding("j", "scroll_down", "Down", show=False),
+                Binding("k", "scroll_up", "Up", show=False),
+                Binding("g", "scroll_home", "Top", show=False),
+                Binding("G", "scroll_end", "Bottom", show=False)]
     """A tab body. `show(model, compile, event)` fills it; `event` is the replay cursor's event
     index when the pane follows the timeline."""
 

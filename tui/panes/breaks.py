@@ -7,7 +7,7 @@ from tracetorch.tui.panes.base import Pane, heading, missing
 
 class BreaksPane(Pane):
     FOLLOWS_EVENT = True  # re-rendered on every replay step
-    TITLE = "Graph breaks"
+    TITLE = "Breaks"
 
     def show(self, model, c, event=None) -> None:
         if c is None or not (c.breaks or c.restart_reasons):

@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from tracetorch.tui.panes.base import code, heading, missing
+from tracetorch.tui.panes.base import KeyList, code, heading, missing
 
 
 class KernelsPane(Horizontal):
@@ -30,7 +30,7 @@ class KernelsPane(Horizontal):
             super().__init__()
 
     def compose(self):
-        yield OptionList(id="kernel-list")
+        yield KeyList(id="kernel-list")
         with VerticalScroll(id="kernel-view"):
             yield Static(id="kernel-code")
 

@@ -11,7 +11,7 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from tracetorch.tui.panes.base import missing
+from tracetorch.tui.panes.base import KeyList, missing
 
 
 def same_file(a: str, b: str) -> bool:
@@ -71,7 +71,7 @@ class SourcePane(Vertical):
 
     def compose(self):
         yield Static(id="src-head")
-        yield OptionList(id="src-lines")
+        yield KeyList(id="src-lines")
         yield Static(id="src-info")
 
     def show(self, model, c, event=None) -> None:
@@ -124,17 +124,31 @@ class SourcePane(Vertical):
         ln = self.first + event.option_index
         f = self.facts.get(ln, {})
         parts = [Text(f"line {ln}", style="bold")]
-        for b in f.get("breaks", []):
-            parts.append(Text(f"  graph break: {b.reason.splitlines()[0]}", style="yellow"))
-        for g in f.get("guards", [])[:5]:
-            parts.append(Text(f"  guard: {g.strip()[:200]}", style="green"))
+        # one line each, kernels first: wrapped guards must not push them out of the panel
         for k in f.get("kernels", []):
-            parts.append(Text(f"  kernel: {k.name}  (fx nodes: {', '.join(k.fx_nodes) or '-'})",
-                              style="cyan"))
+            parts.append(Text(f"  kernel: {k.name}  (fx nodes: {', '.join(k.fx_nodes) or '-'})"
+                              "  enter: show it", style="cyan", no_wrap=True, overflow="ellipsis"))
+        for b in f.get("breaks", []):
+            parts.append(Text(f"  graph break{' [' + b.reason_id + ']' if b.reason_id else ''}: "
+                              f"{b.reason.splitlines()[0]}", style="yellow", no_wrap=True,
+                              overflow="ellipsis"))
+        guards = f.get("guards", [])
+        for g in guards[:3]:
+            parts.append(Text(f"  guard: {' '.join(g.split())}", style="green", no_wrap=True,
+                              overflow="ellipsis"))
+        if len(guards) > 3:
+            parts.append(Text(f"  ... {len(guards) - 3} more guards (Guards tab, 4)",
+                              style="italic green"))
         if len(parts) == 1:
             parts.append(Text("  nothing recorded for this line", style="italic bright_black"))
         self.query_one("#src-info", Static).update(Text("\n").join(parts))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
-        self.post_message(self.OpenKernels(self.filename, self.first + event.option_index))
+        ln = self.first + event.option_index
+        if not self.facts.get(ln, {}).get("kernels"):
+            self.app.notify(f"No kernel was generated from line {ln}"
+                            + (" (this compile has no kernels)" if not getattr(self.c, "kernels", None)
+                               else "") + ".", severity="warning")
+            return
+        self.post_message(self.OpenKernels(self.filename, ln))

@@ -39,7 +39,7 @@ class SummaryPane(Pane):
             items += [Text(""), heading("Frame skipped"),
                       Text("Capture gave up on this function: it runs eagerly. "
                            + (c.skip_reason + ". " if c.skip_reason else "")
-                           + "See Graph breaks (3) for where and why.", style="bold yellow")]
+                           + "See Breaks (3) for where and why.", style="bold yellow")]
         if c.failure:
             items += [Text(""), heading("Crashed" if c.crashed else "Failure"),
                       Text(c.failure, style="red")]

@@ -12,9 +12,9 @@ from textual.widgets import Static
 NAVIGATION = [
     ("j / k, ↓ / ↑", "move in the tree, lists and the timeline"),
     ("g / G, home / end", "first / last"),
-    ("1 … 9, [ / ]", "compile-detail tabs (Summary … Metrics), previous / next tab"),
+    ("1 … 9, 0, [ / ]", "compile-detail tabs (Summary … Metrics, 0: Event), previous / next tab"),
     ("enter", "source line → its kernels; kernel → its source line"),
-    ("tab / shift+tab", "move focus between panes"),
+    ("tab / shift+tab", "move focus between the tree and the tab's content"),
     ("mouse", "click tabs, tree nodes, lines and timeline rows; wheel scrolls"),
 ]
 
@@ -39,7 +39,7 @@ def bindings_table(app, title: str, bindings) -> Table:
 
 
 class HelpScreen(ModalScreen):
-    BINDINGS = [Binding("escape,f1,q", "app.pop_screen", "Close")]
+    BINDINGS = [Binding("escape,f1,question_mark,q", "app.pop_screen", "Close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll { width: 90; height: 90%; border: thick $primary;

@@ -13,8 +13,8 @@ from tracetorch.tui.tabs import TAB_IDS, TAB_TITLES
 from tracetorch.tui.widgets.compile_tree import CompileTree
 from tracetorch.tui.widgets.totals import Totals
 
-TAB_KEYS = [Binding(str(n), f"tab('{tab_id}')", title, show=False)
-            for n, (tab_id, title) in enumerate(TAB_TITLES[:9], 1)]
+TAB_KEYS = [Binding(str(n % 10), f"tab('{tab_id}')", title, show=False)
+            for n, (tab_id, title) in enumerate(TAB_TITLES[:10], 1)]
 
 
 class MainScreen(Screen):
@@ -22,11 +22,12 @@ class MainScreen(Screen):
         Binding("r", "app.replay", "Replay"),
         Binding("left_square_bracket,h", "cycle_tab(-1)", "Prev tab", show=False),
         Binding("right_square_bracket,l", "cycle_tab(1)", "Next tab", show=False),
-        Binding("tab", "app.focus_next", "Focus", show=False),
+        Binding("tab", "focus_pane(1)", "Focus", show=False),
+        Binding("shift+tab", "focus_pane(-1)", "Focus back", show=False),
         *TAB_KEYS,
     ]
     DEFAULT_CSS = """
-    MainScreen #left { width: 42%; min-width: 30; border-right: solid $primary; }
+    MainScreen #left { width: 36%; min-width: 30; border-right: solid $primary; }
     MainScreen CompileTree { height: 1fr; }
     """
 
@@ -89,6 +90,29 @@ class MainScreen(Screen):
 
     def action_tab(self, tab_id: str) -> None:
         self.with_detail(lambda d: d.switch(tab_id))
+
+    def action_focus_pane(self, step: int) -> None:
+        """Tab: between the tree and the active tab's content (a list or the scrolling body),
+        never the tab bar, which shows no cursor (the number keys pick tabs)."""
+        tree = self.query_one(CompileTree)
+
+        def move(detail):
+            try:
+                pane = detail.pane(detail.active)
+            except Exception:
+                pane = None
+            targets = [tree]
+            if pane is not None:
+                inner = [w for w in pane.query("*") if w.focusable and w.display]
+                targets.append(inner[0] if inner else pane)
+            cur = next((i for i, t in enumerate(targets) if self.focused is not None and (
+                self.focused is t or t in self.focused.ancestors)), 0)
+            target = targets[(cur + step) % len(targets)]
+            if target.focusable:
+                target.focus()
+            else:
+                tree.focus()
+        self.with_detail(move)
 
     def action_cycle_tab(self, step: int) -> None:
         def cycle(detail):

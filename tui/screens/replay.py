@@ -31,7 +31,7 @@ class ReplayScreen(Screen):
         Binding("escape,o", "app.overview", "Overview"),
     ]
     DEFAULT_CSS = """
-    ReplayScreen EventList { width: 55%; border-right: solid $primary; }
+    ReplayScreen EventList { width: 42%; border-right: solid $primary; }
     ReplayScreen #replay-status { height: 1; background: $panel; padding: 0 1; }
     """
 

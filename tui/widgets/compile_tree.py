@@ -47,6 +47,22 @@ class CompileTree(Tree):
         Binding("G", "scroll_end", "Bottom", show=False),
     ]
 
+    DEFAULT_CSS = "CompileTree { overflow-x: hidden; }"
+
+    def render_label(self, node, base_style, style) -> Text:
+        """The label cut with an ellipsis where the pane ends (not mid-word without a sign)."""
+        text = super().render_label(node, base_style, style)
+        depth, p = 0, node
+        while p.parent is not None:
+            depth, p = depth + 1, p.parent
+        room = self.scrollable_content_region.width - depth * self.guide_depth
+        if room > 4 and text.cell_len > room:
+            text.truncate(room, overflow="ellipsis")
+        return text
+
+    def get_label_width(self, node) -> int:
+        return min(super().get_label_width(node), max(self.scrollable_content_region.width, 20))
+
     def __init__(self, **kw):
         super().__init__("compiles", **kw)
         self.show_root = False
