@@ -22,6 +22,8 @@ In-place changes of tensors (`p.data = ...`, `.to()` converting parameters in pl
 """
 from __future__ import annotations
 
+import itertools
+import operator
 import threading
 import weakref
 
@@ -45,8 +47,14 @@ class Fingerprint:
     would give the same object; `describe()` names the first change (slow; on a miss only)."""
 
     def __init__(self, deps):
-        parts = []               # (path, what, condition)
-        ns = {"___MISSING": _MISSING, "___tuple": tuple}
+        parts = []               # (path, what, condition) per module and name, for describe()
+        ns = {"___MISSING": _MISSING, "___list": list, "___map": map, "___id": id,
+              "___get": dict.get, "___has": dict.__contains__, "___any": any}
+        mods, types_ = [], []
+        get_d, get_k, get_ids = [], [], []        # one vectorized dict.get over every read
+        abs_d, abs_k = [], []                     # names that must stay absent
+        whole = []                                # (dict, keys, ids) compared as a whole
+        self._keep = []                           # the expected objects (their ids stay valid)
         for i, (module, path, names) in enumerate(deps):
             d = module.__dict__
             dicts = [d] + [d.get(k) if type(d.get(k)) is dict else {} for k in _DICTS]
@@ -54,38 +62,83 @@ class Fingerprint:
             ns[f"___T{i}"] = type(module)
             for j, dd in enumerate(dicts):
                 ns[f"___d{i}_{j}"] = dd
-            conds = [("its class changed", f"type(___m{i}) is ___T{i}")]
+            mods.append(module)
+            types_.append(type(module))
+            parts.append((path, "its class changed", f"type(___m{i}) is ___T{i}"))
+            which = []
             if ANY in names:
-                whole = [f"___m{i}.__dict__ is ___d{i}_0"]
-                whole += [f"___d{i}_0.get({k!r}) is ___d{i}_{j + 1}" for j, k in enumerate(_DICTS)
-                          if type(d.get(k)) is dict]
-                for j, dd in enumerate(dicts):
-                    ns[f"___s{i}_{j}"] = tuple(dd.items())
-                    whole.append(f"___tuple(___d{i}_{j}.items()) == ___s{i}_{j}")
-                conds.append(("its attributes changed", " and ".join(whole)))
-            if ITEMS in names:
-                items = []
-                for j in (1, 3):          # _parameters, _modules
-                    ns[f"___s{i}_{j}"] = tuple(dicts[j].items())
-                    items.append(f"___tuple(___d{i}_{j}.items()) == ___s{i}_{j}")
-                conds.append(("its submodules or parameters changed", " and ".join(items)))
+                which = list(range(len(dicts)))
+                whole.append((f"___m{i}.__dict__", d, None, None))
+                for j, k in enumerate(_DICTS):
+                    if type(d.get(k)) is dict:
+                        get_d.append(d)
+                        get_k.append(k)
+                        get_ids.append(id(d[k]))
+            elif ITEMS in names:
+                which = [1, 3]            # _parameters, _modules
+            for j in which:
+                dd = dicts[j]
+                whole.append((f"___d{i}_{j}", dd, list(dd.keys()), [id(v) for v in dd.values()]))
+                self._keep.append(list(dd.values()))
+            if which:
+                conds = [f"___list({n}.keys()) == {k!r} and ___list(___map(___id, {n}.values())) == {ids!r}"
+                         for n, _, k, ids in whole[-len(which):]]
+                parts.append((path, "its attributes changed" if ANY in names
+                              else "its submodules or parameters changed", " and ".join(conds)))
             for name in sorted(n for n in names if n not in (ANY, ITEMS, "__class__")):
                 where = next((j for j, dd in enumerate(dicts) if name in dd), None)
                 if where is None:
+                    for dd in dicts:
+                        abs_d.append(dd)
+                        abs_k.append(name)
                     cond = " and ".join(f"{name!r} not in ___d{i}_{j}" for j in range(len(dicts)))
                 else:
+                    value = dicts[where][name]
+                    self._keep.append(value)
+                    get_d.append(dicts[where])
+                    get_k.append(name)
+                    get_ids.append(id(value))
                     key = f"___v{len(ns)}"
-                    ns[key] = dicts[where][name]
+                    ns[key] = value
                     cond = f"___d{i}_{where}.get({name!r}, ___MISSING) is {key}"
-                conds.append((f"attribute {name!r} changed", cond))
-            parts += [(path, what, cond) for what, cond in conds]
-        body = " and ".join(f"({c})" for _, _, c in parts) or "True"
-        src = f"def ___unchanged():\n    return {body}\n" + "".join(
-            f"def ___part{k}():\n    return {c}\n" for k, (_, _, c) in enumerate(parts))
+                parts.append((path, f"attribute {name!r} changed", cond))
+        # the reads grouped by dict: one itemgetter per dict (two keys at least, so it returns
+        # a tuple), all called from C, the values' ids compared as one list
+        groups: dict[int, tuple] = {}
+        for dd, k, i_ in zip(get_d, get_k, get_ids):
+            groups.setdefault(id(dd), (dd, [], []))
+            groups[id(dd)][1].append(k)
+            groups[id(dd)][2].append(i_)
+        getters, gdicts, gids = [], [], []
+        for dd, keys, ids in groups.values():
+            if len(keys) == 1:
+                keys, ids = keys * 2, ids * 2
+            getters.append(operator.itemgetter(*keys))
+            gdicts.append(dd)
+            gids += ids
+        ns.update(___MODS=tuple(mods), ___TYPES=types_, ___GG=tuple(getters), ___GD=tuple(gdicts),
+                  ___GI=gids, ___AD=tuple(abs_d), ___AK=tuple(abs_k), ___call=operator.call,
+                  ___flat=itertools.chain.from_iterable)
+        fast = ["___list(___map(type, ___MODS)) == ___TYPES",
+                "___list(___map(___id, ___flat(___map(___call, ___GG, ___GD)))) == ___GI"]
+        if abs_d:
+            fast.append("not ___any(___map(___has, ___AD, ___AK))")
+        for k, (expr, dd, keys, ids) in enumerate(whole):
+            if keys is None:
+                ns[f"___W{k}"] = dd
+                fast.append(f"{expr} is ___W{k}")
+            else:
+                ns[f"___W{k}"] = dd
+                fast.append(f"___list(___W{k}.keys()) == {keys!r} and "
+                            f"___list(___map(___id, ___W{k}.values())) == {ids!r}")
+        body = " and ".join(f"({c})" for c in fast) if mods else "True"
+        src = (f"def ___unchanged():\n    try:\n        return {body}\n"
+               f"    except Exception:\n        return False\n")
+        src += "".join(f"def ___part{k}():\n    return {c}\n" for k, (_, _, c) in enumerate(parts))
         exec(compile(src, "<module fingerprint>", "exec"), ns)
         self.unchanged = ns["___unchanged"]
         self._parts = [(path, what, ns[f"___part{k}"]) for k, (path, what, _) in enumerate(parts)]
-        self.size = len(deps) if isinstance(deps, list) else None
+        self.size = len(mods)
 
     def describe(self) -> str | None:
         """'module L['self'].fc was mutated: attribute 'weight' changed' for the first change."""
