@@ -66,6 +66,9 @@ class _State:
     foreign_handlers: list = field(default_factory=list)
     refresh_hooks: list = field(default_factory=list)
     trace_chatty: frozenset = frozenset()               # per-instruction artifacts named somewhere
+    # compile id -> the graph breaks of that compile so far: its compilation_metrics record
+    # carries them as restart_reasons (what tlparse reads for "Success with restart")
+    breaks: dict = field(default_factory=dict)
 
 
 _state = _State()
@@ -108,8 +111,37 @@ def _build(name: str, fn):
         return f"<payload of {name} could not be built: {type(exc).__name__}: {exc}>"
 
 
+def _restart_reason(d: dict) -> str:
+    """A graph break as tlparse lists restarts: reason, place, registry id, explanation, hints."""
+    text = str(d.get("reason", ""))
+    if d.get("filename"):
+        text += f" ({d.get('filename')}:{d.get('lineno')})"
+    if d.get("reason_id"):
+        text += f"\n  [{d['reason_id']}] Explanation: {d.get('explanation', '')}"
+    for h in d.get("hints") or []:
+        text += f"\n  Hint: {h}"
+    return text
+
+
+def _note_restarts(name, payload, cid) -> None:
+    """graph_break records are remembered per compile id; the compile's metrics get them as
+    `restart_reasons` (a list, empty when nothing broke: tlparse reads a missing field as a
+    restart). The emitter's own value wins."""
+    if cid is None or not isinstance(payload, dict):
+        return
+    key = (cid.frame_id, cid.frame_compile_id)
+    if name == "graph_break":
+        _state.breaks.setdefault(key, []).append(_restart_reason(payload))
+    elif name == "compile_metrics":
+        found = _state.breaks.pop(key, [])
+        if not isinstance(payload.get("restart_reasons"), list):
+            payload["restart_reasons"] = found
+
+
 def _emit_artifact(name, payload_fn, fields, frame) -> None:
     payload = _build(name, payload_fn)
+    if name in ("graph_break", "compile_metrics"):
+        _note_restarts(name, payload, current_compile_id())
     art = registry.ARTIFACTS.get(name)
     event = Event(name, current_compile_id(), fields, payload, time.time(),
                   frame.f_code.co_filename, frame.f_lineno, logging.DEBUG, "artifact",
