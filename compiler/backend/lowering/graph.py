@@ -376,11 +376,38 @@ class GraphLowering:
         log.debug("fallback_kernel", op=str(target), node=node.name, reason=reason)
         return make_extern(ctx, args, kwargs, cls=ir.FallbackKernel, reason=reason)
 
+    def _output_view(self, node, value, depth=0):
+        """A returned view of a lazy value as eager returns it: the value is stored and the view
+        ops are lowered again on the stored buffer, which makes them zero-copy ReinterpretViews
+        with eager's strides (an expand's stride 0, a slice's step) instead of a dense copy."""
+        if depth > 8 or not (node.op == "call_function" and node.target in _VIEW_OPS
+                             and isinstance(node.args[0], torch.fx.Node) and node.target in LOWERINGS):
+            return value
+        src = node.args[0]
+        base = self.env.get(src)
+        if isinstance(base, ir.View):
+            base = self._output_view(src, base, depth + 1)
+        if isinstance(base, (ir.Loops, ir.View)):
+            base = self.realize(base, src)
+        if not isinstance(base, (ir.Buffer, ir.ReinterpretView)):
+            return value
+        args, kwargs = self._args(node)
+        try:
+            again = LOWERINGS[node.target](Ctx(self, node), base, *args[1:], **kwargs)
+        except NotLowerable:
+            return value
+        if isinstance(again, ir.ReinterpretView):
+            log.debug("output_view_kept", node=node.name, base=base.name if isinstance(base, ir.Buffer) else base.data.name)
+            return again
+        return value
+
     def _output(self, node):
         outs = node.args[0]
         values = []
         for a in (outs if isinstance(outs, (list, tuple)) else [outs]):
             v = self.env[a] if isinstance(a, torch.fx.Node) else a
+            if isinstance(v, ir.View) and isinstance(a, torch.fx.Node):
+                v = self._output_view(a, v)
             if isinstance(v, ir.IRNode):
                 v = self.realize(v, a if isinstance(a, torch.fx.Node) else None)
             values.append(v)

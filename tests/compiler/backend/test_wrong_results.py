@@ -126,6 +126,20 @@ def unsqueeze_input_in_place(a):
     return a * 2, a
 
 
+def returned_views(a):                      # views of computed values keep eager's strides
+    return (a * 2).expand(3, *a.shape), (a + 1)[:, ::2], (a - 1).t()
+
+
+def empty_strided_kept(r):                  # an empty_strided output keeps its requested strides
+    e = torch.empty_strided((3, 4), (1, 3))
+    e[:] = r
+    return e
+
+
+def channels_last_cat(a, b):                # a cat of channels-last results stays channels-last
+    return torch.cat([a * 2, b + 1], 1)
+
+
 CASES = {
     "1_writeback_order": (writeback_before_reader, lambda: [torch.zeros(3), torch.tensor(1.)]),
     "2_output_overwritten": (fused_output_overwritten, lambda: [torch.tensor([1., 2.])]),
@@ -150,6 +164,10 @@ CASES = {
     "strided_slices": (strided_slices, lambda: [torch.randn(7, 3)]),
     "sym_max": (sym_max_size, lambda: [torch.randn(5)]),
     "half_before_cast": (half_rounded_before_cast, lambda: [torch.tensor([3.3, 4.1, 2.7]).bfloat16()]),
+    "returned_views": (returned_views, lambda: [torch.randn(4, 5)]),
+    "empty_strided": (empty_strided_kept, lambda: [torch.randn(3, 4)]),
+    "channels_last_cat": (channels_last_cat, lambda: [torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last),
+                                                      torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last)]),
     "t_input": (transpose_input_in_place, lambda: [torch.randn(3, 4)]),
     "unsqueeze_input": (unsqueeze_input_in_place, lambda: [torch.randn(3, 4)]),
 }
@@ -167,6 +185,9 @@ def _same(e, c):
         assert e == c
         return
     assert c.dtype == e.dtype and c.shape == e.shape
+    if e.numel() > 1:   # observable strides as eager's (dims of size 1 carry none)
+        assert [st for st, n in zip(c.stride(), c.shape) if n > 1] == \
+            [st for st, n in zip(e.stride(), e.shape) if n > 1], (c.stride(), e.stride())
     torch.testing.assert_close(c, e, equal_nan=True, rtol=1.3e-6, atol=1e-6)
     if e.dtype.is_floating_point:   # infinities and signs of zero as eager has them
         assert torch.equal(torch.signbit(c[e == 0]), torch.signbit(e[e == 0]))
