@@ -725,6 +725,20 @@ class _InferenceFunctionCtx:
         pass
 
 
+_APPLIERS = {}
+
+
+def _function_applier(cls):
+    """A plain function calling cls.apply (an FX target with a name of its own)."""
+    applier = _APPLIERS.get(cls)
+    if applier is None:
+        def applier(*args):
+            return cls.apply(*args)
+        applier.__name__ = applier.__qualname__ = f"autograd_function_apply_{cls.__name__}"
+        _APPLIERS[cls] = applier
+    return applier
+
+
 def _autograd_function_apply(tx, fn, args, kwargs):
     """SomeFunction.apply(*args): with gradients off, or no input that requires one, apply
     computes forward(ctx, *args) and nothing else, so forward is traced. A Function whose
@@ -739,8 +753,14 @@ def _autograd_function_apply(tx, fn, args, kwargs):
         isinstance(a, V.TensorVariable) and a.example.requires_grad
         for a in list(args) + list(kwargs.values()))
     if needs_grad:
-        raise Unsupported(f"autograd.Function {cls.__name__}.apply on inputs that require grad "
-                          "(its backward is not captured)")
+        # one opaque node that calls apply: the graph runs the Function itself, so autograd
+        # (or AOT autograd tracing the joint graph through it) uses its own backward
+        if kwargs or not all(isinstance(a, V.TensorVariable) or a.is_constant() for a in args):
+            raise Unsupported(f"autograd.Function {cls.__name__}.apply with arguments that are "
+                              "not tensors or constants (with gradients)")
+        log.debug("autograd_function_node", function=cls.__qualname__,
+                  reason="an input requires grad: apply recorded as one node")
+        return record(tx, _function_applier(cls), tuple(args))
     default_setup = torch.autograd.function._SingleLevelFunction.setup_context
     ctx_args = [] if cls.setup_context is not default_setup else \
         [V.NewObjectVariable(_InferenceFunctionCtx)]
