@@ -9,6 +9,7 @@ the debug folder and log.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -74,9 +75,13 @@ def test_user_modules_named_like_ours_do_not_shadow_the_editable_install(tmp_pat
 
 
 def test_user_modules_named_like_ours_do_not_shadow_a_regular_install(tmp_path):
+    # build from a copy: setuptools writes build/ and *.egg-info beside the sources
+    src = tmp_path / "src"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "*.egg-info", "__pycache__", ".whl", "trace_debug", ".hypothesis"))
     site = tmp_path / "site"
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                          "--target", str(site), str(REPO)], capture_output=True, text=True,
+                          "--target", str(site), str(src)], capture_output=True, text=True,
                          timeout=600)
     if pip.returncode != 0:
         pytest.fail(f"regular install failed:\n{pip.stderr[-3000:]}")

@@ -111,7 +111,7 @@ def test_other_libraries_stdlib_loggers_still_print_normally(run_python):
     code = ("import logging, sys\n"
             "h = logging.StreamHandler(sys.stdout); h.setFormatter(logging.Formatter('%(name)s:%(message)s'))\n"
             "lib = logging.getLogger('somelib'); lib.addHandler(h); lib.setLevel(logging.INFO)\n"
-            "import tracetorch.logs\n"
+            "from tracetorch import logs\n"
             "logs.get_logger('compiler.frontend.x').info('ours')\n"
             "lib.info('theirs')\n"
             "logging.getLogger('somelib.child').warning('child')\n")

@@ -124,7 +124,7 @@ def test_written_line_by_line_so_a_crash_leaves_a_valid_prefix(fresh_logs, tmp_p
 
 
 def test_trace_dir_from_environment_writes_trace_pid_log(run_python, tmp_path):
-    code = ("import tracetorch.logs\n"
+    code = ("from tracetorch import logs\n"
             "with logs.compile_context(0, 0):\n"
             "    logs.artifact('graph_break', lambda: {'reason': 'x'})\n"
             "print(logs.trace_dir_writer().path)\n")
