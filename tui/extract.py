@@ -443,3 +443,69 @@ def exception_line(text: str) -> str:
             if line and not line.startswith((" ", "\t")):
                 return line.strip()[:300]
     return text.split("\n")[0][:300]
+
+
+# -- PyTorch's inductor output code: kernels and their source lines ------------------------------
+# A kernel in the output module: `name = async_compile.cpp_pybinding([...], r'''...''')` (C++)
+# or `name = async_compile.triton('name', '''...''', ...)` (Triton).
+_PT_KERNEL = re.compile(r"^(\w+) = async_compile\.(cpp_pybinding|cpp|triton)\((.*?)^(?:''', |''')",
+                        re.M | re.S)
+_PT_FILE_COMMENT = re.compile(r"^\s*# File: (.+?):(\d+) in \w+, code: (.*)$")
+_PT_NODE_LINE = re.compile(r"^\s*(\w+)(?:: \"[^\"]*\")? = (?:torch\.ops\.)?(?:aten\.)?([\w.]+)")
+_TRIPLE = "'" * 3
+_PT_SOURCE_NODES = re.compile(r"Source Nodes: \[([^\]]*)\]")
+
+
+def post_grad_lines(graph_text: str) -> dict[str, tuple[str, int, str]]:
+    """FX node name -> (file, line, code) from the `# File: f:l in fn, code: ...` comments
+    PyTorch writes above the nodes of its graphs (each comment covers the nodes below it)."""
+    out: dict[str, tuple[str, int, str]] = {}
+    where = None
+    for line in graph_text.splitlines():
+        m = _PT_FILE_COMMENT.match(line)
+        if m:
+            where = (m.group(1), int(m.group(2)), m.group(3).strip())
+            continue
+        if not line.strip():
+            where = None
+            continue
+        n = _PT_NODE_LINE.match(line)
+        if n and where is not None:
+            out[n.group(1)] = where
+            out.setdefault(f"__op__{n.group(2).split('.')[0]}", where)
+    return out
+
+
+def _op_base(name: str) -> str:
+    return re.sub(r"_\d+$", "", name)
+
+
+def output_code_kernels(code: str, nodes: dict[str, tuple[str, int, str]],
+                        mapping: dict | None = None) -> list[Kernel]:
+    """The kernels of PyTorch's output code, each with its FX nodes and the user lines they
+    came from: from a provenance mapping (kernel -> post-grad nodes) when the trace has one,
+    else from `Source Nodes: [...]` comments, else from the ops in the fused kernel's name."""
+    out = []
+    for m in _PT_KERNEL.finditer(code):
+        name, kind, body = m.group(1), m.group(2), m.group(3)
+        fx: list[str] = []
+        if mapping and isinstance(mapping.get(name), list):
+            fx = [str(n) for n in mapping[name]]
+        if not fx:
+            sn = _PT_SOURCE_NODES.search(body) or re.search(
+                rf"Source Nodes: \[([^\]]*)\][^\n]*\n[^\n]*{re.escape(name)}\(", code)
+            if sn:
+                fx = [s.strip() for s in sn.group(1).split(",") if s.strip()]
+        if not fx:
+            ops = name.split("fused_", 1)[1] if "fused_" in name else ""
+            ops = re.sub(r"_\d+$", "", ops)
+            fx = [n for n in nodes if not n.startswith("__op__") and _op_base(n) in ops.split("_")]
+        lines = []
+        for n in fx:
+            w = nodes.get(n) or nodes.get(f"__op__{_op_base(n)}")
+            if w and (w[0], w[1]) not in lines:
+                lines.append((w[0], w[1]))
+        src = body.split(_TRIPLE, 1)[1] if _TRIPLE in body else body
+        out.append(Kernel(name=name, code=src.strip("\n"), language="cpp" if "cpp" in kind
+                          else "python", fx_nodes=fx, user_lines=sorted(lines, key=lambda t: t[1])))
+    return out

@@ -48,6 +48,8 @@ class Compile:
     crashed: bool = False  # the trace ends inside this compile (no metrics record closed it)
     skip_reason: str = ""  # PyTorch: Dynamo gave up on the frame (fail_type Unsupported)
     caller: str = ""  # ours: "file:line" of the call that started the compile
+    post_grad: int = -1  # PyTorch: the inductor_post_grad_graph record
+    provenance: int = -1  # PyTorch: an inductor provenance mapping record
     has_metrics: bool = False
     source: tuple[str, int, str] | None = None  # (filename, first line, text) when in the trace
 
@@ -260,6 +262,11 @@ class TraceModel:
         elif k == "perf_hint":
             d = X.as_dict(ev.payload_json()) or ev.metadata
             c.perf_hints.append(str(d.get("message") or d.get("reason") or ev.payload))
+        elif k == "inductor_post_grad_graph":  # PyTorch: the graph the kernels were made from
+            c.post_grad = ev.index
+            c.graphs.append(("post-grad graph (inductor)", ev.payload, ev.index))
+        elif k.startswith("inductor_provenance_tracking_node_mappings"):
+            c.provenance = ev.index
         elif k == "bytecode":  # ours: "ORIGINAL BYTECODE <name> <file> line <n>" names the frame
             m = _BYTECODE_HEAD.match(ev.payload[:1000])
             if m and not c.has_metrics:
@@ -328,6 +335,26 @@ class TraceModel:
                 if c.failure_event >= 0:
                     self.marks["failure"].append(c.failure_event)
         self.marks["failure"].sort()
+        for c in self.compiles.values():
+            self._split_output_code(c)
+
+    def _split_output_code(self, c: Compile) -> None:
+        """PyTorch writes no per-kernel records: its kernels are read out of the output code
+        and tied to user lines through the post-grad graph's `# File:` comments."""
+        modules = [k for k in c.kernels if k.module]
+        if not modules or any(not k.module for k in c.kernels):
+            return
+        events = self.trace.events
+        nodes = X.post_grad_lines(events[c.post_grad].payload) if c.post_grad >= 0 else {}
+        mapping = None
+        if c.provenance >= 0:
+            data = X.as_dict(events[c.provenance].payload_json())
+            mapping = next((data[k] for k in ("cppCodeToPost", "tritonCodeToPost", "kernelToPost")
+                            if isinstance(data.get(k), dict)), None)
+        for mod in modules:
+            for k in X.output_code_kernels(mod.code, nodes, mapping):
+                k.event = mod.event
+                c.kernels.append(k)
 
     def _group_reasons(self) -> None:
         """Each compile's recompile reasons deduplicated; a reason an earlier compile of the

@@ -86,3 +86,10 @@ def crash_traces(fixture_root) -> dict:
     """A process killed (SIGSEGV) by its backend inside the second compile (issue 18 (9))."""
     from tui_trace_fixtures import crash_trace
     return {w: crash_trace(fixture_root, w) for w in ("torch", "ours")}
+
+
+@pytest.fixture(scope="session")
+def inductor_torch_trace(fixture_root):
+    """torch.compile with inductor (C++ kernels on CPU) under TORCH_TRACE (issue 18 (8))."""
+    from tui_trace_fixtures import INDUCTOR_PROGRAM, program_trace
+    return program_trace(fixture_root, "inductor", INDUCTOR_PROGRAM, "torch_inductor", target="f")

@@ -293,6 +293,7 @@ VALUE_RECOMPILE_PROGRAM = textwrap.dedent(
 )
 
 COMPILERS = {"torch": 'torch.compile({target}, backend="eager")',
+             "torch_inductor": "torch.compile({target})",
              "ours": "__import__('tracetorch').compiler.compile({target})"}
 
 
@@ -310,7 +311,7 @@ def program_trace(root: Path, name: str, program: str, which: str, extra_env=Non
         if not (d / ".done").exists():
             prog = d / "prog.py"
             prog.write_text(program.replace("COMPILE", COMPILERS[which].format(target=target)))
-            env = {"TORCH_TRACE": str(out)} if which == "torch" else {
+            env = {"TORCH_TRACE": str(out)} if which.startswith("torch") else {
                 "TRACE_DIR": str(out), "TRACE_BACKEND_CACHE_ENABLED": "0"}
             run(prog, {**env, **(extra_env or {})}, d)
             (d / ".done").write_text("")
@@ -378,7 +379,7 @@ def crash_trace(root: Path, which: str) -> Path:
             prog = d / "prog.py"
             prog.write_text(CRASH_PROGRAM.replace("COMPILE_G", wrap.format("g"))
                             .replace("COMPILE_H", wrap.format("h")))
-            env = {"TORCH_TRACE": str(out)} if which == "torch" else {"TRACE_DIR": str(out)}
+            env = {"TORCH_TRACE": str(out)} if which.startswith("torch") else {"TRACE_DIR": str(out)}
             base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                     "HOME": os.environ.get("HOME", "/root"), "PYTHONPATH": str(REPO)}
             proc = subprocess.run([sys.executable, str(prog)], env={**base, **env}, cwd=str(d),
@@ -386,3 +387,21 @@ def crash_trace(root: Path, which: str) -> Path:
             assert proc.returncode < 0, f"the program should have crashed:\n{proc.stderr[-2000:]}"
             (d / ".done").write_text("")
     return out
+
+
+# Three user lines fused into one kernel by inductor (issue 18 (8)).
+INDUCTOR_PROGRAM = textwrap.dedent(
+    """\
+    import torch
+
+
+    def f(x):
+        y = torch.sin(x) + 1
+        z = torch.relu(y) * 2
+        return z.sum(dim=-1)
+
+
+    cf = COMPILE
+    cf(torch.randn(8, 16))
+    """
+)
