@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import sys
 from typing import Iterator, NamedTuple
 
 
@@ -42,7 +43,33 @@ _current: contextvars.ContextVar[CompileId | None] = contextvars.ContextVar(
 
 
 def current_compile_id() -> CompileId | None:
-    return _current.get()
+    """Ours, else (when our backend runs under torch.compile) the id Dynamo is compiling, so
+    that the trace and the console lines of our backend carry `[frame/compile]` there too."""
+    cid = _current.get()
+    if cid is None and "torch._guards" in sys.modules:
+        cid = dynamo_compile_id()
+    return cid
+
+
+def dynamo_compile_id() -> CompileId | None:
+    """The compile id of Dynamo's current compilation (torch._guards.CompileContext), or None.
+    Read only; never imports torch."""
+    guards = sys.modules.get("torch._guards")
+    ctx = getattr(guards, "CompileContext", None)
+    if ctx is None:
+        return None
+    try:
+        trace_id = ctx.current_trace_id()
+        if trace_id is not None and trace_id.compile_id is not None:
+            c = trace_id.compile_id
+            if c.frame_id is not None and c.frame_compile_id is not None:
+                return CompileId(int(c.frame_id), int(c.frame_compile_id), int(trace_id.attempt or 0))
+        c = ctx.current_compile_id()
+        if c is not None and c.frame_id is not None and c.frame_compile_id is not None:
+            return CompileId(int(c.frame_id), int(c.frame_compile_id), 0)
+    except Exception:      # another torch version's layout: no id rather than a broken log call
+        return None
+    return None
 
 
 @contextlib.contextmanager

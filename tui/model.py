@@ -315,19 +315,13 @@ class TraceModel:
         run eagerly), not failures; a compile no metrics record closed, when the trace has
         them for other compiles or it is the last compile started, was cut off by a crash."""
         any_metrics = any(c.has_metrics for c in self.compiles.values())
-        last = None
-        for ev_index in range(len(self.trace.events) - 1, -1, -1):
-            key = self.event_compile.get(ev_index)
-            if key is not None:
-                last = self.compiles.get(key)
-                break
         for c in self.compiles.values():
             fail_type = c.metrics.get("fail_type")
             if fail_type == "Unsupported" and X.skipped_frame_text(str(c.metrics.get("fail_reason") or "")):
                 c.skip_reason = X.exception_line(str(c.metrics.get("fail_reason") or ""))
                 self.marks["failure"] = [i for i in self.marks["failure"] if i not in c.events]
                 c.failure, c.failure_event = "", -1
-            if not c.has_metrics and not c.failure and (any_metrics or c is last):
+            if not c.has_metrics and not c.failure and any_metrics:
                 c.crashed = True
                 c.failure = ("cut off: the trace ends inside this compile (the process crashed "
                              "or was killed while compiling)")
@@ -337,6 +331,12 @@ class TraceModel:
         self.marks["failure"].sort()
         for c in self.compiles.values():
             self._split_output_code(c)
+            if not c.name and not c.caller:
+                # no start record (our backend under torch.compile): where its code came from
+                where = next((ln for k in c.kernels for ln in k.user_lines), None)
+                if where:
+                    c.name = f"(code from {Path(where[0]).name}:{where[1]})"
+                    c.filename, c.firstlineno = where[0], where[1]
 
     def _split_output_code(self, c: Compile) -> None:
         """PyTorch writes no per-kernel records: its kernels are read out of the output code
