@@ -79,6 +79,9 @@ def get_attr(tx, obj, name):
         if name == "__class__":
             return V.ConstantVariable(obj.cls)
         return _type_member(tx, obj, obj.cls, name)
+    if isinstance(obj, V.ExceptionVariable):
+        from tracetorch.compiler.frontend import exceptions
+        return exceptions.get_attr(tx, obj, name)
     if isinstance(obj, V.NamedTupleVariable):
         fields = getattr(obj.tuple_cls, "_fields", None) or getattr(obj.tuple_cls, "__match_args__", ())
         if name in fields:
@@ -157,10 +160,21 @@ def super_attr(tx, sv, name):
                 return V.UserFunctionVariable(_object_init)
             if klass is object and name == "__getattribute__":
                 return V.PartialVariable(V.BuiltinVariable(object.__getattribute__), [obj], {})
+            if klass is object and name == "__setattr__" and isinstance(obj, V.UserObjectVariable):
+                return V.PartialVariable(V.BuiltinVariable(object.__setattr__), [obj], {})
             if klass is dict and name in _DICT_READS and isinstance(obj, V.UserObjectVariable):
                 return V.PartialVariable(V.BuiltinVariable(member), [obj], {})
             raise Unsupported(f"super().{name} is a {type(member).__name__}")
     raise Unsupported(f"super() has no attribute {name}")
+
+
+def plain_store(tx, obj, name, value):
+    """object.__setattr__(obj, name, value) on a pre-existing object: the store itself,
+    replayed after the graph, without the class's own __setattr__."""
+    static = inspect.getattr_static(type(obj.value), name, None)
+    if static is not None and hasattr(static, "__set__"):
+        raise Unsupported(f"object.__setattr__ on descriptor {name}")
+    tx.ctx.side_effects.store_attr(tx, obj, name, value)
 
 
 def _object_init(*args, **kwargs):
@@ -330,6 +344,10 @@ def _class_attr(tx, obj_var, value, name, src):
     member = _function_member(tx, obj_var, cls, static)
     if member is not None:
         return member
+    if isinstance(static, types.MemberDescriptorType) and src is not None \
+            and hasattr(value, name):
+        # a __slots__ attribute (dataclasses.Field.name): read through its source, guarded
+        return wrap(tx, getattr(value, name), AttrSource(src, name))
     if hasattr(static, "__get__") and not isinstance(static, (int, float, str, bool, type(None), tuple)):
         if isinstance(value, torch.nn.Module) and callable(static) and is_torch_object(static):
             raise Unsupported(f"nn.Module builtin method {name}")
@@ -385,6 +403,14 @@ def store_attr(tx, obj, name, value):
         # empty __slots__ (abc.ABC, mixins) leave the instance __dict__: a plain assignment
         slotted = not hasattr(obj.value, "__dict__") or any(
             getattr(k, "__slots__", ()) for k in cls.__mro__)
+        custom = inspect.getattr_static(cls, "__setattr__")
+        if isinstance(custom, types.FunctionType) and not slotted:
+            # a Python __setattr__ (a config's alias mapping) is traced; its
+            # super().__setattr__ / object.__setattr__ comes back as a plain store
+            guard_class_function(tx, obj, "__setattr__", custom)
+            from tracetorch.compiler.frontend.inline import inline_call
+            inline_call(tx, V.UserFunctionVariable(custom), [obj, V.ConstantVariable(name), value], {})
+            return
         if cls.__setattr__ is not object.__setattr__ or slotted:
             raise Unsupported(f"attribute assignment on {cls.__name__} (custom __setattr__/slots)")
         static = inspect.getattr_static(cls, name, None)

@@ -78,6 +78,15 @@ def call_builtin(tx, fn, args, kwargs):
         raise Unsupported("range() with a symbolic bound")
     if fn in _LAZY_BUILTINS:
         return _LAZY_BUILTINS[fn](tx, args, kwargs)
+    if isinstance(fn, type) and issubclass(fn, BaseException):
+        from tracetorch.compiler.frontend import exceptions
+        return exceptions.construct(tx, fn, args, kwargs)
+    if fn in (str, repr) and len(args) == 1 and isinstance(args[0], V.ExceptionVariable):
+        from tracetorch.compiler.frontend.exceptions import as_string
+        text = as_string(args[0]) if fn is str else None
+        if text is None:
+            raise Unsupported(f"{fn.__name__}() of an exception")
+        return V.ConstantVariable(text)
     from tracetorch.compiler.frontend import stdlib_calls
     if fn in stdlib_calls.BUILTINS:
         return stdlib_calls.BUILTINS[fn](tx, args, kwargs)
@@ -94,7 +103,8 @@ def call_builtin(tx, fn, args, kwargs):
             return item
         if len(args) > 1:
             return args[1]
-        raise Unsupported("next() on an exhausted iterator raises StopIteration")
+        from tracetorch.compiler.frontend.exceptions import raise_new
+        raise_new(StopIteration)
     if fn is list:
         return V.ListVariable(unpack(tx, args[0]) if args else [])
     if fn is tuple:
@@ -122,6 +132,11 @@ def call_builtin(tx, fn, args, kwargs):
             if not _hasattr(tx, args[0], name):
                 return args[2]
         return get_attr(tx, args[0], name)
+    if fn is object.__setattr__ and len(args) == 3 and not kwargs and args[1].is_constant() \
+            and isinstance(args[0], V.UserObjectVariable):
+        from tracetorch.compiler.frontend.attributes import plain_store
+        plain_store(tx, args[0], args[1].as_constant(), args[2])
+        return V.ConstantVariable(None)
     if fn is object.__getattribute__ and len(args) == 2 and not kwargs and args[1].is_constant():
         from tracetorch.compiler.frontend.attributes import generic_object_attr
         return generic_object_attr(tx, args[0], args[1].as_constant())
@@ -193,7 +208,8 @@ def call_builtin(tx, fn, args, kwargs):
             return fold_result(fn(*[a.as_constant() for a in args],
                                   **{k: v.as_constant() for k, v in kwargs.items()}))
         except Exception as e:
-            raise Unsupported(f"{fn.__name__}() raised {type(e).__name__}") from None
+            from tracetorch.compiler.frontend.exceptions import reraise
+            reraise(e, f"{fn.__name__}() raised {type(e).__name__}")
     if getattr(fn, "__module__", None) == "math" or fn in vars(math).values():
         if consts(args):
             return V.ConstantVariable(fn(*[a.as_constant() for a in args]))
@@ -452,6 +468,9 @@ def call_type(tx, cls, args, kwargs):
             raise Unsupported(f"{cls.__name__}() raised {type(e).__name__}") from None
         log.debug("folded_constant_object", cls=cls.__qualname__)
         return V.ConstantVariable(value)
+    from tracetorch.compiler.frontend import exceptions
+    if exceptions.exception_class(cls):
+        return exceptions.construct(tx, cls, args, kwargs)
     from tracetorch.compiler.frontend import model_outputs
     if model_outputs.is_model_output_class(cls):
         return model_outputs.construct(tx, cls, args, kwargs)

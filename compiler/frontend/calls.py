@@ -109,7 +109,8 @@ def _const_apply(fn, *args):
     try:
         result = fn(*args)
     except Exception as e:
-        raise Unsupported(f"{getattr(fn, '__name__', fn)} raised {type(e).__name__} on constants") from None
+        from tracetorch.compiler.frontend.exceptions import reraise
+        reraise(e, f"{getattr(fn, '__name__', fn)} raised {type(e).__name__} on constants")
     from tracetorch.compiler.frontend.iterators import fold_result
     return fold_result(result)
 
@@ -471,7 +472,13 @@ def get_item(tx, obj, key):
                         return V.SizeVariable(items)
                     return (V.ListVariable if isinstance(obj, V.ListVariable) else V.TupleVariable)(items)
                 return obj.items[k]
-            except (IndexError, TypeError):
+            except IndexError:
+                if type(obj) in (V.ListVariable, V.TupleVariable) and isinstance(k, int):
+                    from tracetorch.compiler.frontend.exceptions import raise_new
+                    raise_new(IndexError, f"{'list' if type(obj) is V.ListVariable else 'tuple'} "
+                                          "index out of range")
+                raise Unsupported(f"index {k!r} out of range for {obj!r}") from None
+            except TypeError:
                 raise Unsupported(f"index {k!r} out of range for {obj!r}") from None
         raise Unsupported(f"subscript of a sequence with {key!r}")
     if isinstance(obj, V.DictVariable):
@@ -482,6 +489,9 @@ def get_item(tx, obj, key):
             value = missing_key(tx, obj, key)          # a defaultdict's factory
             if value is not None:
                 return value
+            if obj.dict_cls in (dict, collections.OrderedDict):
+                from tracetorch.compiler.frontend.exceptions import raise_new
+                raise_new(KeyError, key.as_constant())
         raise Unsupported(f"dict lookup with {key!r}")
     if isinstance(obj, V.NNModuleVariable):
         from tracetorch.compiler.frontend.source import GetItemSource

@@ -271,6 +271,12 @@ class PyCodegen:
             return name
         if isinstance(var, V.ModelOutputVariable):
             return self._build_model_output(var, side_effects)
+        if isinstance(var, V.ExceptionVariable):
+            self.emit("PUSH_NULL")
+            self.emit("LOAD_CONST", var.cls)
+            parts = [self.reconstruct(a, side_effects) for a in var.args]
+            self.call(len(parts))
+            return f"{var.cls.__name__}({', '.join(parts)})"
         if isinstance(var, V.WeakRefVariable):
             import weakref
             self.emit("PUSH_NULL")

@@ -9,7 +9,10 @@ into a graph break, an inlined one passes it outwards with its frame added to th
 from __future__ import annotations
 
 
+import functools
+
 from tracetorch import logs
+from tracetorch.compiler.frontend import exceptions
 from tracetorch.compiler.frontend import iterators
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.attributes import get_attr, store_attr
@@ -114,10 +117,20 @@ class Tracer(DataOps):
         # raised while tracing (RAISE_VARARGS breaks). As with Dynamo, an exception raised by
         # the compiled graph itself propagates without running the frame's handlers.
         handler = getattr(self, inst.opname, None)
+        if handler is None and inst.opname in exceptions.OPCODES:
+            handler = functools.partial(exceptions.OPCODES[inst.opname], self)
         if handler is None:
             raise Unsupported(f"opcode {inst.opname} is not supported")
         try:
             handler(inst)
+        except exceptions.TracedRaise as err:
+            # an exception of the traced program: to this frame's handler, else to the caller
+            if exceptions.handle(self, err):
+                return
+            if self.parent is None:
+                raise Unsupported(f"{err.var.cls.__name__} raised and not caught in the traced "
+                                  "frame (eager raises it)") from None
+            raise
         except (Unsupported, ReturnValue):
             raise
         except RecursionError:

@@ -70,9 +70,19 @@ def _next_zip(tx, it):
             it.exhausted = True
             if it.strict:
                 # CPython pulls the others only to tell whether they are exhausted too
-                if i > 0 or any(_pull(tx, other) is not _DONE for other in it.iterators[1:]):
-                    raise Unsupported("zip(strict=True) over inputs of different lengths raises "
-                                      "ValueError: run eagerly")
+                longer = None
+                if i == 0:
+                    longer = next((j for j, other in enumerate(it.iterators[1:], 1)
+                                   if _pull(tx, other) is not _DONE), None)
+                if i > 0 or longer is not None:
+                    n = len(it.iterators)
+                    shape = ([[0]] * i + [[]] + [[0]] * (n - i - 1)) if i > 0 else \
+                        ([[]] * longer + [[0]] * (n - longer))
+                    try:
+                        list(zip(*shape, strict=True))
+                    except ValueError as e:          # CPython's own message
+                        from tracetorch.compiler.frontend.exceptions import raise_new
+                        raise_new(ValueError, *e.args)
             return None
         items.append(item)
     return V.TupleVariable(items)

@@ -333,6 +333,20 @@ class ListIteratorVariable(Variable):
         return f"ListIter({self.list!r}@{self.index})"
 
 
+class ExceptionVariable(Variable):
+    """An exception object of the traced program (exceptions.py): raised, caught, returned."""
+
+    def __init__(self, cls, args):
+        self.cls = cls
+        self.args = list(args)
+
+    def python_type(self):
+        return self.cls
+
+    def __repr__(self):
+        return f"Exception({self.cls.__name__})"
+
+
 class DequeVariable(ListVariable):
     """collections.deque made in the frame (no maxlen): a list with deque's type and its
     left-end methods (methods.py); rebuilt as deque([...])."""

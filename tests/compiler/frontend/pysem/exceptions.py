@@ -111,3 +111,79 @@ def with_block_and_break_inside():
         return y, torch.is_grad_enabled()
     return f
 P(with_block_and_break_inside)
+
+
+class MyError(ValueError):
+    pass
+
+
+@case("exceptions", args=lambda i: (torch.ones(2) * i, i))
+def nested_handlers_reraise_and_else_finally():
+    log = []
+
+    def inner(n):
+        try:
+            if n == 1:
+                raise MyError("inner", n)
+            return [1, 2][n]
+        except IndexError:
+            log.append("inner-index")
+            raise
+
+    def f(x, n):
+        log.clear()
+        try:
+            v = inner(n)
+        except (KeyError, MyError) as e:
+            log.append(("caught", type(e).__name__, e.args))
+            v = -1
+        except IndexError as e:
+            log.append(("outer-index", str(e)))
+            v = -2
+        else:
+            log.append("else")
+        finally:
+            log.append("finally")
+        return x + v, list(log)
+    return World(f, observe=lambda: list(log))
+P(nested_handlers_reraise_and_else_finally)
+
+
+@case("exceptions")
+def exception_in_loop_with_continue():
+    def f(x):
+        d = {"a": 1, "c": 3}
+        total = 0
+        for k in "abcd":
+            try:
+                total += d[k]
+            except KeyError:
+                total += 10
+                continue
+            total *= 2
+        return x + total
+    return f
+P(exception_in_loop_with_continue)
+
+
+@case("exceptions", args=lambda i: (torch.ones(2) * i, [1, 2, 3][: i + 1]))
+def uncaught_exception_type_mismatch():
+    def f(x, lst):
+        try:
+            return x + lst[2]
+        except KeyError:
+            return x
+    return f
+P(uncaught_exception_type_mismatch)
+
+
+@case("exceptions")
+def exception_returned_and_isinstance():
+    def f(x):
+        try:
+            raise MyError("bad", 3)
+        except ValueError as e:
+            caught = e
+        return x + caught.args[1], isinstance(caught, MyError), caught
+    return f
+P(exception_returned_and_isinstance)
