@@ -91,19 +91,75 @@ def lookup(key: str):
         log.info("cache_bypassed", key=key, reason="TRACE_COMPILE_DEBUG=1 wants every stage's artifacts")
         return None
     p = path_for(key)
+    _stop_recording()
     if os.path.exists(p):
         with open(p) as f:
             code = f.read()
-        log.info("cache_hit", key=key, path=p)
+        replayed = _replay(key)
+        log.info("cache_hit", key=key, path=p, artifacts=replayed)
+        # issue 18: the hit itself is in the trace (tlparse marks cache_hit files), and the
+        # kernels/provenance/fusion records stored with the entry were emitted again above
+        logs.artifact("cache_hit", lambda: {"key": key, "path": p, "replayed_artifacts": replayed})
         return code
     log.info("cache_miss", key=key)
+    _start_recording(key)
     return None
+
+
+# -- the records a compile emits, stored with its entry and emitted again on a hit (issue 18) --
+_RECORDED = frozenset({"kernel", "kernel_code", "fusion_decision", "fusion", "ir_pre_fusion",
+                       "ir_post_fusion", "schedule", "perf_hint", "perf_hints"})
+_recorder = None   # (key, list of events, sink) between a miss and its store()
+
+
+def _artifacts_path(key: str) -> str:
+    return os.path.join(_folder(), f"{key}.artifacts.json")
+
+
+def _start_recording(key: str) -> None:
+    global _recorder
+    events: list = []
+
+    def sink(ev):
+        if ev.kind == "artifact" and ev.name in _RECORDED:
+            events.append({"name": ev.name, "fields": dict(ev.fields), "payload": ev.payload})
+
+    _recorder = (key, events, sink)
+    logs.add_sink(sink, artifacts=_RECORDED)
+
+
+def _stop_recording():
+    global _recorder
+    rec, _recorder = _recorder, None
+    if rec is not None:
+        logs.remove_sink(rec[2])
+    return rec
+
+
+def _replay(key: str) -> int:
+    import json
+    try:
+        with open(_artifacts_path(key)) as f:
+            items = json.load(f)
+    except (OSError, ValueError):
+        return 0                      # an entry stored before records were kept with it
+    for it in items if isinstance(items, list) else []:
+        if isinstance(it, dict) and it.get("name") in _RECORDED:
+            logs.artifact(it["name"], lambda p=it.get("payload"): p, **(it.get("fields") or {}))
+    return len(items) if isinstance(items, list) else 0
 
 
 def store(key: str, code: str) -> str:
     p = path_for(key)
     if not config.backend.cache_enabled:
         return p
+    rec = _stop_recording()
+    if rec is not None and rec[0] == key:
+        import json
+        fd, tmp = tempfile.mkstemp(suffix=".json", dir=os.path.dirname(p))
+        with os.fdopen(fd, "w") as f:
+            json.dump(rec[1], f, default=repr)
+        os.replace(tmp, _artifacts_path(key))
     fd, tmp = tempfile.mkstemp(suffix=".py", dir=os.path.dirname(p))
     with os.fdopen(fd, "w") as f:
         f.write(code)
