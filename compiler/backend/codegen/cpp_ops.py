@@ -49,6 +49,18 @@ static inline float tt_round_half(float f) { return tt_half_to_float(tt_float_to
 #else
 #define TT_OPAQUE(x) (x)
 #endif
+// float -> integer as ATen's conversion behaves on x86 (where C++ leaves it undefined): NaN and
+// out-of-range values give the most negative int32/int64 ("integer indefinite"); narrower types
+// convert through int32 and keep its low bits. GCC otherwise folded inf -> int64 to 0 in loops.
+template <typename I, typename F> static inline I tt_ftoi(F x) {
+  if constexpr (sizeof(I) < 4) { return static_cast<I>(tt_ftoi<int32_t, F>(x)); }
+  else {
+    using S = typename std::conditional<sizeof(I) == 4, int32_t, int64_t>::type;
+    const F lo = static_cast<F>(std::numeric_limits<S>::min());
+    if (!(x >= lo && x < -lo)) return static_cast<I>(std::numeric_limits<S>::min());
+    return static_cast<I>(static_cast<S>(x));
+  }
+}
 static int tt_div_error = 0;  // set by an integer division by zero (torch raises; C++ would trap)
 template <typename T> static inline T tt_den(T b) {
   if constexpr (!std::is_floating_point<T>::value) { if (b == 0) { __atomic_store_n(&tt_div_error, 1, __ATOMIC_RELAXED); return 1; } }
@@ -263,6 +275,8 @@ class CppOpsHandler(ir.OpsHandler):
             return self._emit(f"tt_round_bf16(static_cast<float>({src}))", torch.float32)
         if src != str(x):
             return self._emit(f"static_cast<{ctype(dtype)}>({src})", dtype)
+        if is_float(x.dtype) and not is_float(dtype):
+            return self._emit(f"tt_ftoi<{ctype(dtype)}>({x})", dtype)
         return self._emit(f"static_cast<{ctype(dtype)}>({x})", dtype)
 
     def where(self, c, a, b):

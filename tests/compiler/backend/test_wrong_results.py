@@ -140,6 +140,10 @@ def channels_last_cat(a, b):                # a cat of channels-last results sta
     return torch.cat([a * 2, b + 1], 1)
 
 
+def float_to_int_out_of_range(x):          # NaN/inf/huge -> int as ATen converts on x86
+    return x.to(torch.int64), x.to(torch.int32), x.to(torch.int8), x.to(torch.uint8)
+
+
 CASES = {
     "1_writeback_order": (writeback_before_reader, lambda: [torch.zeros(3), torch.tensor(1.)]),
     "2_output_overwritten": (fused_output_overwritten, lambda: [torch.tensor([1., 2.])]),
@@ -168,6 +172,8 @@ CASES = {
     "empty_strided": (empty_strided_kept, lambda: [torch.randn(3, 4)]),
     "channels_last_cat": (channels_last_cat, lambda: [torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last),
                                                       torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last)]),
+    "float_to_int": (float_to_int_out_of_range, lambda: [torch.tensor([float("inf"), float("-inf"), float("nan"),
+                                                                     3e10, -3e10, 2.7, -2.7, 300.5, -129.5, 1e20])]),
     "t_input": (transpose_input_in_place, lambda: [torch.randn(3, 4)]),
     "unsqueeze_input": (unsqueeze_input_in_place, lambda: [torch.randn(3, 4)]),
 }
