@@ -259,15 +259,33 @@ class _Gen:
         self.lists.append(v)
 
     def s_try(self):
+        v = self.fresh("t")
+        kind = self.r.randint(0, 2)
+        if kind == 2:           # a raise in a nested function, caught by the caller
+            g = self.fresh("g")
+            self.emit(f"def {g}(q):")
+            self.depth += 1
+            self.emit(f"if q > {self.r.randint(0, 3)}: raise ValueError('big', q)")
+            self.emit(f"return {self.pick(self.tensors)} * q")
+            self.depth -= 1
         self.emit("try:")
         self.depth += 1
-        v = self.fresh("t")
-        self.emit(f"{v} = {self.pick(self.dicts)}[{self.pick(['a', 'zz', 'k0'])!r}]")
+        if kind == 0:
+            self.emit(f"{v} = {self.pick(self.dicts)}[{self.pick(['a', 'zz', 'k0'])!r}]")
+        elif kind == 1:
+            self.emit(f"{v} = {self.pick(self.tensors)} * {self.pick(self.lists)}[{self.r.randint(0, 4)}]")
+        else:
+            self.emit(f"{v} = {g}({self.int_expr()})")
         self.depth -= 1
-        self.emit("except KeyError:")
+        self.emit(f"except {['KeyError', 'IndexError', 'ValueError'][kind]} as err:")
         self.depth += 1
-        self.emit(f"{v} = {self.tensor_expr()}")
+        self.emit(f"{v} = {self.tensor_expr()} + len(err.args)")
         self.depth -= 1
+        if self.r.random() < 0.3:
+            self.emit("finally:")
+            self.depth += 1
+            self.emit(f"COUNTER += {self.r.randint(1, 3)}")
+            self.depth -= 1
         self.tensors.append(v)
 
     def s_brk(self):
