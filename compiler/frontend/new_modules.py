@@ -67,6 +67,10 @@ def construct_torch(tx, cls, args, kwargs):
     for k, v in inst.__dict__.items():
         if k.startswith("_") and isinstance(v, (dict, set)) and not v:
             continue                  # nn.Module's registries (empty for a fresh module)
+        if k in ("_buffers", "_parameters") and all(x is None for x in v.values()):
+            # registered as None (CrossEntropyLoss(weight=None)): reads give None
+            attrs.update({name: V.ConstantVariable(None) for name in v})
+            continue
         if type(v) not in _PLAIN:
             raise Unsupported(f"creating {cls.__name__} in the frame (attribute {k} is a "
                               f"{type(v).__name__})")

@@ -22,6 +22,7 @@ import collections
 import functools
 import itertools
 import operator
+import typing
 
 from tracetorch import logs
 from tracetorch.compiler.frontend import variables as V
@@ -254,7 +255,8 @@ def missing_key(tx, d, key):
 
 
 # ---- stdlib Python functions answered on constants -----------------------------------------
-STDLIB_PURE = {collections.namedtuple}
+STDLIB_PURE = {collections.namedtuple,
+               typing.get_origin, typing.get_args}    # type introspection (field validators)
 
 
 def _python_value(v):
