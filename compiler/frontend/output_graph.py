@@ -253,6 +253,7 @@ class OutputGraph:
         except TypeError:
             exprs = self.shape_env.produce_guards(self.input_fakes, sources)
         exprs = list(exprs) + self._specialized_size_guards()
+        _log_symbols(self.shape_env)    # issue 18: each symbol with its value range
         return [Guard(e, "SYMBOLIC", e, self.location) for e in exprs]
 
     def _specialized_size_guards(self) -> list[str]:
@@ -368,3 +369,20 @@ def to_fake_args(value):
     if isinstance(value, (V.TorchFunctionVariable, V.BuiltinVariable)):
         return value.fn
     raise Unsupported(f"cannot pass {value!r} into a graph operation")
+
+
+def _log_symbols(shape_env) -> None:
+    """create_symbol, as PyTorch's +dynamo log: every symbol of the ShapeEnv with its value
+    range and the source it stands for (component `dynamic`). Never breaks a compile."""
+    from tracetorch.compiler.frontend import dynamic
+    try:
+        sources = getattr(shape_env, "var_to_sources", {}) or {}
+        hints = getattr(shape_env, "var_to_val", {}) or {}
+        for sym, vr in sorted((getattr(shape_env, "var_to_range", {}) or {}).items(), key=str):
+            src = sources.get(sym)
+            name = getattr(src[0], "name", None) if src else None
+            dynamic.log.info("create_symbol", symbol=str(sym), range=f"[{vr.lower}, {vr.upper}]",
+                             source=(name() if callable(name) else name) if src else None,
+                             hint=str(hints.get(sym)) if sym in hints else None)
+    except Exception as e:   # a ShapeEnv of another torch version: say so, compile on
+        dynamic.log.debug("create_symbol_not_logged", error=f"{type(e).__name__}: {e}")
