@@ -6,7 +6,8 @@ index dtype (dtype), so that both compilers recompile. Run as a script:
     python gpt_program.py torch   # torch.compile (TORCH_TRACE decides the trace)
 
 With GPT_FAIL=1 the backend fails on graphs with a relu (ours: testing.inject_relu_bug; torch: a
-backend that raises), so a failed compile with a repro script exists (the fourth question)."""
+backend that raises), so a failed compile with a repro script exists (the fourth question);
+GPT_BACKEND=inductor compiles the other graphs with inductor (torch mode: kernels to show)."""
 import os
 import sys
 
@@ -53,8 +54,12 @@ class TinyGPT(nn.Module):
 
 
 def failing_backend(gm, example_inputs):
+    """Fails on graphs with a relu; otherwise inductor (GPT_BACKEND=inductor) or eager."""
     if any(n.target in (torch.relu, F.relu) for n in gm.graph.nodes):
         raise RuntimeError("injected relu compile error")
+    if os.environ.get("GPT_BACKEND") == "inductor":
+        from torch._inductor.compile_fx import compile_fx
+        return compile_fx(gm, example_inputs)
     return gm.forward
 
 
@@ -65,9 +70,13 @@ def main(mode):
     if mode == "torch":
         import torch._dynamo as dynamo
         dynamo.config.suppress_errors = True
-        compiled = torch.compile(model, backend=failing_backend if fail else "eager")
+        inductor = os.environ.get("GPT_BACKEND") == "inductor"
+        compiled = torch.compile(model, backend=failing_backend if fail else
+                                 "inductor" if inductor else "eager")
     else:
         from tracetorch import compiler
+        if fail:
+            compiler.config.patch(**{"testing.inject_relu_bug": "compile_error"}).__enter__()
         compiled = compiler.compile(model)
     with torch.no_grad():
         for length, dtype in ((8, torch.int64), (12, torch.int64), (12, torch.int32)):
