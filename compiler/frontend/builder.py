@@ -108,13 +108,16 @@ def _wrap(tx, value, source, guard: bool = True):
         return V.SetVariable(value, source)
     if type(value) in (dict, collections.OrderedDict):
         keys = list(value.keys())
-        if not all(isinstance(k, (str, int)) and type(k) in (str, int) for k in keys):
-            raise Unsupported("dict with keys that are not str/int")
+        plain = all(isinstance(k, (str, int)) and type(k) in (str, int) for k in keys)
+        if not plain and not all(_identity_key(k) for k in keys):
+            raise Unsupported("dict with keys that are not str/int, types or typing forms")
         g("TYPE_MATCH", type(value))
         if guard and source is not None:
             out.add_guard(f"list({source.name()}.keys())", "CONSTANT_MATCH", keys)
-        items = {k: wrap(tx, v, GetItemSource(source, k) if source else None, guard)
-                 for k, v in value.items()}
+        from tracetorch.compiler.frontend.source import DictValueSource
+        items = {k: wrap(tx, v, (GetItemSource(source, k) if plain else DictValueSource(source, i))
+                         if source else None, guard)
+                 for i, (k, v) in enumerate(value.items())}
         return V.DictVariable(items, source, dict_cls=type(value))
     if isinstance(value, types.ModuleType):
         g("ID_MATCH", value)
@@ -181,6 +184,13 @@ def _is_torch_op_fn(fn):
     (torch.nn.functional.*, torch.functional.*); other torch Python functions are inlined."""
     mod = fn.__module__ or ""
     return mod in ("torch.nn.functional", "torch.functional", "torch._tensor")
+
+
+def _identity_key(k):
+    """A dict key compared by identity and fixed for the process: str/int/None, classes,
+    typing's special forms (typing.Union, typing.Literal)."""
+    return type(k) in (str, int, bool, type(None)) or isinstance(k, type) \
+        or getattr(type(k), "__module__", None) == "typing"
 
 
 def wrap_global(tx, name):

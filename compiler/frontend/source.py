@@ -176,6 +176,30 @@ class DefaultSource(Source):
         return self.name()
 
 
+@dataclasses.dataclass(frozen=True)
+class DictValueSource(Source):
+    """The value at a position of a dict whose keys cannot be written in a guard (types,
+    typing forms: a validator registry); the key order is guarded with the dict."""
+    base: Source
+    position: int
+
+    def name(self):
+        return f"list({self.base.name()}.values())[{self.position}]"
+
+    def reconstruct(self, cg):
+        cg.emit("PUSH_NULL")
+        cg.emit("LOAD_CONST", list)
+        self.base.reconstruct(cg)
+        cg.load_attr("values")
+        cg.call(0)
+        cg.call(1)
+        cg.emit("LOAD_CONST", self.position)
+        cg.emit("BINARY_SUBSCR")
+
+    def render(self):
+        return f"list({self.base.render()}.values())[{self.position}]"
+
+
 class _CallableStr(str):
     """torch's Source.name is a method in older versions and a property in newer ones: a str
     that returns itself when called satisfies both."""

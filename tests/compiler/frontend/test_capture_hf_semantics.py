@@ -289,3 +289,23 @@ def test_constant_empty_tuple_accumulates_symbolic_items():
             hidden += (x,)
         return torch.stack(hidden).sum(0)
     _check(f, torch.randn(4))
+
+
+import typing  # noqa: E402
+
+_VALIDATORS = {typing.Union: lambda v: 2.0, list: lambda v: 3.0}
+
+
+def test_registry_dict_keyed_by_types_and_typing_forms():
+    def f(x):
+        validator = _VALIDATORS.get(list)
+        return x * validator(x) if validator is not None else x
+    x = torch.randn(4)
+    _check(f, x)
+    compiled = compiler.compile(f, backend="eager")
+    compiled(x)
+    _VALIDATORS[list] = lambda v: 5.0        # guarded: the new entry is used
+    try:
+        torch.testing.assert_close(compiled(x), x * 5.0)
+    finally:
+        _VALIDATORS[list] = lambda v: 3.0
