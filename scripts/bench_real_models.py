@@ -124,6 +124,19 @@ def _time(fn, device, repeat):
     return statistics.median(times)
 
 
+def _profile(name, variant, fn, inputs, args):
+    """torch.profiler over 5 calls: launches per call, device time, and the top ops/kernels."""
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
+    with profile(activities=acts) as prof:
+        for _ in range(5):
+            fn(*inputs)
+        _sync(args.device)
+    sort = "self_cuda_time_total" if args.device == "cuda" else "self_cpu_time_total"
+    print(f"--- profile {name} {variant} (5 calls) ---")
+    print(prof.key_averages().table(sort_by=sort, row_limit=args.profile_rows, max_name_column_width=60))
+
+
 def _reset_compilers():
     torch._dynamo.reset()
     from tracetorch import compiler
@@ -162,6 +175,8 @@ def run_model(name, args):
                 got = _main_tensor(out).float()
                 row["rel_err"] = float((got - reference).norm() / reference.norm().clamp_min(1e-12))
                 row["ms"] = round(_time(lambda: fn(*inputs), args.device, args.repeat), 3)
+                if args.profile:
+                    _profile(name, variant, fn, inputs, args)
             if args.device == "cuda":
                 row["peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
             row["graphs_run_eagerly"] = counter.count("graph_runs_eagerly", "aot_runs_eagerly")
@@ -199,6 +214,8 @@ def main(argv=None):
     p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated: {', '.join(VARIANTS)}")
     p.add_argument("--repeat", type=int, default=30)
     p.add_argument("--out", default=None, help="write <out>.json and <out>.md")
+    p.add_argument("--profile", action="store_true", help="print a torch.profiler table per variant")
+    p.add_argument("--profile-rows", type=int, default=12)
     args = p.parse_args(argv)
     names = [n for n in args.only.split(",") if n] or list(MODELS)
     args.variants = [v for v in args.variants.split(",") if v]
