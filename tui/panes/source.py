@@ -108,6 +108,11 @@ class SourcePane(Vertical):
             t.append(code, "yellow" if f.get("breaks") else "")
             opts.append(Option(t, id=f"L{ln}"))
         lines.add_options(opts)
+        # start on the first line something was generated from (else the first break): its
+        # kernels, break or guards are in the panel below at once
+        start = min(self.facts_lines("kernels") or self.facts_lines("breaks") or [0])
+        if start:
+            self.goto_line(start)
 
     def facts_lines(self, kind: str) -> list[int]:
         return [ln for ln, f in self.facts.items() if f.get(kind)]
