@@ -62,11 +62,22 @@ def _isfinite(ctx, x):
 _LEAVES_BOOL = {"add", "sub", "mul"}
 
 
+def _as_operand_dtype(scalar, dtype):
+    """A Scalar_Tensor overload's scalar (`1e20 % x`) becomes a tensor of the op's dtype in eager:
+    rounded to it (1e20 is inf in float16), unlike a Tensor_Scalar scalar, which kernels keep in
+    their float compute type."""
+    if dtype in (torch.float16, torch.bfloat16) and isinstance(scalar, (int, float)) and not isinstance(scalar, bool):
+        return float(torch.tensor(float(scalar), dtype=dtype))
+    return scalar
+
+
 def _binary(opname, scale_arg=False):
     def lower(ctx, a, b, alpha=1):
         if not (is_tensor(a) or is_tensor(b)):
             raise NotLowerable("no tensor operand")
         compute = torch.int32 if ctx.dtype == torch.bool and opname in _LEAVES_BOOL else None
+        if not is_tensor(a) and ctx.node.target._overloadname == "Scalar_Tensor":
+            a = _as_operand_dtype(a, ctx.dtype)
         if alpha != 1:
             return make_pointwise(ctx, [a, b, alpha], lambda x, y, al: getattr(ops, opname)(x, ops.mul(y, al)),
                                   compute_dtype=compute)
