@@ -71,7 +71,7 @@ def get_attr(tx, obj, name):
         from tracetorch.compiler.frontend import new_modules
         return new_modules.get_attr(tx, obj, name)
     if isinstance(obj, V.NewObjectVariable):
-        data = _data_descriptor(obj.cls, name)
+        data = _data_descriptor(obj.cls, name) if name != "__class__" else None
         if data is not None:            # a property (or other data descriptor) wins over attrs
             return _type_member(tx, obj, obj.cls, name)
         if name in obj.attrs:
@@ -111,6 +111,11 @@ def get_attr(tx, obj, name):
         return V.ConstantVariable(getattr(obj.fn, name))
     if isinstance(obj, V.UserMethodVariable) and name == "__self__":
         return obj.obj
+    if isinstance(obj, V.BuiltinVariable) and isinstance(obj.fn, type):
+        from tracetorch.compiler.frontend.stdlib_calls import CLASS_POLYFILLS
+        poly = CLASS_POLYFILLS.get((obj.fn, name))
+        if poly is not None:             # dict.fromkeys: a Python equivalent, inlined
+            return V.UserFunctionVariable(poly)
     if isinstance(obj, V.TorchFunctionVariable) and isinstance(obj.fn, torch._ops.OpOverloadPacket):
         # torch.ops.aten.add.Tensor: an overload of the packet, a fixed operator object
         try:

@@ -638,6 +638,12 @@ def call_function(tx, fn, args, kwargs):
     from tracetorch.compiler.frontend import stdlib_calls
     if isinstance(fn, V.UserFunctionVariable) and fn.fn in stdlib_calls.STDLIB_PURE:
         return stdlib_calls.call_pure(tx, fn.fn, args, kwargs)
+    if isinstance(fn, V.UserFunctionVariable) and fn.fn in stdlib_calls.STDLIB_HANDLERS:
+        return stdlib_calls.STDLIB_HANDLERS[fn.fn](tx, args, kwargs)
+    if isinstance(fn, V.UserFunctionVariable) and fn.fn in stdlib_calls.STDLIB_POLYFILLS:
+        log.debug("polyfill_inlined", function=fn.fn.__qualname__)
+        return inline.inline_call(tx, V.UserFunctionVariable(stdlib_calls.STDLIB_POLYFILLS[fn.fn]),
+                                  args, kwargs)
     if isinstance(fn, (V.UserFunctionVariable, V.NestedFunctionVariable)):
         return inline.inline_call(tx, fn, args, kwargs)
     if isinstance(fn, V.UserMethodVariable) and fn.fn is collections.abc.Mapping.get \

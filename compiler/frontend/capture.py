@@ -150,6 +150,17 @@ class RootTracer(Tracer):
             self.cells[name] = wrap(self, self.freevar_values[name], LocalSource(name, is_cell=True))
         super().LOAD_DEREF(inst)
 
+    def LOAD_CLOSURE(self, inst):
+        name = inst.argval
+        if name in self.code.co_freevars and name in self.freevar_values \
+                and not isinstance(self.cells.get(name), V.CellVariable):
+            # a function made here closes over a free variable of this frame (a genexpr
+            # reading it): a cell Variable holding its (guarded) value, shared from now on
+            if name not in self.cells:
+                self.cells[name] = wrap(self, self.freevar_values[name], LocalSource(name, is_cell=True))
+            self.cells[name] = V.CellVariable(self.cells[name])
+        super().LOAD_CLOSURE(inst)
+
     def STORE_DEREF(self, inst):
         if inst.argval in self.code.co_freevars:
             # a write to a cell of the enclosing function: later reads in the trace see the
@@ -158,7 +169,10 @@ class RootTracer(Tracer):
             if name not in self.freevar_values:
                 raise Unsupported(f"assignment to the closure variable {name!r} (nonlocal)")
             value = self.pop()
-            self.cells[name] = value
+            if isinstance(self.cells.get(name), V.CellVariable):
+                self.cells[name].contents = value      # closures made here share the cell
+            else:
+                self.cells[name] = value
             self.ctx.side_effects.store_cell(name, value)
             return
         super().STORE_DEREF(inst)

@@ -99,7 +99,9 @@ def inline_call(tx, fn, args, kwargs, callee=None):
         # a generator expression is run to completion: its items become a known iterator
         child.generated = []
     try:
-        if gen_fn:
+        if gen_fn or generator:
+            # run ahead of its consumer: only when that cannot be observed (side effects of
+            # the items, e.g. `any(check(v) for v in xs)` stops early in CPython)
             return generators.run_generator(tx, child, name)
         child.run()
     except ReturnValue as r:

@@ -19,6 +19,7 @@ Anything else these modules offer stays a graph break with its reason.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import itertools
 import operator
@@ -252,6 +253,41 @@ def missing_key(tx, d, key):
     tx.ctx.side_effects.mutate(tx, d)
     d.items[key.as_constant()] = value
     return value
+
+
+# ---- Python reimplementations inlined in place of C / stdlib ones -------------------------
+def _fromkeys(iterable, value=None):
+    d = {}
+    for k in iterable:
+        d[k] = value
+    return d
+
+
+def _dataclass_replace(obj, /, **changes):
+    for f in dataclasses.fields(obj):
+        if f.init and f.name not in changes:
+            changes[f.name] = getattr(obj, f.name)
+    return obj.__class__(**changes)
+
+
+def _dataclass_fields(tx, args, kwargs):
+    """dataclasses.fields(obj or class): the class's Field objects, fixed when the class was
+    made (the object's class is guarded by its type)."""
+    from tracetorch.compiler.frontend.builtin_calls import python_type
+    if kwargs or len(args) != 1:
+        raise Unsupported("dataclasses.fields(obj)")
+    v = args[0]
+    cls = v.as_constant() if v.is_constant() and isinstance(v.as_constant(), type) else python_type(v)
+    if not dataclasses.is_dataclass(cls):
+        raise Unsupported("dataclasses.fields of a non-dataclass raises TypeError")
+    return V.ConstantVariable(dataclasses.fields(cls))
+
+
+# (owner, attribute) -> Python function inlined in its place (owner: a builtin type)
+CLASS_POLYFILLS = {(dict, "fromkeys"): _fromkeys}
+# stdlib functions -> a handler (tx, args, kwargs), or a Python function inlined instead
+STDLIB_HANDLERS = {dataclasses.fields: _dataclass_fields}
+STDLIB_POLYFILLS = {dataclasses.replace: _dataclass_replace}
 
 
 # ---- stdlib Python functions answered on constants -----------------------------------------

@@ -196,3 +196,18 @@ def map_object_stored_and_resumed_in_loop():
         return x + sum(out), list(m)
     return f
 P(map_object_stored_and_resumed_in_loop)
+
+
+@case("iterators")
+def short_circuit_genexpr_with_side_effects():
+    def f(x):
+        seen = []
+
+        def check(v):
+            seen.append(v)
+            return v > 1
+        found = any(check(v) for v in [0, 2, 3, 4])
+        first = next(v for v in [5, 6, 7] if not seen.append(v))
+        return x + int(found), seen, first
+    return f
+P(short_circuit_genexpr_with_side_effects)
