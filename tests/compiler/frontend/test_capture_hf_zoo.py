@@ -64,3 +64,17 @@ def test_hf_greedy_generate_with_compiled_forward_matches_eager(name, recompiles
     # prefill (empty cache), first decode step (cache initialized), then the cache length
     # becomes dynamic: the remaining 6 steps and the second generate() reuse that entry
     assert 1 <= len(events) <= 2, [e.payload for e in events]
+
+
+def test_hf_attention_implementation_dispatch_is_guarded():
+    """The attention function is looked up by config._attn_implementation at run time: each
+    implementation is one graph, and switching it on a compiled model recompiles."""
+    entry = ZOO["llama"]
+    model, inputs = entry.model(), entry.inputs()
+    compiled = compiler.compile(model, backend="eager")
+    with torch.no_grad():
+        for impl in ("eager", "sdpa", "eager"):
+            model.set_attn_implementation(impl)
+            report = compiler.explain(model)(**inputs)
+            assert (report.graph_count, report.graph_break_count) == (1, 0), report
+            torch.testing.assert_close(compiled(**inputs).logits, model(**inputs).logits)
