@@ -19,6 +19,8 @@ Capture side (frontend-capture), in the order data flows:
                     tree walkers (modules(), named_parameters(), ...)
   model_outputs.py  Hugging Face ModelOutput dataclasses built in traced code (modelled, rebuilt
                     by calling the class)
+  private_objects.py  copy.deepcopy of a pre-existing plain-data object (a model config) made at
+                    trace time, read and mutated for real, reads guarded on the original
   new_modules.py    user nn.Modules with no __init__ of their own created in traced code
                     (forward inlined, rebuilt as cls())
   numpy_calls.py    numpy on tensors traced into the graph through torch._numpy (ndarrays as
