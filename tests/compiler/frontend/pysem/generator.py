@@ -103,8 +103,8 @@ class _Gen:
     def stmt(self):
         kinds = ["assign_t", "assign_i", "list_op", "dict_op", "if", "for", "closure", "lambda_map",
                  "try", "brk", "global", "unpack", "comp", "while", "view", "call_fn", "lazy",
-                 "itertools", "deque"]
-        weights = [5, 3, 4, 3, 3, 3, 2, 2, 1, 1, 1, 1, 2, 1, 1, 2, 1, 1, 1]
+                 "itertools", "deque", "genexpr"]
+        weights = [5, 3, 4, 3, 3, 3, 2, 2, 1, 1, 1, 1, 2, 1, 1, 2, 1, 1, 1, 1]
         if self.depth > 3:
             weights = [w if k not in ("if", "for", "closure", "while", "try") else 0
                        for k, w in zip(kinds, weights)]
@@ -353,6 +353,19 @@ class _Gen:
             f"[p * q for p, q in itertools.zip_longest({a}, {b}, fillvalue=1)]",
             f"list(itertools.islice(itertools.count({self.int_expr()}), {self.r.randint(0, 3)}))"]))
         self.lists.append(v)
+
+    def s_genexpr(self):
+        """A generator expression whose items have side effects, consumed by something that
+        may stop early (any/all/next) or fully (sum/list)."""
+        log = self.pick(self.lists)
+        v = self.fresh("i")
+        item = f"({log}.append(q) or q > {self.r.randint(0, 3)})"
+        src = self.pick(self.lists)
+        self.emit(f"{v} = " + self.pick([
+            f"int(any({item} for q in list({src})))", f"int(all({item} for q in list({src})))",
+            f"sum(q for q in list({src}) if {item})",
+            f"next((q for q in list({src}) if {item}), -1)"]))
+        self.ints.append(v)
 
     def s_deque(self):
         dq = self.fresh("dq")
