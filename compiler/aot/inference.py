@@ -27,6 +27,7 @@ from torch.utils import _pytree as pytree
 
 from tracetorch import logs
 from tracetorch.compiler.aot.aliases import alias_same_type_conversions, returned_inputs
+from tracetorch.compiler.aot.inplace_forms import functional_inplace_calls
 from tracetorch.compiler.aot.decompose import decomposition_table, sdpa_decompositions
 from tracetorch.compiler.aot.functionalize import count_mutations, functional_flat_fn
 
@@ -105,7 +106,7 @@ def _scalar_tensor_calls(gm, example_inputs=()):
 
 def trace_inference(gm, example_inputs, dynamic=None):
     """(traced aten GraphModule, output spec, fake inputs, shape_env or None, guards)."""
-    gm = alias_same_type_conversions(_scalar_tensor_calls(gm, example_inputs))
+    gm = functional_inplace_calls(alias_same_type_conversions(_scalar_tensor_calls(gm, example_inputs)))
     fn, flat = functional_flat_fn(gm)
     table = decomposition_table()
     table.update(sdpa_decompositions())

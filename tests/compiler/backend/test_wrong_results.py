@@ -144,6 +144,10 @@ def float_to_int_out_of_range(x):          # NaN/inf/huge -> int as ATen convert
     return x.to(torch.int64), x.to(torch.int32), x.to(torch.int8), x.to(torch.uint8)
 
 
+def index_fill_input(a):                   # index_fill_ at dynamic sizes traced (not run eagerly)
+    return a.index_fill_(0, torch.tensor([0]), 0.001)
+
+
 CASES = {
     "1_writeback_order": (writeback_before_reader, lambda: [torch.zeros(3), torch.tensor(1.)]),
     "2_output_overwritten": (fused_output_overwritten, lambda: [torch.tensor([1., 2.])]),
@@ -174,11 +178,12 @@ CASES = {
                                                       torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last)]),
     "float_to_int": (float_to_int_out_of_range, lambda: [torch.tensor([float("inf"), float("-inf"), float("nan"),
                                                                      3e10, -3e10, 2.7, -2.7, 300.5, -129.5, 1e20])]),
+    "index_fill_": (index_fill_input, lambda: [torch.randn(4, 3)]),
     "t_input": (transpose_input_in_place, lambda: [torch.randn(3, 4)]),
     "unsqueeze_input": (unsqueeze_input_in_place, lambda: [torch.randn(3, 4)]),
 }
 #: cases run again at other sizes (dynamic shapes after the automatic recompile)
-RESIZE = {"cat_view_slice_flip": [(3, 5), (9, 2)], "strided_slices": [(9, 3), (11, 2)], "sym_max": [(2,), (7,)]}
+RESIZE = {"index_fill_": [(5, 2), (6, 3)], "cat_view_slice_flip": [(3, 5), (9, 2)], "strided_slices": [(9, 3), (11, 2)], "sym_max": [(2,), (7,)]}
 
 
 def _same(e, c):
