@@ -438,11 +438,14 @@ def exception_line(text: str) -> str:
     text = text.strip()
     if not text:
         return ""
+    lines = text.splitlines()
     if text.startswith("Traceback (most recent call last)"):
-        for line in text.splitlines()[1:]:
-            if line and not line.startswith((" ", "\t")):
-                return line.strip()[:300]
-    return text.split("\n")[0][:300]
+        lines = [ln for ln in lines[1:] if ln and not ln.startswith((" ", "\t"))] or lines
+    first = lines[0].strip()
+    # "X raised:" / "...failed with:" says what comes next: the cause is the next line
+    rest = [ln.strip() for ln in text.splitlines()[text.splitlines().index(lines[0]) + 1:]
+            if ln.strip()] if first.endswith(":") else []
+    return (f"{first} {rest[0]}" if rest else first)[:300]
 
 
 # -- PyTorch's inductor output code: kernels and their source lines ------------------------------

@@ -93,3 +93,10 @@ def inductor_torch_trace(fixture_root):
     """torch.compile with inductor (C++ kernels on CPU) under TORCH_TRACE (issue 18 (8))."""
     from tui_trace_fixtures import INDUCTOR_PROGRAM, program_trace
     return program_trace(fixture_root, "inductor", INDUCTOR_PROGRAM, "torch_inductor", target="f")
+
+
+@pytest.fixture(scope="session")
+def gpt_traces(fixture_root) -> dict:
+    """The issue-18 GPT-style model under both compilers (see gpt_program.py)."""
+    from tui_trace_fixtures import gpt_traces as make
+    return make(fixture_root)

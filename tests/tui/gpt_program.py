@@ -46,7 +46,7 @@ class TinyGPT(nn.Module):
         for block in self.blocks:
             x = block(x)
         print("hidden", tuple(x.shape))
-        if x.mean() > 0:
+        if x.abs().mean() > 0:
             x = torch.relu(x)
         else:
             x = x * 0.5

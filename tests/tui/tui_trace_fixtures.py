@@ -405,3 +405,30 @@ INDUCTOR_PROGRAM = textwrap.dedent(
     cf(torch.randn(8, 16))
     """
 )
+
+
+def gpt_traces(root: Path) -> dict:
+    """The issue-18 model (gpt_program.py: a print, a data-dependent branch, shape and dtype
+    changes, a backend failing on the relu graph) under both compilers, once per test run:
+    {"ours": debug run folder, "torch": TORCH_TRACE folder (inductor)}."""
+    import fcntl
+
+    prog = Path(__file__).with_name("gpt_program.py")
+    d = root / "gpt"
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (d / ".done").exists():
+            base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                    "HOME": os.environ.get("HOME", "/root"), "PYTHONPATH": str(REPO),
+                    "GPT_FAIL": "1"}
+            for which, env in (
+                    ("ours", {"TRACE_COMPILE_DEBUG": "1", "TRACE_COMPILE_DEBUG_DIR": str(d / "ours"),
+                              "TRACE_REPRO_AFTER": "backend", "TRACE_BACKEND_CACHE_ENABLED": "0"}),
+                    ("torch", {"TORCH_TRACE": str(d / "torch"), "GPT_BACKEND": "inductor"})):
+                proc = subprocess.run([sys.executable, str(prog), which], env={**base, **env},
+                                      cwd=str(d), capture_output=True, text=True, timeout=900)
+                assert proc.returncode == 0, proc.stderr[-3000:]
+            (d / ".done").write_text("")
+    runs = sorted((d / "ours").glob("run_*"))
+    return {"ours": runs[-1], "torch": d / "torch"}

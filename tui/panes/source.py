@@ -110,9 +110,16 @@ class SourcePane(Vertical):
         lines.add_options(opts)
         # start on the first line something was generated from (else the first break): its
         # kernels, break or guards are in the panel below at once
-        start = min(self.facts_lines("kernels") or self.facts_lines("breaks") or [0])
+        shown = range(self.first, self.first + len(text_lines))
+        start = min([ln for ln in self.facts_lines("kernels") if ln in shown]
+                    or [ln for ln in self.facts_lines("breaks") if ln in shown] or [0])
+        inlined = sorted(ln for ln in self.facts_lines("kernels") if ln not in shown)
+        if inlined:  # kernels from functions this one called (inlined into its graph)
+            head.update(Text.assemble(head.content if isinstance(head.content, Text) else "",
+                                      ("\nalso kernels from lines of functions it calls: ",
+                                       "cyan"), ", ".join(map(str, inlined[:12]))))
         if start:
-            self.goto_line(start)
+            self.call_after_refresh(self.goto_line, start)
 
     def facts_lines(self, kind: str) -> list[int]:
         return [ln for ln, f in self.facts.items() if f.get(kind)]

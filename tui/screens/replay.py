@@ -9,6 +9,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
+from tracetorch.tui.tabs import TAB_TITLES
 from tracetorch.tui.widgets.compile_detail import CompileDetail
 from tracetorch.tui.widgets.event_list import EventList
 
@@ -29,6 +30,9 @@ class ReplayScreen(Screen):
         Binding("n", "app.search_next(1)", "Next match", show=False),
         Binding("N", "app.search_next(-1)", "Prev match", show=False),
         Binding("escape,o", "app.overview", "Overview"),
+        # the detail tabs by number, as on the overview (the detail follows the cursor)
+        *[Binding(str(n % 10), f"tab('{tab_id}')", title, show=False)
+          for n, (tab_id, title) in enumerate(TAB_TITLES[:10], 1)],
     ]
     DEFAULT_CSS = """
     ReplayScreen EventList { width: 42%; border-right: solid $primary; }
@@ -73,6 +77,10 @@ class ReplayScreen(Screen):
         status.append(f"{ev.key}  compile {ev.compile_id if ev.compile_id is not None else '-'}  "
                       f"{model.trace.where(ev)}")
         self.query_one("#replay-status", Static).update(status, layout=False)  # fixed height
+
+    def action_tab(self, tab_id: str) -> None:
+        self.query_one(CompileDetail).switch(tab_id)
+        self.query_one(EventList).focus()   # the timeline keeps the keys (b, c, x, j/k)
 
     def action_step(self, delta: int) -> None:
         self.query_one(EventList).action_move(delta)
