@@ -42,5 +42,9 @@ dynamic sizes and scalars; a str a graph break computed is left unspecialized on
 explain.py;
 guards.py reads module-tree sources once through static_sources.py and checks a fingerprint of
 what it read on each call (mutation.py: dict lookups and identity tests; nothing in torch is
-patched). iterators.py: lazy map/zip/filter/enumerate, live dict views, the iterator protocol.
+patched).
+Python semantics kept by: iterators.py (lazy map/zip/filter/enumerate/itertools, live dict views
+and list iterators, the iterator protocol, fresh containers for values folded at trace time),
+exceptions.py (exceptions raised and caught in traced code, unwound through the exception
+table), stdlib_calls.py (functools/itertools/operator/collections/dataclasses by tables).
 """

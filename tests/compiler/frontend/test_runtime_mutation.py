@@ -208,8 +208,14 @@ def test_compiling_patches_nothing_in_torch():
     """Compiling and running modules and functions leaves every class attribute of torch.nn.Module
     (and its subclasses used here), torch.Tensor and builtins as it was."""
     import builtins
+    import collections
+    import functools
+    import itertools
+    import operator
+    import torch.nn.functional as F
     watched = [nn.Module, nn.Linear, nn.ModuleList, nn.Sequential, nn.ModuleDict, nn.LayerNorm,
-               torch.Tensor, torch._C.TensorBase]
+               nn.Softmax, torch.Tensor, torch._C.TensorBase, torch, F, functools, itertools,
+               operator, collections, collections.OrderedDict, dict, list]
     before = {c: dict(vars(c)) for c in watched}
     before_builtins = dict(vars(builtins))
     model = Net().eval()
@@ -219,6 +225,13 @@ def test_compiling_patches_nothing_in_torch():
     _check(compiled, model, torch.randn(2, 4))
     f = compiler.compile(lambda x: torch.nn.Softmax(dim=1)(x) + 1, backend="eager")
     f(torch.randn(2, 3))
+
+    def g(x):
+        d = collections.OrderedDict(a=x)
+        keys = d.keys()
+        d["b"] = functools.reduce(operator.add, itertools.chain([x], [x]))
+        return d["b"] * len(keys)
+    compiler.compile(g, backend="eager")(torch.randn(2))
     for c in watched:
         after = vars(c)
         changed = sorted(k for k in set(after) | set(before[c]) if after.get(k) is not before[c].get(k))
@@ -226,6 +239,12 @@ def test_compiling_patches_nothing_in_torch():
     changed = sorted(k for k in set(vars(builtins)) | set(before_builtins)
                      if vars(builtins).get(k) is not before_builtins.get(k) and k != "_")
     assert not changed, changed
+    # and torch.compile still builds modules in traced code afterwards (it failed with
+    # "'Softmax' object has no attribute 'dim'" while nn.Module.__setattr__ was replaced)
+    # (Dynamo itself patches nn.Module on its first use: checked above, before it runs)
+    torch._dynamo.reset()
+    out = torch.compile(lambda x: torch.nn.Softmax(dim=1)(x), backend="eager")(torch.ones(2, 3))
+    torch.testing.assert_close(out, torch.full((2, 3), 1 / 3))
 
 
 class Stack(nn.Module):
