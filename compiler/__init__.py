@@ -7,6 +7,17 @@
 
 `config` and `backend` are imported on first access, so a missing or broken backend package
 never breaks `from tracetorch import compiler`.
+
+Modules, in the order data flows through them:
+    api       compile(), explain(), reset(): the public entry points
+    config    every option and its layers (defaults, YAML, environment, patch)
+    backends  backend= names -> the torch.compile backend contract
+    hooks     plugin loading and the compiler wrappers debug registers
+    frontend  capture: bytecode -> FX graphs + guards
+    aot       functionalize, decompose, joint forward/backward, partition
+    backend   loop IR, fusion, C++/Triton code generation, runtime
+    optim     compiled optimizer steps
+    errors    the public error classes
 """
 from __future__ import annotations
 

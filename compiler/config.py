@@ -74,6 +74,8 @@ SECTIONS: dict[str, dict[str, Option]] = {
                                    "optimization), 'channels_last' everywhere, 'off' as eager "
                                    "(default: no measured gain on the suite's small-batch CNNs yet)",
                             choices=("auto", "channels_last", "off")),
+        "verify_schedule": _opt(False, "check every schedule's kernel-group invariants "
+                                       "(scheduler/verify.py; the tests turn it on)"),
         "cudagraphs": _opt(False, "record each compiled inference graph into a CUDA graph and "
                                   "replay it (one launch per call; compiler.compile(mode="
                                   "'reduce-overhead') sets it)"),

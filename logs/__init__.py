@@ -14,6 +14,20 @@ TRACE_DIR (structured trace folder). `logs` imports nothing else of tracetorch.
 Trace-only records (graph_break, guard_failure, recompile, fusion_decision, kernel,
 perf_hint, ...) go to the structured trace and to sinks, never to the console: for the
 console, emit the matching registered artifact (graph_breaks, recompiles, ...) as text.
+
+Modules, in the order data flows through them:
+    registry       every TRACE_LOGS name
+    settings       TRACE_LOGS parsing
+    events         the one event record
+    compile_ids    which compilation an event belongs to
+    bound          get_logger(): filtering bound loggers
+    core           routing events to console, trace, sinks
+    render         console text: glog, json, console
+    trace_keys     artifact name -> TORCH_TRACE envelope key
+    trace_writer   the structured trace writer
+    trace_reader   the structured trace reader
+    break_reasons  graph-break reasons: id, explanation, hints
+    sanitize       text from a trace made safe for a terminal
 """
 from __future__ import annotations
 

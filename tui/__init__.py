@@ -11,4 +11,19 @@ Layout of the package: `model.py` builds frames/compiles from a trace (`extract.
 record kind, ours and PyTorch's); `app.py` is the App; `screens/` holds the overview (main),
 replay, search, help, problems and minifier screens; `widgets/` the compile tree, the
 compile-detail tabs and the replay timeline; `panes/` one file per detail tab.
+
+Modules, in the order data flows through them:
+    cli        the tracetui command line
+    paths      what PATH means
+    demo       runs the demo program
+    model      what tracetui shows, built from a trace
+    extract    records -> facts
+    summary    --summary text
+    app        the Textual app
+    tabs       the detail tabs in order
+    screens    overview, replay, search, help, problems, minify
+    widgets    tree, totals, detail tabs, event list
+    panes      one pane per detail tab
+    debounce   latest-of-a-burst calls
+    synthetic  a synthetic trace for tests and benchmarks
 """

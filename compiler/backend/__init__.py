@@ -6,6 +6,19 @@ calls `compiler.backend(gm, example_inputs)`, which runs the aot stage (compiler
 inner compiler (compiler/backend/compile.py). Stages: lowering/ (aten -> IR), ir.py (every IR
 node type), scheduler/ (fusion, memory planning), codegen/ (cpp, triton, wrapper), runtime/
 (building/loading kernels), cache.py (on-disk compiled-graph cache).
+
+Modules, in the order data flows through them:
+    compile      the inner compiler: graph -> IR -> schedule -> code -> callable
+    cache        the on-disk compiled-graph cache
+    conv_layout  channels-last activations for convolution graphs
+    lowering     aten -> loop IR
+    ir           every IR node type
+    ops          the op vocabulary and its handlers
+    indexing     sympy index arithmetic
+    scheduler    fusion, memory planning, the schedule verifier
+    codegen      C++ and Triton kernels, the Python wrapper
+    autotune     block size / warp sweeps for Triton kernels
+    runtime      building, loading and launching kernels; CUDA graphs
 """
 
 from __future__ import annotations

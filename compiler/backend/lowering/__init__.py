@@ -3,6 +3,26 @@
 Split by op family: pointwise.py, views.py, reductions.py, misc.py (factories, cat, pad,
 indexing), scatter.py (scatter / index_put, in place into a copy of self), extern.py (ops kept
 whole + the ATen fallback). graph.py walks the FX graph.
+
+Modules, in the order data flows through them:
+    graph                 walks the FX graph, builds the IR
+    registry              the lowering table and shared helpers
+    pointwise             elementwise ops
+    views                 views as index expressions
+    reductions            reductions
+    split_reduction       long reductions in two stages
+    misc                  factories, cat, pad, indexing
+    scatter               the scatter family
+    embedding_bag         embedding_bag as a scatter
+    pooling               small-window pooling
+    scan                  cumulative scans
+    sort                  sort, topk, median
+    search                searchsorted, bucketize
+    special               special functions
+    special_extra         more special functions
+    special_polynomials   orthogonal polynomials
+    special_coefficients  coefficient tables
+    extern                ops kept whole and the per-op ATen fallback
 """
 
 from tracetorch.compiler.backend.lowering import extern, misc, pointwise, pooling, reductions, scan, search, sort, special, views  # noqa: F401

@@ -3,6 +3,11 @@
 `schedule(graph)` turns a GraphLowering into a Schedule: ordered steps (ir.KernelGroup for
 generated kernels, ExternKernel / FallbackKernel / MultiOutput for ATen calls) plus the memory
 plan the wrapper follows. See docs/CONTRACTS.md section 7 for what code generators receive.
+
+Modules, in the order data flows through them:
+    fusion  groups nodes into kernels, each decision an event with its reason
+    memory  the memory plan: allocations, reuse, frees, in-place write-backs
+    verify  checks the kernel groups' invariants (backend.verify_schedule; on in the tests)
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import dataclasses
 import re
 
 from tracetorch import logs
+from tracetorch.compiler import config
 from tracetorch.compiler.backend import ir
 from tracetorch.compiler.backend.scheduler import fusion, memory
 
@@ -105,6 +111,9 @@ def schedule(graph) -> Schedule:
     logs.artifact("ir_post_fusion", lambda: _post_fusion_text(final), filename="ir_post_fusion.txt")
     plan = memory.plan(final, graph, outs)
     sched = Schedule(final, graph, plan)
+    if config.backend.verify_schedule:
+        from tracetorch.compiler.backend.scheduler import verify
+        verify.check(sched, outs)
     logs.artifact("schedule", sched.to_str, filename="schedule.txt")
     log.info("scheduled", kernels=len(sched.kernels()), steps=len(final), buffers=len(buffers))
     return sched
