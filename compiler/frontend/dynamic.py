@@ -52,17 +52,21 @@ class DynamicSpec(dict):
 
 
 # Sources whose scalars may become dynamic: rooted at a frame local, reached only through
-# subscripts (L['n'], L['args'][1], L['cfg']['lr']); attribute chains (module hyper-parameters,
-# object fields) and globals stay specialized, as Dynamo's is_int_specialization_case does.
+# subscripts (L['n'], L['args'][1], L['cfg']['lr']), and floats of globals the same way
+# (G['SCALE']: Dynamo does not specialize floats); attribute chains (module hyper-parameters,
+# object fields) and ints of globals stay specialized, as Dynamo's is_int_specialization_case.
 _LOCAL_SCALAR_SOURCE = re.compile(r"^L\[('[^']*'|\d+)\](\[('[^']*'|-?\d+)\])*$")
+_GLOBAL_SCALAR_SOURCE = re.compile(r"^G\[('[^']*'|\d+)\](\[('[^']*'|-?\d+)\])*$")
 
 
 # a value a graph break left on the stack for the resume function (resume.STACK_ARG)
 _RESUME_STACK_SOURCE = re.compile(r"^L\['___stack'\]\[\d+\]$")
 
 
-def scalar_source_ok(source: str) -> bool:
-    return bool(_LOCAL_SCALAR_SOURCE.match(source))
+def scalar_source_ok(source: str, value=None) -> bool:
+    if _LOCAL_SCALAR_SOURCE.match(source):
+        return True
+    return type(value) is float and bool(_GLOBAL_SCALAR_SOURCE.match(source))
 
 
 def dynamic_scalar_value(value) -> bool:
@@ -116,7 +120,7 @@ class DynamicDims:
         if type(g.expected) is str:
             return self._compare_str(g, env, globals_, func_name)
         if g.source in self.scalars or not dynamic_scalar_value(g.expected) \
-                or not scalar_source_ok(g.source):
+                or not scalar_source_ok(g.source, g.expected):
             return []
         try:
             value = evaluate_source(g.source, env, globals_)
