@@ -1,7 +1,7 @@
 """Exceptions: try/except/finally in the frame, raising, exceptions escaping."""
 import torch
 
-from tests.compiler.frontend.pysem import World, brk, case
+from tests.compiler.frontend.pysem import T, World, brk, case
 
 PROGRAMS = []
 P = PROGRAMS.append
@@ -187,3 +187,18 @@ def exception_returned_and_isinstance():
         return x + caught.args[1], isinstance(caught, MyError), caught
     return f
 P(exception_returned_and_isinstance)
+
+
+@case("exceptions", args=lambda i: (T(i + 2, 3, seed=i),), calls=5)
+def break_inside_with_over_changing_sizes():
+    def f(x):
+        with torch.no_grad():
+            for i in range(2):
+                x = x * 2 + i
+                brk(x.shape[0])
+        with torch.enable_grad():
+            y = x.sum(0)
+            brk()
+        return y, torch.is_grad_enabled()
+    return f
+P(break_inside_with_over_changing_sizes)
