@@ -100,6 +100,9 @@ def run_target(target, seeds, args, results):
                 continue
             rec = json.loads(line)
             results.append(rec)
+            if len(results) % 50 == 0:
+                bad = sum(1 for r in results if r["status"] in ("wrong", "crash", "hang"))
+                print(f"{target}: {len(results)} programs, {bad} wrong/crash/hang", file=sys.stderr, flush=True)
             if pending:
                 w.submit(pending.popleft())
             else:
