@@ -82,7 +82,8 @@ def test_artifact_name_to_pytorch_envelope_keys(fresh_logs, tmp_path):
                     "aot_inference_graph", "aot_joint_graph", "compilation_metrics", "artifact"]
     assert recs[3][0]["inductor_output_code"] == {"filename": "/tmp/out.py"}
     metrics_env, metrics_payload, _ = recs[8]
-    assert metrics_env["compilation_metrics"] == {"co_name": "f", "graph_op_count": 2}
+    assert metrics_env["compilation_metrics"] == {"co_name": "f", "graph_op_count": 2,
+                                                  "restart_reasons": []}  # filled by logs
     assert metrics_payload is None and "has_payload" not in metrics_env
     assert recs[9][0]["artifact"] == {"name": "recompile", "encoding": "json"}
     logs.artifact("aot_graphs", lambda: "text", graph="partition", name="graph_0")
