@@ -23,11 +23,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "compiler" / "frontend"))
+from hf_zoo import EXCEPTIONS  # noqa: E402  (imports no torch/transformers)
 
 
 def _worker(names, backend, train_backend, out_dir):
     warnings.filterwarnings("ignore")
-    import logging
+    import logging  # noqa: F811
     logging.disable(logging.WARNING)
     from hf_zoo import check
     for name in names:
@@ -47,10 +48,14 @@ def _fmt(r):
           and r["train_breaks"] <= r["dynamo_train_breaks"]
           and r["out_err"] < 1e-4 and r["loss_err"] < 1e-4 and r["grad_err"] < 1e-3
           and not r["grad_mismatch"] and r["same_type"] and r["same_keys"])
+    if not ok and r["name"] in EXCEPTIONS and r["out_err"] < 1e-4 and r["loss_err"] < 1e-4 \
+            and r["grad_err"] < 1e-3 and not r["grad_mismatch"]:
+        ok = "exception"      # more graphs/breaks than Dynamo, documented in hf_zoo.EXCEPTIONS
     return (f"| {r['name']} | {r['family']} | {r['graphs']}/{r['dynamo_graphs']} | "
             f"{r['breaks']}/{r['dynamo_breaks']} | {r['train_breaks']}/{r['dynamo_train_breaks']} | "
             f"{r['out_err']:.1e} | {r['loss_err']:.1e} | "
-            f"{r['grad_err']:.1e} | {r['compile_s']:.2f} | {'ok' if ok else 'FAIL'} |")
+            f"{r['grad_err']:.1e} | {r['compile_s']:.2f} | "
+            f"{ok if isinstance(ok, str) else ('ok' if ok else 'FAIL')} |")
 
 
 def main(argv=None):
@@ -98,7 +103,10 @@ def main(argv=None):
     rows = [results[n] for n in names]
     print("\nin zoo order:\n" + header + "\n" + "\n".join(_fmt(r) for r in rows))
     good = sum(1 for r in rows if _fmt(r).endswith("| ok |"))
-    summary = f"{good}/{len(rows)} ok (backend={args.backend}, train_backend={args.train_backend})"
+    excused = [r["name"] for r in rows if _fmt(r).endswith("| exception |")]
+    summary = (f"{good}/{len(rows)} ok, {len(excused)} documented exceptions "
+               f"(backend={args.backend}, train_backend={args.train_backend})")
+    summary += "".join(f"\n- {n}: {EXCEPTIONS[n]}" for n in excused)
     print(summary)
     if args.out:
         Path(args.out + ".json").write_text(json.dumps(rows, indent=1))

@@ -267,6 +267,19 @@ ZOO: dict[str, Entry] = {
                        projection_dim=16), _clip, _clip_loss),
 }
 
+# Where we have more graphs or breaks than Dynamo (scripts/run_hf_zoo.py marks these rows
+# "exception" rather than "ok"; outputs, losses and gradients must still match eager):
+EXCEPTIONS = {
+    "segformer": "transformers' output-capturing forward hooks (installed on submodules by the "
+                 "first eager call, reading a ContextVar) are not inlined: one break per hooked "
+                 "module call (5) where Dynamo breaks once",
+    "wav2vec2": "training call: same breaks as Dynamo (tensor truth of labels.max(), "
+                "requires_grad set on a tensor, masked_select's data-dependent shape) plus one: "
+                "`with torch.backends.cudnn.flags(...)` breaks at the call and again at the "
+                "`with` in the resume function (Dynamo counts one); fewer graphs (4 vs 7)",
+    "hubert": "as wav2vec2 (same CTC loss path)",
+}
+
 # The CI subset (tests/compiler/frontend/test_capture_hf_zoo.py): one or two of each family.
 FAST = ("gpt2", "llama", "bert", "t5", "bart", "vit", "resnet", "whisper", "clip")
 
