@@ -43,3 +43,11 @@ def backend_cache_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("tracetorch_cache")
     with config.patch(**{"backend.cache_dir": str(d)}):
         yield d
+
+
+@_pytest_backend.fixture(scope="session", autouse=True)
+def _verify_every_schedule():
+    """Every schedule compiled in the tests is checked by compiler/backend/scheduler/verify.py."""
+    from tracetorch.compiler import config
+    with config.patch(**{"backend.verify_schedule": True}):
+        yield
