@@ -91,7 +91,7 @@ class SourcePane(Vertical):
         break_lines = sorted(self.facts_lines("breaks"))
         self.capture_start, stop = captured_range(c, self.first, len(text_lines), break_lines)
         head.update(Text.assemble(
-            (f"{c.name or '?'}", "bold"), f"  {Path(self.filename).name}:{self.first}   ",
+            (f"{c.display_name or '?'}", "bold"), f"  {Path(self.filename).name}:{self.first}   ",
             ("▌", "green"), " captured  ", ("✖", "bold yellow"), " graph break  ",
             ("G", "green"), " guard  ", ("K", "cyan"), " kernel   (enter: kernels of the line)"))
         opts = []

@@ -26,7 +26,7 @@ class SummaryPane(Pane):
         t.add_row("compile id", c.id + (f"  (attempts {', '.join(map(str, sorted(c.attempts)))})"
                                          if len(c.attempts) > 1 else ""))
         t.add_row("outcome", flags)
-        t.add_row("function", Text(f"{c.name or '?'}  {c.location}"))
+        t.add_row("function", Text(f"{c.display_name or '?'}  {c.location}"))
         t.add_row("graph breaks", str(len(c.breaks) or len(c.restart_reasons)))
         t.add_row("recompile reasons", str(len(c.recompile_reasons)))
         t.add_row("guards", str(len(c.guards)))
