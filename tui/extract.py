@@ -483,12 +483,27 @@ def _op_base(name: str) -> str:
     return re.sub(r"_\d+$", "", name)
 
 
+_PT_TRACE_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def _strip_suffix(d) -> dict:
+    """PyTorch's provenance keys name kernels as "name:N" (the N-th launch): by name."""
+    out: dict = {}
+    for k, v in (d or {}).items() if isinstance(d, dict) else []:
+        out.setdefault(str(k).split(":", 1)[0], []).extend(v if isinstance(v, list) else [])
+    return out
+
+
 def output_code_kernels(code: str, nodes: dict[str, tuple[str, int, str]],
-                        mapping: dict | None = None) -> list[Kernel]:
+                        mapping: dict | None = None,
+                        stack_traces: dict | None = None) -> list[Kernel]:
     """The kernels of PyTorch's output code, each with its FX nodes and the user lines they
-    came from: from a provenance mapping (kernel -> post-grad nodes) when the trace has one,
-    else from `Source Nodes: [...]` comments, else from the ops in the fused kernel's name."""
+    came from. Nodes: from the provenance mapping (kernel -> post-grad nodes) when the trace has
+    one, else `Source Nodes: [...]` comments, else the ops in the fused kernel's name (an
+    approximation). Lines: the provenance kernel stack traces when present, else the nodes'
+    `# File:` comments in the post-grad graph."""
     out = []
+    mapping, stack_traces = _strip_suffix(mapping), _strip_suffix(stack_traces)
     for m in _PT_KERNEL.finditer(code):
         name, kind, body = m.group(1), m.group(2), m.group(3)
         fx: list[str] = []
@@ -504,7 +519,11 @@ def output_code_kernels(code: str, nodes: dict[str, tuple[str, int, str]],
             ops = re.sub(r"_\d+$", "", ops)
             fx = [n for n in nodes if not n.startswith("__op__") and _op_base(n) in ops.split("_")]
         lines = []
-        for n in fx:
+        for tb in stack_traces.get(name, []):   # the kernel's own user stacks: exact
+            frames = _PT_TRACE_FRAME.findall(str(tb))
+            if frames and (frames[-1][0], int(frames[-1][1])) not in lines:
+                lines.append((frames[-1][0], int(frames[-1][1])))
+        for n in fx if not lines else []:
             w = nodes.get(n) or nodes.get(f"__op__{_op_base(n)}")
             if w and (w[0], w[1]) not in lines:
                 lines.append((w[0], w[1]))

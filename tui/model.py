@@ -50,6 +50,7 @@ class Compile:
     caller: str = ""  # ours: "file:line" of the call that started the compile
     post_grad: int = -1  # PyTorch: the inductor_post_grad_graph record
     provenance: int = -1  # PyTorch: an inductor provenance mapping record
+    kernel_traces: int = -1  # PyTorch: inductor's kernel -> user stack traces record
     has_metrics: bool = False
     source: tuple[str, int, str] | None = None  # (filename, first line, text) when in the trace
 
@@ -267,6 +268,8 @@ class TraceModel:
             c.graphs.append(("post-grad graph (inductor)", ev.payload, ev.index))
         elif k.startswith("inductor_provenance_tracking_node_mappings"):
             c.provenance = ev.index
+        elif k.startswith("inductor_provenance_tracking_kernel_stack_traces"):
+            c.kernel_traces = ev.index
         elif k == "bytecode":  # ours: "ORIGINAL BYTECODE <name> <file> line <n>" names the frame
             m = _BYTECODE_HEAD.match(ev.payload[:1000])
             if m and not c.has_metrics:
@@ -351,8 +354,9 @@ class TraceModel:
             data = X.as_dict(events[c.provenance].payload_json())
             mapping = next((data[k] for k in ("cppCodeToPost", "tritonCodeToPost", "kernelToPost")
                             if isinstance(data.get(k), dict)), None)
+        traces = X.as_dict(events[c.kernel_traces].payload_json()) if c.kernel_traces >= 0 else None
         for mod in modules:
-            for k in X.output_code_kernels(mod.code, nodes, mapping):
+            for k in X.output_code_kernels(mod.code, nodes, mapping, traces):
                 k.event = mod.event
                 c.kernels.append(k)
 

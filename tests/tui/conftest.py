@@ -100,3 +100,11 @@ def gpt_traces(fixture_root) -> dict:
     """The issue-18 GPT-style model under both compilers (see gpt_program.py)."""
     from tui_trace_fixtures import gpt_traces as make
     return make(fixture_root)
+
+
+@pytest.fixture(scope="session")
+def inductor_provenance_trace(fixture_root):
+    """As inductor_torch_trace, with inductor's provenance tracking on (its mapping records)."""
+    from tui_trace_fixtures import INDUCTOR_PROVENANCE_PROGRAM, program_trace
+    return program_trace(fixture_root, "inductor_prov", INDUCTOR_PROVENANCE_PROGRAM,
+                         "torch_inductor", target="f")

@@ -71,6 +71,9 @@ def main(mode):
         import torch._dynamo as dynamo
         dynamo.config.suppress_errors = True
         inductor = os.environ.get("GPT_BACKEND") == "inductor"
+        if inductor:  # kernel -> node and kernel -> user stack records in the trace
+            import torch._inductor.config as inductor_config
+            inductor_config.trace.provenance_tracking_level = 1
         compiled = torch.compile(model, backend=failing_backend if fail else
                                  "inductor" if inductor else "eager")
     else:

@@ -48,3 +48,12 @@ async def test_source_line_to_kernel_and_back(inductor_torch_trace):
         await pilot.press("enter")                      # and back to the source line
         await pilot.pause()
         assert detail.active == "source"
+
+
+def test_provenance_records_give_nodes_and_stack_lines(inductor_provenance_trace):
+    m = TraceModel(open_path(str(inductor_provenance_trace)).trace)
+    (c,) = m.compiles.values()
+    assert c.provenance >= 0 and c.kernel_traces >= 0
+    (k,) = [k for k in c.kernels if not k.module]
+    assert sorted(k.fx_nodes) == ["add", "mul", "relu", "sin", "sum_1"]
+    assert sorted(ln for _, ln in k.user_lines) == [5, 6, 7]

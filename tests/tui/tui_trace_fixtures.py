@@ -432,3 +432,7 @@ def gpt_traces(root: Path) -> dict:
             (d / ".done").write_text("")
     runs = sorted((d / "ours").glob("run_*"))
     return {"ours": runs[-1], "torch": d / "torch"}
+
+INDUCTOR_PROVENANCE_PROGRAM = INDUCTOR_PROGRAM.replace(
+    "cf = COMPILE", "import torch._inductor.config as ic\nic.trace.provenance_tracking_level = 1\n"
+    "cf = COMPILE")
