@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from scripts import harness  # noqa: E402
 from scripts import workloads as W  # noqa: E402
 
 VARIANTS = ["eager", "ours_backend", "ours_compile", "inductor"]
@@ -104,23 +104,12 @@ def warm_up_variants(variants, device, dtype):
     reset_all()
 
 
-def sync(device):
-    if device == "cuda":
-        torch.cuda.synchronize()
+sync = harness.sync
 
 
 def median_ms(call, device, quick):
-    if device == "cuda":
-        import triton.testing
-        return triton.testing.do_bench(call, warmup=25 if quick else 100, rep=50 if quick else 300,
-                                       return_mode="median")
-    call()   # warm-up
-    times, budget, start = [], (0.2 if quick else 1.0), time.perf_counter()
-    while len(times) < 5 or (time.perf_counter() - start < budget and len(times) < 200):
-        t0 = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    return harness.median_ms(call, device, warmup_ms=25 if quick else 100, rep_ms=50 if quick else 300,
+                             budget_s=0.2 if quick else 1.0)
 
 
 def copy_bandwidth_gbps(device, quick):

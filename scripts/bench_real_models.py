@@ -25,6 +25,8 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from scripts import harness  # noqa: E402
 
 
 # -- the models ---------------------------------------------------------------------------------
@@ -102,9 +104,7 @@ def _compiled(variant, model):
     raise ValueError(variant)
 
 
-def _sync(device):
-    if device == "cuda":
-        torch.cuda.synchronize()
+_sync = harness.sync
 
 
 def _time(fn, device, repeat):

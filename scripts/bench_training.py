@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import statistics
 import sys
@@ -163,9 +162,7 @@ def make_variant(variant, model, opt):
     raise ValueError(variant)
 
 
-def sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+from scripts.harness import geomean, sync  # noqa: E402
 
 
 def setup_variant(variant, factory, batch, make_opt, device, dtype, foreach=None):
@@ -409,11 +406,6 @@ def reset_all():
 
 
 # ---------------------------------------------------------------- main
-def geomean(xs):
-    xs = [x for x in xs if x and x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

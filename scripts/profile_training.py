@@ -21,9 +21,7 @@ from scripts.bench_training import generic_loss, make_models, setup_variant  # n
 PHASES = ("forward", "backward", "optimizer")
 
 
-def sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+from scripts.harness import sync  # noqa: E402
 
 
 def phase_walls(fwd, step, opt, data, device, steps):

@@ -13,7 +13,6 @@ The programs run in inference mode (modules in eval(), called under torch.no_gra
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Callable
 
 import torch
@@ -215,6 +214,4 @@ def get(name: str) -> Workload:
     return WORKLOADS[name]
 
 
-def geomean(xs) -> float:
-    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+from scripts.harness import geomean  # noqa: E402,F401  (re-exported for the bench scripts)

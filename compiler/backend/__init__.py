@@ -36,13 +36,8 @@ def inner_compile(gm, example_inputs):
 def compile_fx(gm, example_inputs, *, dynamic=None):
     """Our backend: aot (functionalize, decompose / joint+partition) then the inner compiler."""
     from tracetorch.compiler.aot import aot_module
-    inner = inner_compile
-    try:
-        from tracetorch.compiler import hooks
-        if hasattr(hooks, "wrap_compiler"):
-            inner = hooks.wrap_compiler(inner_compile, "backend")
-    except ImportError:
-        pass
+    from tracetorch.compiler import hooks
+    inner = hooks.wrap_compiler(inner_compile, "backend")   # repro/minifier wrappers, if any
     from tracetorch.compiler.backend.runtime.cudagraphs import maybe_wrap
     return aot_module(gm, example_inputs, inner, dynamic=dynamic, wrap_inference=maybe_wrap)
 

@@ -1,0 +1,42 @@
+"""What every benchmark script shares: synchronising a device, timing a call (median), the
+geometric mean of ratios. One copy here, imported as `from scripts import harness` (repository
+root on sys.path) or `import harness` (scripts/ on sys.path).
+
+Timing rules (docs: speed lives in scripts, reported as medians of side-by-side runs): on CUDA
+`triton.testing.do_bench` times with device events and returns the median; on the CPU the call
+runs at least `min_calls` times and then until `budget_s` seconds or `max_calls` calls.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import torch
+
+
+def sync(device) -> None:
+    """Wait for queued device work (device: a name like "cuda" or a torch.device)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def median_ms(fn, device, *, warmup_ms: float = 100, rep_ms: float = 300, min_calls: int = 5,
+              max_calls: int = 200, budget_s: float = 1.0) -> float:
+    """Median milliseconds of one call of `fn` (after a warm-up call)."""
+    if torch.device(device).type == "cuda":
+        import triton.testing
+        return triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")
+    fn()
+    times, start = [], time.perf_counter()
+    while len(times) < min_calls or (time.perf_counter() - start < budget_s and len(times) < max_calls):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def geomean(xs) -> float:
+    """Geometric mean of the positive, finite values (NaN when there are none)."""
+    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
