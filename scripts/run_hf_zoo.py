@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "tests" / "compiler" / "frontend"))
 from hf_zoo import EXCEPTIONS  # noqa: E402  (imports no torch/transformers)
 
 
-def _worker(names, backend, train_backend, out_dir):
+def _worker(names, backend, train_backend, out_dir, with_dynamo=True):
     warnings.filterwarnings("ignore")
     import logging  # noqa: F811
     logging.disable(logging.WARNING)
@@ -34,7 +34,8 @@ def _worker(names, backend, train_backend, out_dir):
     for name in names:
         start = time.perf_counter()
         try:
-            res = check(name, backend=backend, train_backend=train_backend, train_counts=True)
+            res = check(name, backend=backend, train_backend=train_backend, train_counts=True,
+                        with_dynamo=with_dynamo)
         except Exception as e:                      # noqa: BLE001 - a row says what went wrong
             res = {"name": name, "error": f"{type(e).__name__}: {str(e)[:300]}"}
         res["wall_s"] = time.perf_counter() - start
@@ -44,6 +45,13 @@ def _worker(names, backend, train_backend, out_dir):
 def _fmt(r):
     if "error" in r:
         return f"| {r['name']} | ERROR: {r['error'][:120]} |"
+    r = {"dynamo_graphs": "-", "dynamo_breaks": "-", "dynamo_train_breaks": "-", **r}
+    if "-" in (r["dynamo_graphs"], r["dynamo_train_breaks"]):      # --no-dynamo: correctness only
+        ok = (r["out_err"] < 1e-4 and r["loss_err"] < 1e-4 and r["grad_err"] < 1e-3
+              and not r["grad_mismatch"] and r["same_type"] and r["same_keys"])
+        return (f"| {r['name']} | {r['family']} | {r['graphs']}/- | {r['breaks']}/- | "
+                f"{r['train_breaks']}/- | {r['out_err']:.1e} | {r['loss_err']:.1e} | "
+                f"{r['grad_err']:.1e} | {r['compile_s']:.2f} | {'ok' if ok else 'FAIL'} |")
     ok = (r["graphs"] <= r["dynamo_graphs"] and r["breaks"] <= r["dynamo_breaks"]
           and r["train_breaks"] <= r["dynamo_train_breaks"]
           and r["out_err"] < 1e-4 and r["loss_err"] < 1e-4 and r["grad_err"] < 1e-3
@@ -65,13 +73,16 @@ def main(argv=None):
     p.add_argument("--train-backend", default="aot_eager", help="backend for the training step")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per worker")
     p.add_argument("--jobs", type=int, default=1, help="workers at a time")
+    p.add_argument("--no-dynamo", action="store_true",
+                   help="skip torch._dynamo's counts (backend runs: correctness only)")
     p.add_argument("--per-worker", type=int, default=6, help="models per worker process")
     p.add_argument("--out", default=None, help="output path without extension")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--result-dir", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        return _worker(args.worker.split(","), args.backend, args.train_backend, args.result_dir)
+        return _worker(args.worker.split(","), args.backend, args.train_backend, args.result_dir,
+                       with_dynamo=not args.no_dynamo)
     from hf_zoo import ZOO
     names = [n for n in args.only.split(",") if n] or list(ZOO)
     header = ("| model | family | graphs ours/Dynamo | breaks ours/Dynamo | train breaks "
@@ -85,7 +96,8 @@ def main(argv=None):
         try:
             subprocess.run([sys.executable, __file__, "--worker", ",".join(chunk), "--backend",
                             args.backend, "--train-backend", args.train_backend,
-                            "--result-dir", out_dir], timeout=args.timeout,
+                            "--result-dir", out_dir] + (["--no-dynamo"] if args.no_dynamo else []),
+                           timeout=args.timeout,
                            capture_output=True, cwd=ROOT)
         except subprocess.TimeoutExpired:
             pass
