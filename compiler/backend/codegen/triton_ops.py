@@ -101,7 +101,12 @@ def triton_constant(value, dtype) -> str:
         if math.isinf(v):
             return 'float("-inf")' if v < 0 else 'float("inf")'
         return repr(v)
-    return str(int(value))
+    # integers wrap into the dtype as a C cast (and torch) does: clamp(uint8, min=-2) uses 254
+    bits = torch.iinfo(dtype).bits
+    v = int(value) & ((1 << bits) - 1)
+    if torch.iinfo(dtype).min < 0 and v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return str(v)
 
 
 class TritonOpsHandler(ir.OpsHandler):

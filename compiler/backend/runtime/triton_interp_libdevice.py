@@ -5,7 +5,7 @@ no libdevice, so kernels generated for CPU tensors import this module under the 
 kernel text is otherwise identical. Each function is written with interpreter-supported tl ops;
 accuracy is within a few float32 ulps, relative as well near 0 (tanh, sinh, expm1, log1p, asinh,
 atanh avoid the cancellation of 1 + x; erfc uses a continued fraction where 1 - erf(x) vanishes;
-hypot and pow work in float64). Functions that need a real implementation (asin, acos, atan, atan2, lgamma,
+hypot, pow and the hyperbolic/log functions work in float64, then round once). Functions that need a real implementation (asin, acos, atan, atan2, lgamma,
 erfinv) are absent: the code generator reports them unsupported under the interpreter, and the
 graph then runs eagerly.
 """
@@ -19,54 +19,54 @@ def log(x):
 
 
 @triton.jit
-def tanh(x):
+def _tanh(x):
     # from expm1 (accurate near 0: tanh of 1e-308 is 1e-308, not 0)
-    e = expm1(-2.0 * tl.abs(x))
+    e = _expm1(-2.0 * tl.abs(x))
     t = -e / (2.0 + e)
     return tl.where(x == 0, x, tl.where(x < 0, -t, t))
 
 
 @triton.jit
-def sinh(x):
+def _sinh(x):
     a = tl.abs(x)
-    e = expm1(a)
+    e = _expm1(a)
     s = tl.where(a < 20.0, 0.5 * (e + e / (e + 1.0)), tl.exp(a - 0.6931471805599453))   # exp(a) / 2 without overflow
     return tl.where(x == 0, x, tl.where(x < 0, -s, s))
 
 
 @triton.jit
-def cosh(x):
+def _cosh(x):
     a = tl.abs(x)
     return tl.where(a < 1.0, 0.5 * (tl.exp(a) + tl.exp(-a)), tl.exp(a - 0.6931471805599453) + 0.25 / tl.exp(a - 0.6931471805599453))
 
 
 @triton.jit
-def tan(x):
+def _tan(x):
     return tl.sin(x) / tl.cos(x)
 
 
 @triton.jit
-def asinh(x):
+def _asinh(x):
     a = tl.abs(x)
-    r = tl.where(a > 1e18, tl.log(a) + 0.6931471805599453, log1p(a + a * a / (1.0 + tl.sqrt(a * a + 1.0))))
+    r = tl.where(a > 1e18, tl.log(a) + 0.6931471805599453, _log1p(a + a * a / (1.0 + tl.sqrt(a * a + 1.0))))
     return tl.where(x == 0, x, tl.where(x < 0, -r, r))
 
 
 @triton.jit
-def acosh(x):
-    r = tl.where(x > 1e8, tl.log(x) + 0.6931471805599453, log1p((x - 1.0) + tl.sqrt((x - 1.0) * (x + 1.0))))
+def _acosh(x):
+    r = tl.where(x > 1e8, tl.log(x) + 0.6931471805599453, _log1p((x - 1.0) + tl.sqrt((x - 1.0) * (x + 1.0))))
     return tl.where(x < 1.0, float("nan"), r)
 
 
 @triton.jit
-def atanh(x):
+def _atanh(x):
     a = tl.abs(x)
-    r = 0.5 * log1p(2.0 * a / (1.0 - a))
+    r = 0.5 * _log1p(2.0 * a / (1.0 - a))
     return tl.where(x == 0, x, tl.where(x < 0, -r, r))
 
 
 @triton.jit
-def log1p(x):
+def _log1p(x):
     # log(u) * x / (u - 1) with u = 1 + x cancels the rounding of u (log(1 + 1e-36) is not 0)
     u = 1.0 + x
     small = log(u) * (x / (u - 1.0))
@@ -74,7 +74,7 @@ def log1p(x):
 
 
 @triton.jit
-def expm1(x):
+def _expm1(x):
     # (u - 1) * x / log(u) with u = exp(x) cancels the rounding of u near 0
     u = tl.exp(x)
     small = (u - 1.0) * (x / tl.log(u))
@@ -82,7 +82,7 @@ def expm1(x):
 
 
 @triton.jit
-def log10(x):
+def _log10(x):
     return tl.log(x) * 0.43429448190325176
 
 
@@ -149,3 +149,55 @@ def pow(a, b):
     r = tl.where(a < 0, tl.where(b_int, tl.where(b_odd, -mag, mag), float("nan")), mag)
     r = tl.where(b == 0, 1.0, r)
     return tl.where(a == 1, 1.0, r)
+
+
+# the public stand-ins: the formulas above in float64, rounded once to the argument's type
+
+@triton.jit
+def tanh(x):
+    return _tanh(x.to(tl.float64)).to(x.dtype)
+
+
+@triton.jit
+def sinh(x):
+    return _sinh(x.to(tl.float64)).to(x.dtype)
+
+
+@triton.jit
+def cosh(x):
+    return _cosh(x.to(tl.float64)).to(x.dtype)
+
+
+@triton.jit
+def tan(x):
+    return _tan(x.to(tl.float64)).to(x.dtype)
+
+
+@triton.jit
+def asinh(x):
+    return _asinh(x.to(tl.float64)).to(x.dtype)
+
+
+@triton.jit
+def acosh(x):
+    return _acosh(x.to(tl.float64)).to(x.dtype)
+
+
+@triton.jit
+def atanh(x):
+    return _atanh(x.to(tl.float64)).to(x.dtype)
+
+
+@triton.jit
+def log1p(x):
+    return _log1p(x.to(tl.float64)).to(x.dtype)
+
+
+@triton.jit
+def expm1(x):
+    return _expm1(x.to(tl.float64)).to(x.dtype)
+
+
+@triton.jit
+def log10(x):
+    return _log10(x.to(tl.float64)).to(x.dtype)
