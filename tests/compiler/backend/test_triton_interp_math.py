@@ -32,7 +32,7 @@ def _compile(fn):
 
 
 def _check(got, expected):
-    torch.testing.assert_close(got, expected, equal_nan=True, rtol=4e-6, atol=0)
+    torch.testing.assert_close(got, expected, equal_nan=True, rtol=1.3e-6, atol=0)   # the fuzzer's float32 tolerance
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

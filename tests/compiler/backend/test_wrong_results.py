@@ -148,6 +148,10 @@ def index_fill_input(a):                   # index_fill_ at dynamic sizes traced
     return a.index_fill_(0, torch.tensor([0]), 0.001)
 
 
+def unsigned_clamp_negative_bound(x):      # the bound wraps into uint8 (eager: -2 is 254)
+    return torch.clamp(x, min=-2), torch.clamp(x, -2, 3)
+
+
 CASES = {
     "1_writeback_order": (writeback_before_reader, lambda: [torch.zeros(3), torch.tensor(1.)]),
     "2_output_overwritten": (fused_output_overwritten, lambda: [torch.tensor([1., 2.])]),
@@ -179,6 +183,7 @@ CASES = {
     "float_to_int": (float_to_int_out_of_range, lambda: [torch.tensor([float("inf"), float("-inf"), float("nan"),
                                                                      3e10, -3e10, 2.7, -2.7, 300.5, -129.5, 1e20])]),
     "index_fill_": (index_fill_input, lambda: [torch.randn(4, 3)]),
+    "uint8_clamp": (unsigned_clamp_negative_bound, lambda: [torch.tensor([0, 1, 3, 200, 255], dtype=torch.uint8)]),
     "t_input": (transpose_input_in_place, lambda: [torch.randn(3, 4)]),
     "unsqueeze_input": (unsqueeze_input_in_place, lambda: [torch.randn(3, 4)]),
 }
