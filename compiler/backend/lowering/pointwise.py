@@ -62,13 +62,20 @@ def _isfinite(ctx, x):
 _LEAVES_BOOL = {"add", "sub", "mul"}
 
 
-def _as_operand_dtype(scalar, dtype):
-    """A Scalar_Tensor overload's scalar (`1e20 % x`) becomes a tensor of the op's dtype in eager:
-    rounded to it (1e20 is inf in float16), unlike a Tensor_Scalar scalar, which kernels keep in
-    their float compute type."""
+def _as_operand_dtype(scalar, dtype, device):
+    """A Python scalar that eager's CPU kernel takes in the op's half-precision dtype: rounded to
+    it (1e20 is inf in float16; `x + 0.1001` adds float16(0.1001)). CUDA kernels keep scalars in
+    their float compute type, so only CPU graphs round."""
+    if device.type != "cpu":
+        return scalar
     if dtype in (torch.float16, torch.bfloat16) and isinstance(scalar, (int, float)) and not isinstance(scalar, bool):
         return float(torch.tensor(float(scalar), dtype=dtype))
     return scalar
+
+
+#: ops whose Python-scalar operand eager's CPU kernels take in the op's own (half) dtype; mul,
+#: div and floor division keep it in float (measured on float16/bfloat16 against both roundings)
+_SCALAR_IN_OP_DTYPE = {"add", "sub", "remainder", "fmod", "atan2", "hypot"}
 
 
 def _binary(opname, scale_arg=False):
@@ -76,8 +83,10 @@ def _binary(opname, scale_arg=False):
         if not (is_tensor(a) or is_tensor(b)):
             raise NotLowerable("no tensor operand")
         compute = torch.int32 if ctx.dtype == torch.bool and opname in _LEAVES_BOOL else None
-        if not is_tensor(a) and ctx.node.target._overloadname == "Scalar_Tensor":
-            a = _as_operand_dtype(a, ctx.dtype)
+        if not is_tensor(a) and (opname in _SCALAR_IN_OP_DTYPE or ctx.node.target._overloadname == "Scalar_Tensor"):
+            a = _as_operand_dtype(a, ctx.dtype, ctx.device)
+        if not is_tensor(b) and opname in _SCALAR_IN_OP_DTYPE:
+            b = _as_operand_dtype(b, ctx.dtype, ctx.device)
         if alpha != 1:
             return make_pointwise(ctx, [a, b, alpha], lambda x, y, al: getattr(ops, opname)(x, ops.mul(y, al)),
                                   compute_dtype=compute)
@@ -102,6 +111,8 @@ for _name, _op in {"add": "add", "sub": "sub", "mul": "mul", "div": "truediv", "
 
 @register_lowering(aten.rsub.Tensor, aten.rsub.Scalar)
 def _rsub(ctx, a, b, alpha=1):
+    if not is_tensor(b):
+        b = _as_operand_dtype(b, ctx.dtype, ctx.device)
     return make_pointwise(ctx, [b, a, alpha], lambda y, x, al: ops.sub(y, ops.mul(x, al)))
 
 

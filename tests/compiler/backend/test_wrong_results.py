@@ -152,6 +152,10 @@ def unsigned_clamp_negative_bound(x):      # the bound wraps into uint8 (eager: 
     return torch.clamp(x, min=-2), torch.clamp(x, -2, 3)
 
 
+def half_scalar_operands(x):               # scalars as eager's CPU kernels take them per op
+    return x + 0.1001, x - 0.1001, x % 0.1001, torch.fmod(x, 0.1001), 0.1001 - x, x * 0.1001, x / 0.1001, 1e20 % x
+
+
 CASES = {
     "1_writeback_order": (writeback_before_reader, lambda: [torch.zeros(3), torch.tensor(1.)]),
     "2_output_overwritten": (fused_output_overwritten, lambda: [torch.tensor([1., 2.])]),
@@ -184,6 +188,8 @@ CASES = {
                                                                      3e10, -3e10, 2.7, -2.7, 300.5, -129.5, 1e20])]),
     "index_fill_": (index_fill_input, lambda: [torch.randn(4, 3)]),
     "uint8_clamp": (unsigned_clamp_negative_bound, lambda: [torch.tensor([0, 1, 3, 200, 255], dtype=torch.uint8)]),
+    "half_scalars": (half_scalar_operands, lambda: [torch.randn(300).half()]),
+    "bf16_scalars": (half_scalar_operands, lambda: [torch.randn(300).bfloat16()]),
     "t_input": (transpose_input_in_place, lambda: [torch.randn(3, 4)]),
     "unsqueeze_input": (unsqueeze_input_in_place, lambda: [torch.randn(3, 4)]),
 }
