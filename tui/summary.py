@@ -19,6 +19,7 @@ def summary_text(model: TraceModel, shown: str) -> str:
     out.append("")
     for f in model.frames:
         out.append(f"frame {f.frame_id}: {f.name} {f.location}".rstrip())
+        said_breaks: dict[tuple, str] = {}  # a break every recompile of the frame repeats: once
         for c in f.compiles:
             extra = f", {c.kernel_count} kernels" if c.kernel_count else ""
             time = f", {c.compile_time:.3f} s" if c.compile_time else ""
@@ -29,6 +30,11 @@ def summary_text(model: TraceModel, shown: str) -> str:
                 out.append("    frame skipped: capture gave up on this function, it runs eagerly"
                            + (f" ({c.skip_reason})" if c.skip_reason else ""))
             for b in c.breaks:
+                key = (b.filename, b.lineno, b.reason)
+                if key in said_breaks:
+                    out.append(f"    graph break: the same as {said_breaks[key]}")
+                    continue
+                said_breaks[key] = c.id
                 where = f" at {b.filename}:{b.lineno}" if b.filename else ""
                 rid = f" [{b.reason_id}]" if b.reason_id else ""
                 out.append(f"    graph break{where}{rid}: {b.reason.splitlines()[0] if b.reason else '?'}")
