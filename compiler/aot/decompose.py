@@ -36,8 +36,7 @@ def _ops(*names):
 #: decomposed although core ATen keeps them (our lowering handles their pieces and fuses them)
 EXTRA = _ops("_softmax", "_log_softmax", "native_layer_norm", "gelu", "native_group_norm",
              "_native_batch_norm_legit_no_training", "hardtanh", "leaky_relu", "silu", "hardswish",
-             "hardsigmoid", "mish", "softplus", "logsumexp", "addcmul", "addcdiv", "lerp", "std",
-             "std_mean", "elu", "celu", "selu", "threshold", "log_sigmoid_forward", "glu", "nll_loss_forward",
+             "hardsigmoid", "mish", "softplus", "logsumexp", "addcmul", "addcdiv", "lerp", "elu", "celu", "selu", "threshold", "log_sigmoid_forward", "glu", "nll_loss_forward",
              "mse_loss", "huber_loss", "smooth_l1_loss", "rsub", "xlogy", "logit", "sinc", "frac", "deg2rad",
              "rad2deg", "linalg_vector_norm", "_log_softmax_backward_data", "_adaptive_avg_pool2d",
              "max_pool2d_with_indices", "unfold", "upsample_nearest2d", "upsample_bilinear2d", "repeat",
@@ -56,7 +55,10 @@ EXTRA = _ops("_softmax", "_log_softmax", "native_layer_norm", "gelu", "native_gr
 KEEP_WHOLE = _ops("mm", "bmm", "addmm", "baddbmm", "convolution",
                   "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
                   "_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention",
-                  "var_mean.correction", "var.correction", "mean.dim", "embedding", "cumsum")
+                  "var_mean.correction", "var.correction", "std.correction", "std_mean.correction",
+                  "mean.dim", "embedding", "cumsum")
+# (std/std_mean are lowered whole: their square root is taken in the accumulation type, as ATen
+# does, before the cast; sqrt(var) overflowed where var exceeds float32 and std does not)
 
 
 @torch.library.custom_op("tracetorch::sdpa", mutates_args=())

@@ -139,7 +139,7 @@ def _var_acc(dtype, device):
     return _acc(dtype)
 
 
-def _var(ctx, x, dims, correction, keepdim, out):
+def _var(ctx, x, dims, correction, keepdim, out, sqrt=False):
     acc = _var_acc(out, ctx.device)
     n = _numel(x, dims)
     total = make_reduction(ctx, x, dims, "sum", out_dtype=acc, src_dtype=acc, keepdim=True)
@@ -169,6 +169,8 @@ def _var(ctx, x, dims, correction, keepdim, out):
         else:
             d = ops.constant(float(max(denom, 0)), acc)
         r = ops.truediv(v, d)
+        if sqrt:      # std: the root in the accumulation type (a var of 1e76 has a float32 std)
+            r = ops.sqrt(r)
         return ops.to_dtype(r, out) if out != acc else r
 
     var = ir.Pointwise(sq.get_size(), var_fn, out, ctx.device, origins=ctx.origins, cost=3)
@@ -204,6 +206,21 @@ def var_mean(ctx, x, dim=None, correction=None, keepdim=False):
     if not out.is_floating_point:
         raise NotLowerable("var_mean of a non-float tensor")
     return _var(ctx, x, _dims(x, dim), correction, keepdim, out)
+
+
+@register_lowering(aten.std.correction)
+def std(ctx, x, dim=None, correction=None, keepdim=False):
+    if not ctx.dtype.is_floating_point:
+        raise NotLowerable("std of a non-float tensor")
+    return _var(ctx, x, _dims(x, dim), correction, keepdim, ctx.dtype, sqrt=True)[0]
+
+
+@register_lowering(aten.std_mean.correction)
+def std_mean(ctx, x, dim=None, correction=None, keepdim=False):
+    out = ctx.val[0].dtype
+    if not out.is_floating_point:
+        raise NotLowerable("std_mean of a non-float tensor")
+    return _var(ctx, x, _dims(x, dim), correction, keepdim, out, sqrt=True)
 
 
 @register_lowering(aten.amax.default, aten.amin.default)

@@ -156,6 +156,10 @@ def half_scalar_operands(x):               # scalars as eager's CPU kernels take
     return x + 0.1001, x - 0.1001, x % 0.1001, torch.fmod(x, 0.1001), 0.1001 - x, x * 0.1001, x / 0.1001, 1e20 % x
 
 
+def std_of_huge_values(x):                  # std's root in double: finite where var overflows
+    return x.std(), x.std(0), torch.std_mean(x, 0)
+
+
 CASES = {
     "1_writeback_order": (writeback_before_reader, lambda: [torch.zeros(3), torch.tensor(1.)]),
     "2_output_overwritten": (fused_output_overwritten, lambda: [torch.tensor([1., 2.])]),
@@ -190,6 +194,7 @@ CASES = {
     "uint8_clamp": (unsigned_clamp_negative_bound, lambda: [torch.tensor([0, 1, 3, 200, 255], dtype=torch.uint8)]),
     "half_scalars": (half_scalar_operands, lambda: [torch.randn(300).half()]),
     "bf16_scalars": (half_scalar_operands, lambda: [torch.randn(300).bfloat16()]),
+    "std_huge": (std_of_huge_values, lambda: [torch.tensor([[3.4e38, 0.0], [1.0, -3e38], [2.0, 5.0]])]),
     "t_input": (transpose_input_in_place, lambda: [torch.randn(3, 4)]),
     "unsqueeze_input": (unsqueeze_input_in_place, lambda: [torch.randn(3, 4)]),
 }
