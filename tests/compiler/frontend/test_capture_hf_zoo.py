@@ -8,6 +8,8 @@ zoo runs with scripts/run_hf_zoo.py. Then greedy generate() with a compiled forw
 eager's tokens, with a bounded number of recompiles (KV cache growth), each logged.
 """
 import logging
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,7 +17,9 @@ import torch
 from tracetorch import compiler, logs
 
 pytest.importorskip("transformers")
-from hf_zoo import FAST, ZOO, check  # noqa: E402  (this folder is on sys.path under pytest)
+if str(Path(__file__).parent) not in sys.path:        # any pytest import mode
+    sys.path.insert(0, str(Path(__file__).parent))
+from hf_zoo import FAST, ZOO, check  # noqa: E402
 
 # the eval calls through "eager" (capture only) and the training step through "aot_eager"
 # (AOT autograd's joint graph); one model also through the default backend (C++ code)
