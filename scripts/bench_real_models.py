@@ -192,6 +192,88 @@ def run_model(name, args):
     return rows
 
 
+# -- training ----------------------------------------------------------------------------------
+TRAIN_MODELS = ("gpt2", "vit_s16", "resnet50")
+MODELS.setdefault("vit_s16", _timm("vit_small_patch16_224", 32))
+
+
+def _loss(name, model, inputs):
+    """A scalar training loss: the LM loss with labels for decoders, cross-entropy on random
+    classes for classifiers (fixed by the seed, the same for every variant)."""
+    if name in ("gpt2", "llama8"):
+        return model(input_ids=inputs[0], labels=inputs[0]).loss
+    out = _main_tensor(model(*inputs))
+    target = torch.randint(0, out.shape[-1], (out.shape[0],), device=out.device,
+                           generator=torch.Generator(out.device).manual_seed(0))
+    return torch.nn.functional.cross_entropy(out.float(), target)
+
+
+def _train_step_fn(variant, name, model, opt):
+    """One training step (forward, backward, optimizer step) for a variant; the optimizer step is
+    compiled by the same compiler as the model."""
+    if variant == "eager":
+        fwd, step = model, opt.step
+    elif variant == "inductor":
+        fwd, step = torch.compile(model), torch.compile(opt.step)
+    elif variant in ("ours", "ours_backend"):
+        from tracetorch import compiler
+        fwd = compiler.compile(model) if variant == "ours" else torch.compile(model, backend=compiler.backend)
+        step = compiler.compile(opt.step)
+    else:
+        raise ValueError(f"variant {variant} has no training mode")
+
+    def run(inputs):
+        loss = _loss(name, fwd, inputs)
+        loss.backward()
+        step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+    return run
+
+
+def run_training(name, args):
+    """fp32 weights, TF32 matmuls, AdamW; each variant from the same initial weights."""
+    build, make_inputs = MODELS[name]
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    torch.manual_seed(0)
+    base = build().to(args.device).train()
+    state = {k: v.clone() for k, v in base.state_dict().items()}
+    inputs = make_inputs(args.device)
+    rows, ref_loss = {}, None
+    for variant in [v for v in args.variants if v in ("eager", "inductor", "ours", "ours_backend")]:
+        _reset_compilers()
+        gc.collect()
+        base.load_state_dict(state)
+        opt = torch.optim.AdamW(base.parameters(), lr=1e-4)
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        counter = EagerGraphCounter()
+        row = {}
+        try:
+            step = _train_step_fn(variant, name, base, opt)
+            t0 = time.perf_counter()
+            first = float(step(inputs))
+            _sync(args.device)
+            row["first_step_s"] = round(time.perf_counter() - t0, 3)
+            ref_loss = first if variant == "eager" else ref_loss
+            if ref_loss is not None:
+                row["first_loss_rel_err"] = abs(first - ref_loss) / max(abs(ref_loss), 1e-12)
+            for _ in range(2):
+                step(inputs)
+            row["ms"] = round(_time(lambda: step(inputs), args.device, args.repeat), 3)
+            if args.device == "cuda":
+                row["peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+            row["graphs_run_eagerly"] = counter.count("graph_runs_eagerly", "aot_runs_eagerly")
+        except Exception as e:
+            row["error"] = f"{type(e).__name__}: {e}"[:300]
+        finally:
+            counter.close()
+        rows[variant] = row
+        print(f"  train {name:<9} {variant:<13} {json.dumps(row)}", flush=True)
+    return rows
+
+
 def table(results, variants) -> str:
     head = ["model", *[f"{v} ms" for v in variants], "ours/ind", "ours_ro/ind", "backend/ind"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -215,19 +297,23 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=30)
     p.add_argument("--out", default=None, help="write <out>.json and <out>.md")
     p.add_argument("--profile", action="store_true", help="print a torch.profiler table per variant")
+    p.add_argument("--train", action="store_true",
+                   help=f"time training steps instead (fp32/TF32, AdamW; default models {', '.join(TRAIN_MODELS)})")
     p.add_argument("--profile-rows", type=int, default=12)
     args = p.parse_args(argv)
-    names = [n for n in args.only.split(",") if n] or list(MODELS)
+    names = [n for n in args.only.split(",") if n] or list(TRAIN_MODELS if args.train else
+                                                          [m for m in MODELS if m != "vit_s16"])
     args.variants = [v for v in args.variants.split(",") if v]
     bad = [n for n in names if n not in MODELS] + [v for v in args.variants if v not in VARIANTS]
     if bad:
         p.error(f"unknown model or variant {bad}; models: {', '.join(MODELS)}; variants: {', '.join(VARIANTS)}")
     card = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
-    print(f"bench_real_models: {card}, torch {torch.__version__}, {args.dtype}", flush=True)
+    print(f"bench_real_models: {card}, torch {torch.__version__}, "
+          f"{'training, float32 with TF32' if args.train else args.dtype}", flush=True)
     results = {}
     for name in names:
         try:
-            results[name] = run_model(name, args)
+            results[name] = run_training(name, args) if args.train else run_model(name, args)
         except Exception as e:
             results[name] = {"error": {"error": f"{type(e).__name__}: {e}"[:300]}}
             print(f"  {name}: {results[name]}", flush=True)
