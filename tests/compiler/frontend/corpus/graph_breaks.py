@@ -250,7 +250,11 @@ PROGRAMS = [
            "_LOG the finally block appends to, so each call recompiles (3); we only append to it "
            "(no guard): 1 recompile, for the new dim-0 size"),
     P(opaque_method),
-    P(logging_call),
+    P(logging_call, graphs=1, breaks=0, recompiles=1,
+      note="fewer than Dynamo (2, 1, 2): a logger method called with constant arguments is "
+           "deferred and called for real after the graph (SideEffects.record_call, as Dynamo's "
+           "reorderable_logging_functions option does), so no break; 1 recompile, for the new "
+           "dim-0 size (issue 17: logger.warning_once in transformers' loss_function property)"),
     P(list_side_effect, recompiles=1,
       note="graphs and breaks as Dynamo (1, 1); recompiles 1 (the new size of x) where Dynamo has 3: "
            "to rebuild the stack at the float() break Dynamo realizes the global list _LOG and guards its "
