@@ -265,7 +265,7 @@ class GraphLowering:
             return _SYM_OPS[target](*args)
         if target in (aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.default,
                       aten.sym_storage_offset.default):
-            return self._sym_query(target, args)
+            return self._sym_query(target, args, node)
         if not isinstance(target, torch._ops.OpOverload):
             raise GraphFallback(f"call of {getattr(target, '__name__', target)} in the graph")
         val = node.meta.get("val")
@@ -357,7 +357,7 @@ class GraphLowering:
                   symbol=sym.name)
         return sym
 
-    def _sym_query(self, target, args):
+    def _sym_query(self, target, args, node=None):
         x = args[0]
         if target is aten.sym_size.int:
             return x.get_size()[args[1]]
@@ -366,6 +366,11 @@ class GraphLowering:
         if isinstance(x, (ir.Buffer, ir.ReinterpretView)):
             layout = x.layout
             return layout.stride[args[1]] if target is aten.sym_stride.int else layout.offset
+        val = node.args[0].meta.get("val") if node is not None and isinstance(node.args[0], torch.fx.Node) else None
+        if isinstance(val, torch.Tensor):
+            # a lazy value has no storage yet: the program asks for eager's stride (a number it
+            # computes with, e.g. for empty_strided), which the traced metadata holds
+            return to_sympy(val.stride()[args[1]] if target is aten.sym_stride.int else val.storage_offset())
         raise GraphFallback("stride of a lazy value")
 
     def _fallback(self, ctx, node, args, kwargs, reason):
