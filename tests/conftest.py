@@ -51,3 +51,24 @@ def _verify_every_schedule():
     from tracetorch.compiler import config
     with config.patch(**{"backend.verify_schedule": True}):
         yield
+
+
+@_pytest_backend.hookimpl(trylast=True)
+def pytest_configure(config):
+    """Nothing written into the repository: pytest-textual-snapshot's HTML report (written by
+    the xdist controller, on failures) goes under pytest's base temp, and hypothesis keeps no
+    example database in the working directory."""
+    if config.getoption("--snapshot-report", default=None) == "snapshot_report.html":
+        factory = getattr(config, "_tmp_path_factory", None)
+        if factory is not None:
+            config.option.snapshot_report = str(factory.getbasetemp() / "snapshot_report.html")
+    try:
+        from hypothesis import settings
+        from hypothesis.configuration import set_hypothesis_home_dir
+    except ImportError:
+        return
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is not None:        # its other caches (e.g. constants) under pytest's base temp
+        set_hypothesis_home_dir(factory.getbasetemp() / ".hypothesis")
+    settings.register_profile("tracetorch-tests", database=None)
+    settings.load_profile("tracetorch-tests")

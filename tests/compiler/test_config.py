@@ -152,21 +152,23 @@ def test_assignment_and_load_dict(clean_config):
 
 
 # -- environment ---------------------------------------------------------------------------------
-def test_env_vars_are_converted_to_the_option_type(clean_config):
+def test_env_vars_are_converted_to_the_option_type(clean_config, tmp_path):
+    dbg = str(tmp_path / "dbg")     # compile_debug is switched on below: never the working dir
     config.reload({"TRACE_FRONTEND_CACHE_SIZE_LIMIT": "3", "TRACE_BACKEND_FUSION": "off",
                    "TRACE_REPRO_TOLERANCE": "0.5", "TRACE_TRITON_NUM_WARPS_CHOICES": "[1, 2]",
                    "TRACE_CPP_EXTRA_FLAGS": "-O2,-g", "TRACE_REPRO_AFTER": "backend",
                    "TRACE_TESTING_INJECT_RELU_BUG": "accuracy", "TRACE_COMPILE_DEBUG": "1",
-                   "TRACE_COMPILE_DEBUG_DIR": "/tmp/dbg", "TRACE_REPRO_LEVEL": "4",
+                   "TRACE_COMPILE_DEBUG_DIR": dbg, "TRACE_REPRO_LEVEL": "4",
                    "TRACE_LOGS": "+dynamo", "TRACE_DIR": "/tmp/x"})   # not config: ignored
     assert config.frontend.cache_size_limit == 3 and config.backend.fusion is False
     assert config.repro.tolerance == 0.5 and config.triton.num_warps_choices == [1, 2]
     assert config.cpp.extra_flags == ["-O2", "-g"] and config.repro.after == "backend"
     assert config.testing.inject_relu_bug == "accuracy" and config.debug.compile_debug is True
-    assert config.debug.debug_dir == "/tmp/dbg" and config.repro.level == 4
+    assert config.debug.debug_dir == dbg and config.repro.level == 4
     assert config.sources()["frontend.cache_size_limit"] == "env TRACE_FRONTEND_CACHE_SIZE_LIMIT"
     assert config.sources()["debug.compile_debug"] == "env TRACE_COMPILE_DEBUG"
-    config.reload({"TRACE_REPRO_AFTER": "", "TRACE_DEBUG_COMPILE_DEBUG": "true"})
+    config.reload({"TRACE_REPRO_AFTER": "", "TRACE_DEBUG_COMPILE_DEBUG": "true",
+                   "TRACE_COMPILE_DEBUG_DIR": dbg})
     assert config.repro.after is None and config.debug.compile_debug is True
 
 
