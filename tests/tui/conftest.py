@@ -53,3 +53,48 @@ def pytest_pyfunc_call(pyfuncitem):
         return True
     return None
 
+
+@pytest.fixture(scope="session")
+def value_recompile_traces(fixture_root) -> dict:
+    """{"torch": folder, "ours": folder}: recompiles on a float argument, then on a module
+    attribute (issue 18, question 2), from torch.compile and compiler.compile in subprocesses."""
+    from tui_trace_fixtures import VALUE_RECOMPILE_PROGRAM, program_trace
+    return {w: program_trace(fixture_root, "value_recompile", VALUE_RECOMPILE_PROGRAM, w)
+            for w in ("torch", "ours")}
+
+
+@pytest.fixture(scope="session")
+def loop_break_traces(fixture_root) -> dict:
+    """A data-dependent branch inside a loop, under both compilers (issue 18 (4))."""
+    from tui_trace_fixtures import LOOP_PROGRAM, program_trace
+    return {w: program_trace(fixture_root, "loop_break", LOOP_PROGRAM, w, target="f")
+            for w in ("torch", "ours")}
+
+
+@pytest.fixture(scope="session")
+def crash_traces(fixture_root) -> dict:
+    """A process killed (SIGSEGV) by its backend inside the second compile (issue 18 (9))."""
+    from tui_trace_fixtures import crash_trace
+    return {w: crash_trace(fixture_root, w) for w in ("torch", "ours")}
+
+
+@pytest.fixture(scope="session")
+def inductor_torch_trace(fixture_root):
+    """torch.compile with inductor (C++ kernels on CPU) under TORCH_TRACE (issue 18 (8))."""
+    from tui_trace_fixtures import INDUCTOR_PROGRAM, program_trace
+    return program_trace(fixture_root, "inductor", INDUCTOR_PROGRAM, "torch_inductor", target="f")
+
+
+@pytest.fixture(scope="session")
+def gpt_traces(fixture_root) -> dict:
+    """The issue-18 GPT-style model under both compilers (see gpt_program.py)."""
+    from tui_trace_fixtures import gpt_traces as make
+    return make(fixture_root)
+
+
+@pytest.fixture(scope="session")
+def inductor_provenance_trace(fixture_root):
+    """As inductor_torch_trace, with inductor's provenance tracking on (its mapping records)."""
+    from tui_trace_fixtures import INDUCTOR_PROVENANCE_PROGRAM, program_trace
+    return program_trace(fixture_root, "inductor_prov", INDUCTOR_PROVENANCE_PROGRAM,
+                         "torch_inductor", target="f")
