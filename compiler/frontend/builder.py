@@ -163,6 +163,9 @@ def _wrap(tx, value, source, guard: bool = True):
         return V.MethodVariable(self_var, value.__name__)
     if source is None:
         raise Unsupported(f"object of type {type(value).__name__} with no source")
+    from tracetorch.compiler.frontend import model_outputs
+    if guard and model_outputs.is_model_output_class(type(value)):
+        return model_outputs.wrap_existing(tx, value, source)     # encoder_outputs passed in
     g("TYPE_MATCH", type(value))
     return V.UserObjectVariable(value, source)
 

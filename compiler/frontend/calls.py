@@ -291,17 +291,21 @@ def truthiness(tx, v) -> bool:
         cls = type(v.value)
         if not hasattr(cls, "__bool__") and not hasattr(cls, "__len__"):
             return True
+        if v.source is not None:
+            # Python __bool__/__len__ (a cache's len()): traced on the pre-existing object
+            return _new_object_truth(tx, v, cls)
     if isinstance(v, V.NewObjectVariable) and not isinstance(v, V.NewModuleVariable):
         return _new_object_truth(tx, v)
     raise Unsupported(f"bool() of {v!r}")
 
 
-def _new_object_truth(tx, v):
-    """bool() of an object made in the frame: its class's Python __bool__, else __len__ != 0,
-    else True (CPython's order)."""
+def _new_object_truth(tx, v, cls=None):
+    """bool() of an object made in the frame (or a sourced one): its class's Python __bool__,
+    else __len__ != 0, else True (CPython's order)."""
     from tracetorch.compiler.frontend.attributes import get_attr
+    cls = cls if cls is not None else v.cls
     for name in ("__bool__", "__len__"):
-        impl = inspect.getattr_static(v.cls, name, None)
+        impl = inspect.getattr_static(cls, name, None)
         if impl is None:
             continue
         if not isinstance(impl, types.FunctionType):

@@ -270,6 +270,9 @@ class PyCodegen:
             self.emit("LOAD_FAST", name)
             return name
         if isinstance(var, V.ModelOutputVariable):
+            if var.source is not None:        # pre-existing (never mutated): the same object
+                var.source.reconstruct(self)
+                return var.source.render()
             return self._build_model_output(var, side_effects)
         if isinstance(var, V.ExceptionVariable):
             self.emit("PUSH_NULL")

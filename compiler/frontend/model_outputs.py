@@ -161,6 +161,27 @@ def _is_none(v):
     return isinstance(v, V.ConstantVariable) and v.value is None
 
 
+def wrap_existing(tx, value, source):
+    """A ModelOutput that existed before the call (encoder_outputs passed to forward, an
+    output carried across a graph break): modelled like one built in the frame, its fields
+    read through its source; the key list is guarded; it is never mutated here (a mutation
+    is a graph break) and is reloaded from its source where it escapes."""
+    from tracetorch.compiler.frontend.builder import wrap
+    from tracetorch.compiler.frontend.source import AttrSource
+    out = tx.output
+    out.add_guard(source, "TYPE_MATCH", type(value))
+    keys = list(value.keys())
+    out.add_guard(f"list({source.name()}.keys())", "CONSTANT_MATCH", keys)
+    attrs = {f.name: wrap(tx, getattr(value, f.name), AttrSource(source, f.name))
+             for f in dataclasses.fields(type(value))}
+    if any(k not in attrs for k in keys):
+        raise Unsupported(f"a {type(value).__name__} with items that are not fields")
+    mo = V.ModelOutputVariable(type(value), attrs, {k: attrs[k] for k in keys})
+    mo.source = source
+    log.debug("model_output_existing", cls=type(value).__qualname__, source=source.name())
+    return mo
+
+
 def get_attr(tx, mo, name):
     if name in mo.attrs:
         return mo.attrs[name]
@@ -195,7 +216,13 @@ def get_item(tx, mo, key):
     return V.TupleVariable(picked) if isinstance(k, slice) else picked
 
 
+def _not_existing(mo):
+    if mo.source is not None:
+        raise Unsupported(f"mutating a {mo.cls.__name__} that existed before the call")
+
+
 def set_item(tx, mo, key, value):
+    _not_existing(mo)
     if not key.is_constant() or not isinstance(key.as_constant(), str):
         raise Unsupported(f"{mo.cls.__name__}[{key!r}] = ...")
     k = key.as_constant()
@@ -205,6 +232,7 @@ def set_item(tx, mo, key, value):
 
 
 def set_attr(tx, mo, name, value):
+    _not_existing(mo)
     fields = {f.name for f in dataclasses.fields(mo.cls)}
     if name in fields and not _is_none(value):
         mo.items[name] = value

@@ -82,3 +82,23 @@ def test_hf_attention_implementation_dispatch_is_guarded():
             report = compiler.explain(model)(**inputs)
             assert (report.graph_count, report.graph_break_count) == (1, 0), report
             torch.testing.assert_close(compiled(**inputs).logits, model(**inputs).logits)
+
+
+@pytest.mark.parametrize("name", ["t5", "whisper"])
+def test_hf_seq2seq_generate_passes_encoder_outputs_without_breaks(name):
+    """generate() on an encoder-decoder passes the encoder's ModelOutput (made before the call)
+    and a cache object back into forward: no break, eager's tokens."""
+    entry = ZOO[name]
+    model, inputs = entry.model(), entry.inputs()
+    inputs.pop("decoder_input_ids")
+    kwargs = dict(max_new_tokens=4, do_sample=False)
+    with torch.no_grad():
+        expected = model.generate(**inputs, **kwargs)
+        model.forward = compiler.compile(model.forward, backend="eager")
+        got = model.generate(**inputs, **kwargs)
+        fresh = entry.model()
+        main = next(iter(inputs.values()))                  # input_ids / input_features
+        enc = fresh.get_encoder()(main)                     # a ModelOutput made before the call
+        report = compiler.explain(fresh)(encoder_outputs=enc, decoder_input_ids=expected[:, :2])
+    assert torch.equal(got, expected)
+    assert report.graph_break_count == 0, report
