@@ -15,10 +15,19 @@ import argparse
 import collections
 import json
 import os
+import signal
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+class _Hang(Exception):
+    pass
+
+
+def _hang(signum, frame):
+    raise _Hang()
 
 
 def main():
@@ -26,6 +35,8 @@ def main():
     ap.add_argument("--start", type=int, default=0)
     ap.add_argument("--seeds", type=int, default=1000)
     ap.add_argument("--backend", default="eager")
+    ap.add_argument("--timeout", type=float, default=60.0,
+                    help="seconds per program before it counts as a hang")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                   "results", "fuzz_frontend.json"))
     a = ap.parse_args()
@@ -42,13 +53,18 @@ def main():
         case_ = case_for(seed)
         events = []
         sink = logs.add_sink(events.append, artifacts={"graph_break"})
+        signal.signal(signal.SIGALRM, _hang)
+        signal.setitimer(signal.ITIMER_REAL, a.timeout)
         try:
             out = run_case(case_, lambda fn: compiler.compile(fn, backend=a.backend))
             kind = "crash" if out.crashed else "wrong" if out.wrong else "ok"
             diffs = out.diffs
+        except _Hang:
+            kind, diffs = "hang", [f"no result within {a.timeout}s"]
         except Exception as e:    # the harness itself failed: count it, keep going
             kind, diffs = "harness_error", [f"{type(e).__name__}: {e}"]
         finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
             logs.remove_sink(sink)
         breaks += sum(1 for e in events if e.name == "graph_break")
         counts[kind] += 1
@@ -61,13 +77,14 @@ def main():
     elapsed = time.perf_counter() - t0
     summary = {"programs": a.seeds, "seeds": [a.start, a.start + a.seeds - 1],
                "backend": a.backend, "ok": counts["ok"], "wrong": counts["wrong"],
-               "crash": counts["crash"], "harness_error": counts["harness_error"],
+               "crash": counts["crash"], "hang": counts["hang"],
+               "harness_error": counts["harness_error"],
                "graph_break_events": breaks, "seconds": round(elapsed, 1),
                "command": "python scripts/fuzz_frontend.py " + " ".join(sys.argv[1:])}
     print()
-    print(f"{'programs':>10} {'ok':>8} {'wrong':>8} {'crash':>8} {'harness':>8} {'seconds':>8}")
+    print(f"{'programs':>10} {'ok':>8} {'wrong':>8} {'crash':>8} {'hang':>8} {'harness':>8} {'seconds':>8}")
     print(f"{a.seeds:>10} {counts['ok']:>8} {counts['wrong']:>8} {counts['crash']:>8} "
-          f"{counts['harness_error']:>8} {elapsed:>8.0f}")
+          f"{counts['hang']:>8} {counts['harness_error']:>8} {elapsed:>8.0f}")
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as fh:
         json.dump({"summary": summary, "failures": failures}, fh, indent=1)
