@@ -3,6 +3,8 @@ import json
 import os
 import re
 import shutil
+from pathlib import Path
+import sys
 import subprocess
 
 from tracetorch import logs
@@ -43,7 +45,9 @@ def write_session(path):
 
 
 def test_tlparse_renders_our_trace_without_failures(fresh_logs, tmp_path):
-    binary = shutil.which("tlparse")
+    # the venv's own script, also when the venv is not activated (python from its bin/)
+    beside = Path(sys.executable).parent / "tlparse"
+    binary = shutil.which("tlparse") or (str(beside) if beside.is_file() else None)
     assert binary, "tlparse is not installed: pip install -e '.[dev]' installs it"
     trace = tmp_path / "trace_1.log"
     write_session(trace)
