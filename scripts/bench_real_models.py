@@ -319,11 +319,16 @@ def main(argv=None):
             print(f"  {name}: {results[name]}", flush=True)
     md = table(results, args.variants)
     print(md)
+    loud = [f"{m} {v}: " + (r.get("error") or f"{r['graphs_run_eagerly']} graph(s) ran eagerly as a whole")
+            for m, rows in results.items() for v, r in rows.items()
+            if v.startswith("ours") and (r.get("error") or r.get("graphs_run_eagerly"))]
+    for line in loud:
+        print(f"bench_real_models: FALLBACK OR ERROR: {line}", file=sys.stderr)
     if args.out:
         Path(args.out + ".json").write_text(json.dumps({"card": card, "torch": torch.__version__,
                                                         "dtype": args.dtype, "results": results}, indent=1))
         Path(args.out + ".md").write_text(f"# real models, {card}, {args.dtype}\n\n{md}\n")
-    return 0
+    return 1 if loud else 0
 
 
 if __name__ == "__main__":

@@ -80,7 +80,12 @@ def main(argv=None):
     if args.lock_file:
         Path(args.lock_file).unlink(missing_ok=True)
     print(scoreboard(rows, summary, args))
-    return 0 if summary["wrong"] == 0 and summary["crashed"] == 0 else 1
+    for r in rows:
+        if r.get("graphs_run_eagerly"):
+            print(f"run_suite: FALLBACK: {r['model']}: {r['graphs_run_eagerly']} graph(s) ran eagerly as a "
+                  f"whole (see its perf_hints)", file=sys.stderr)
+    loud = summary["wrong"] or summary["crashed"] or summary["graphs_run_eagerly"]
+    return 1 if loud else 0
 
 
 def run_one(name, args, debug_dir):
@@ -140,6 +145,7 @@ def summarize(rows):
         "crashed": len(rows) - len(ok),
         "wrong": sum(1 for r in ok if not r["accurate"]),
         "single_graph": sum(1 for r in ok if r["graphs"] == 1 and r["graph_breaks"] == 0),
+        "graphs_run_eagerly": sum(r.get("graphs_run_eagerly", 0) for r in ok),
         "geomean_speedup_ours": geomean([r.get("speedup_vs_eager") for r in ok]),
         "geomean_speedup_inductor": geomean([r.get("inductor_speedup_vs_eager") for r in ok]),
     }
@@ -150,17 +156,18 @@ def scoreboard(rows, summary, args):
             f"{summary['ran']}/{summary['models']} ran, {summary['wrong']} wrong, "
             f"{summary['single_graph']}/{summary['ran']} single graph; geomean speedup over eager: "
             f"ours {summary['geomean_speedup_ours']}x, inductor {summary['geomean_speedup_inductor']}x\n\n")
-    table = ["| model | status | accurate | graphs | breaks | recompiles | fallbacks | cold compile s | "
-             "eager ms | ours ms | inductor ms | ours/eager | inductor/eager |",
-             "|" + "---|" * 13]
+    table = ["| model | status | accurate | graphs | breaks | recompiles | fallbacks | graphs run eagerly | "
+             "cold compile s | eager ms | ours ms | inductor ms | ours/eager | inductor/eager |",
+             "|" + "---|" * 14]
     for r in rows:
         if r.get("status") != "ok":
-            table.append(f"| {r['model']} | {r.get('status')}: {str(r.get('error', ''))[:80]} |" + " |" * 11)
+            table.append(f"| {r['model']} | {r.get('status')}: {str(r.get('error', ''))[:80]} |" + " |" * 12)
             continue
         table.append("| {model} | ok | {accurate} | {graphs} | {graph_breaks} | {recompiles} | {fallbacks} | "
-                     "{compile_s} | {eager_ms} | {ours_ms} | {inductor_ms} | {speedup_vs_eager} | "
+                     "{graphs_run_eagerly} | {compile_s} | {eager_ms} | {ours_ms} | {inductor_ms} | {speedup_vs_eager} | "
                      "{inductor_speedup_vs_eager} |".format(**{k: r.get(k) for k in (
-                         "model", "accurate", "graphs", "graph_breaks", "recompiles", "fallbacks", "compile_s",
+                         "model", "accurate", "graphs", "graph_breaks", "recompiles", "fallbacks",
+                         "graphs_run_eagerly", "compile_s",
                          "eager_ms", "ours_ms", "inductor_ms", "speedup_vs_eager", "inductor_speedup_vs_eager")}))
     return head + "\n".join(table) + "\n"
 

@@ -161,6 +161,8 @@ def measure(args):
         "break_reasons": [str(getattr(r, "reason", r))[:200] for r in report.break_reasons],
         "recompiles": counter.get("recompiles", "recompile"),
         "fallbacks": counter.get("perf_hints", "perf_hint"),
+        # a whole graph run op by op (never for one op: those are ATen fallback nodes)
+        "graphs_run_eagerly": counter.get("graph_runs_eagerly", "aot_runs_eagerly"),
         "kernels": counter.get("kernel"),
         "compile_s": round(compile_s, 3),
     }
