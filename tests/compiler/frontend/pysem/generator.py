@@ -357,10 +357,11 @@ class _Gen:
     def s_genexpr(self):
         """A generator expression whose items have side effects, consumed by something that
         may stop early (any/all/next) or fully (sum/list)."""
-        log = self.pick(self.lists)
+        src = self.pick(self.lists)
+        log = self.fresh("log")        # its own list: appending to the one iterated could
+        self.emit(f"{log} = []")       # double it at every pass of an enclosing loop
         v = self.fresh("i")
         item = f"({log}.append(q) or q > {self.r.randint(0, 3)})"
-        src = self.pick(self.lists)
         self.emit(f"{v} = " + self.pick([
             f"int(any({item} for q in list({src})))", f"int(all({item} for q in list({src})))",
             f"sum(q for q in list({src}) if {item})",
