@@ -159,7 +159,8 @@ def load_module(ns: dict, seed: int, state: dict | None = None) -> torch.nn.Modu
     for name, spec in ns.get("ATTRS", {}).items():
         value = input_specs.make_tensor(spec, gen)
         if spec.get("attr") == "parameter":
-            mod.register_parameter(name, torch.nn.Parameter(value.detach(), requires_grad=spec.get("requires_grad", False)))
+            param = torch.nn.Parameter(value.detach(), requires_grad=spec.get("requires_grad", False))
+            mod.register_parameter(name, param)
         else:
             mod.register_buffer(name, value.detach())
     if state:

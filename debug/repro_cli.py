@@ -79,7 +79,7 @@ def _run(ns: dict, path: str, args) -> int:
     if failure is None:
         what = "the failure did not reproduce" if target is not None else "no failure was recorded for it"
         sys.stderr.write(f"repro: the graph ({outcome.num_nodes} nodes) compiled and ran correctly"
-                         f"{' and matched eager' if (args.accuracy if args.accuracy is not None else ns.get('ACCURACY')) else ''}: "
+                         f"{' and matched eager' if _accuracy_checked(args, ns) else ''}: "
                          f"{what}\n")
         return 0
     sys.stderr.write(failure.text.rstrip() + "\n")
@@ -151,3 +151,8 @@ def main(ns: dict, path: str, argv=None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("\ninterrupted\n")
         return 130
+
+
+def _accuracy_checked(args, ns) -> bool:
+    """--accuracy / --no-accuracy, else the script's own ACCURACY setting."""
+    return bool(args.accuracy if args.accuracy is not None else ns.get("ACCURACY"))

@@ -112,7 +112,8 @@ def _copy_graph(graph: fx.Graph):
     return g, env
 
 
-def write_repro(snap: _Snapshot, failure: Failure | None, *, is_accuracy: bool, values: list | None = None) -> str | None:
+def write_repro(snap: _Snapshot, failure: Failure | None, *, is_accuracy: bool,
+                values: list | None = None) -> str | None:
     """Write repro.py (and at level >= 2 minifier_launcher.py); returns the repro path or None."""
     from tracetorch.compiler import config
 

@@ -88,7 +88,8 @@ def render_script(root: torch.nn.Module, graph, input_values_or_specs: list, *, 
         f"SEED = {seed}\n",
         f"REAL_INPUTS = {real_inputs!r}\n",
         "\n# How the graph was compiled when it failed.\n",
-        f"STAGE = {stage!r}  # frontend: the user's backend on the captured graph; backend: our inner compiler after aot\n",
+        f"STAGE = {stage!r}  # frontend: the user's backend on the captured graph; "
+        "backend: our inner compiler after aot\n",
         f"COMPILER = {compiler!r}\n",
         f"ACCURACY = {bool(accuracy)!r}  # compare with eager in float64\n",
         f"GRAD_ENABLED = {torch.is_grad_enabled() if grad_enabled is None else grad_enabled!r}  "

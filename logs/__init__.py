@@ -31,7 +31,6 @@ Modules, in the order data flows through them:
 """
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import warnings

@@ -329,7 +329,7 @@ def markdown(rows):
             f"| {r['workload']} | {r['dtype']} | {r['variant']} | {_f(r.get('ms'), '.4f')} "
             f"| {_f(r.get('speedup'), '.2f')} | {_f(r.get('gbps'), '.0f')} "
             f"| {_f(r.get('pct_copy_bw'), '.0f')} | {r.get('kernels', '-')}{_gen(r)} "
-            f"| {_f(r.get('cold_compile_s'), '.2f')} | {r.get('warm_compile_s', '-') if isinstance(r.get('warm_compile_s'), str) else _f(r.get('warm_compile_s'), '.2f')} "
+            f"| {_f(r.get('cold_compile_s'), '.2f')} | {_warm(r.get('warm_compile_s'))} "
             f"| {check} |")
     return "\n".join(lines)
 
@@ -489,6 +489,11 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "results": rows, "summary": summary}, f, indent=1, default=str)
         print(f"wrote {args.json}")
+
+
+def _warm(value) -> str:
+    """The warm-compile cell: a note (str) as it is, else seconds."""
+    return value if isinstance(value, str) else _f(value, '.2f')
 
 
 if __name__ == "__main__":

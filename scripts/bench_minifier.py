@@ -148,7 +148,8 @@ def run_pytorch(kind: str, blocks: int, relu_at: int, workdir: str, timeout: flo
     os.makedirs(mdir, exist_ok=True)
     t0 = time.monotonic()
     # Own process group, so a timeout also ends the candidate subprocesses it started.
-    proc = subprocess.Popen([sys.executable, launcher, "minify"], cwd=mdir, env=_env(TORCHINDUCTOR_FORCE_DISABLE_CACHES="1"),
+    proc = subprocess.Popen([sys.executable, launcher, "minify"], cwd=mdir,
+                            env=_env(TORCHINDUCTOR_FORCE_DISABLE_CACHES="1"),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         output, _ = proc.communicate(timeout=timeout)
@@ -167,7 +168,8 @@ def run_pytorch(kind: str, blocks: int, relu_at: int, workdir: str, timeout: flo
     checkpoints = sorted(glob.glob(os.path.join(d, "dbg", "**", "checkpoints", "*.py"), recursive=True),
                          key=os.path.getmtime)
     out = {"side": "pytorch", "kind": kind, "seconds": round(seconds, 1), "initial_nodes": initial,
-           "status": "timeout" if timed_out else ("minified" if proc.returncode == 0 else f"failed (rc {proc.returncode})")}
+           "status": "timeout" if timed_out else
+           ("minified" if proc.returncode == 0 else f"failed (rc {proc.returncode})")}
     if queries:
         out["candidates"] = int(queries[-1])
     else:

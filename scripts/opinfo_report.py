@@ -245,8 +245,8 @@ def get_backend(name: str):
     if name == "eager":
         return lambda gm, example_inputs: gm
     if name == "ours":
-        from tracetorch import compiler; import tracetorch.compiler.backend
-        return compiler.backend
+        from tracetorch.compiler import backend
+        return backend
     raise ValueError(f"unknown backend {name!r} (ours | eager)")
 
 

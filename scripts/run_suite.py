@@ -164,7 +164,8 @@ def scoreboard(rows, summary, args):
             table.append(f"| {r['model']} | {r.get('status')}: {str(r.get('error', ''))[:80]} |" + " |" * 12)
             continue
         table.append("| {model} | ok | {accurate} | {graphs} | {graph_breaks} | {recompiles} | {fallbacks} | "
-                     "{graphs_run_eagerly} | {compile_s} | {eager_ms} | {ours_ms} | {inductor_ms} | {speedup_vs_eager} | "
+                     "{graphs_run_eagerly} | {compile_s} | {eager_ms} | {ours_ms} | {inductor_ms} | "
+                     "{speedup_vs_eager} | "
                      "{inductor_speedup_vs_eager} |".format(**{k: r.get(k) for k in (
                          "model", "accurate", "graphs", "graph_breaks", "recompiles", "fallbacks",
                          "graphs_run_eagerly", "compile_s",

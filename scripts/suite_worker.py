@@ -133,7 +133,8 @@ def measure(args):
     model = spec.build().to(device)
     reference_model = copy.deepcopy(model).double()
     model = model.to(dtype)
-    inputs = tuple(x.to(dtype) if x.is_floating_point() else x for x in spec.inputs(device, dtype, "cpu" if device == "cpu" else "gpu"))
+    made = spec.inputs(device, dtype, "cpu" if device == "cpu" else "gpu")
+    inputs = tuple(x.to(dtype) if x.is_floating_point() else x for x in made)
     with torch.no_grad():
         eager = model(*inputs)
         reference = reference_model(*to_double(inputs))

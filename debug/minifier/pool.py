@@ -115,7 +115,8 @@ class CandidatePool:
         if killed_for_timeout:
             return Result(timeout_failure(self.timeout), elapsed, tail)
         if msg is None:
-            return Result(from_exitcode(run.proc.exitcode if run.proc.exitcode is not None else -9, tail), elapsed, tail)
+            code = run.proc.exitcode if run.proc.exitcode is not None else -9
+            return Result(from_exitcode(code, tail), elapsed, tail)
         return Result(Failure.from_dict(msg.get("failure")), elapsed, tail)
 
     def _kill(self, run: _Running) -> None:

@@ -11,9 +11,9 @@ import os
 import torch
 import torch.fx
 
-from tracetorch import compiler; import tracetorch.compiler.config  # noqa: F401  (lazy in `compiler`, needed by every candidate)
-from tracetorch import debug; import tracetorch.debug.candidate  # noqa: F401
-from tracetorch import debug; import tracetorch.debug.graph_code  # noqa: F401
+import tracetorch.compiler.config  # noqa: F401  (lazy in `compiler`, needed by every candidate)
+import tracetorch.debug.candidate  # noqa: F401
+import tracetorch.debug.graph_code  # noqa: F401
 
 
 class _Tiny(torch.nn.Module):

@@ -1,6 +1,5 @@
 """Fast tests of the repro/minifier machinery with stand-in backends (no code generation)."""
 import os
-import re
 import subprocess
 import sys
 

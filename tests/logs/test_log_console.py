@@ -18,7 +18,7 @@ def _lines(capsys):
 def test_glog_line_has_level_time_pid_relative_path_line_compile_id_and_artifact(fresh_logs, capsys):
     logs.set_logs(guards=True)
     with logs.compile_context(2, 1):
-        logs.artifact("guards", lambda: "Recompiling function f in demo.py:6"); line = _here()
+        logs.artifact("guards", lambda: "Recompiling function f in demo.py:6"); line = _here()  # noqa: E702  (same line)
     (out,) = _lines(capsys)
     m = GLOG.match(out)
     assert m, out

@@ -1,6 +1,5 @@
 """TRACE_LOGS parsing: every syntax form and every error message."""
 import logging
-import warnings
 
 import pytest
 

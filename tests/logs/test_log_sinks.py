@@ -30,7 +30,8 @@ def test_compile_id_is_per_thread():
     seen = []
     with logs.compile_context(5, 0):
         t = threading.Thread(target=lambda: seen.append(logs.current_compile_id()))
-        t.start(); t.join()
+        t.start()
+        t.join()
     assert seen == [None]
 
 
@@ -124,7 +125,8 @@ def test_per_instruction_artifacts_only_when_named_or_asked_for_by_a_sink(fresh_
     logs.artifact("trace_bytecode", lambda: "TRACE LOAD_FAST x")
     logs.artifact("graph_break", lambda: {"reason": "r"})
     assert [e.name for e in events] == ["trace_bytecode", "graph_break"]
-    assert "LOAD_FAST" not in trace.read_text() and "graph_break" in trace.read_text()        # not named: kept out of the trace
+    # not named: kept out of the trace
+    assert "LOAD_FAST" not in trace.read_text() and "graph_break" in trace.read_text()
     logs.set_logs(trace_bytecode=True)
     logs.artifact("trace_bytecode", lambda: "TRACE LOAD_FAST y")
     assert "LOAD_FAST y" in trace.read_text()
