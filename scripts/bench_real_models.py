@@ -327,7 +327,8 @@ def main(argv=None):
     if args.out:
         Path(args.out + ".json").write_text(json.dumps({"card": card, "torch": torch.__version__,
                                                         "dtype": args.dtype, "results": results}, indent=1))
-        Path(args.out + ".md").write_text(f"# real models, {card}, {args.dtype}\n\n{md}\n")
+        what = "training steps, float32 weights with TF32" if args.train else args.dtype
+        Path(args.out + ".md").write_text(f"# real models, {card}, {what}\n\n{md}\n")
     return 1 if loud else 0
 
 
