@@ -65,6 +65,15 @@ def binary_op(tx, symbol, a, b):
                 raise Unsupported(f"operator {symbol} between a tensor and {other!r}")
         if inplace and not isinstance(a, V.TensorVariable):
             fn = BINARY_OPS[symbol[:-1]]
+        if symbol.rstrip("=") in ("//", "%") and isinstance(a, V.SymNodeVariable) \
+                and not isinstance(b, V.TensorVariable) \
+                and not (b.is_constant() and isinstance(b.as_constant(), int) and b.as_constant() > 0):
+            # symbolic floor division / modulo by a divisor that may be negative: the ShapeEnv
+            # rewrites (a // b) // c to a // (b * c), which only holds for positive divisors,
+            # so Python's answer is computed on the values (guarded), not symbolically
+            a, b = specialize(tx, a), specialize(tx, b)
+            if a.is_constant() and b.is_constant():
+                return _const_apply(fn, a.as_constant(), b.as_constant())
         return record(tx, fn, (a, b))
     if a.is_constant() and b.is_constant():
         return _const_apply(fn, a.as_constant(), b.as_constant())

@@ -129,3 +129,15 @@ def all_any_on_bools():
         return x + 1, all(flags), any(flags), all([]), any([])
     return f
 P(all_any_on_bools)
+
+
+@case("builtins", args=lambda i: (torch.ones(2), [3, 0, -1, 5][i]), calls=4)
+def floor_division_of_changing_ints_with_negative_divisors():
+    def f(x, n):
+        q = (n // 4) // (n or 1)
+        r = (n % 3) % -(abs(n) + 1)
+        if q > 0:
+            return x + 100 + r
+        return x * q + r
+    return f
+P(floor_division_of_changing_ints_with_negative_divisors)
