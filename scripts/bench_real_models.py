@@ -30,7 +30,7 @@ from scripts import harness  # noqa: E402
 
 
 # -- the models ---------------------------------------------------------------------------------
-def _hf(config_name, model_name, batch, seq, vocab, **cfg):
+def _hf(config_name, model_name, batch, seq, vocab, seq2seq=False, **cfg):
     def build():
         import transformers
         config = getattr(transformers, config_name)(**cfg)
@@ -38,8 +38,14 @@ def _hf(config_name, model_name, batch, seq, vocab, **cfg):
         return getattr(transformers, model_name)(config)
 
     def inputs(device):
-        return (torch.randint(0, vocab, (batch, seq), device=device),)
+        ids = torch.randint(0, vocab, (batch, seq), device=device)
+        # encoder-decoders are called with keywords, as training loops and generate() call them
+        return {"input_ids": ids, "decoder_input_ids": ids} if seq2seq else (ids,)
     return build, inputs
+
+
+def _call(fn, inputs):
+    return fn(**inputs) if isinstance(inputs, dict) else fn(*inputs)
 
 
 def _timm(name, batch, size=224):
@@ -61,6 +67,7 @@ MODELS = {
     "resnet50": _timm("resnet50", 32),
     "vit_b16": _timm("vit_base_patch16_224", 32),
     "convnext_t": _timm("convnext_tiny", 32),
+    "t5_small": _hf("T5Config", "T5ForConditionalGeneration", 8, 256, 32128, seq2seq=True),
 }
 VARIANTS = ("eager", "inductor", "ours", "ours_ro", "ours_backend")
 
@@ -130,7 +137,7 @@ def _profile(name, variant, fn, inputs, args):
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
     with profile(activities=acts) as prof:
         for _ in range(5):
-            fn(*inputs)
+            _call(fn, inputs)
         _sync(args.device)
     sort = "self_cuda_time_total" if args.device == "cuda" else "self_cpu_time_total"
     print(f"--- profile {name} {variant} (5 calls) ---")
@@ -151,9 +158,10 @@ def run_model(name, args):
     if dtype != torch.float32:
         model = model.to(dtype)
     inputs = make_inputs(args.device)
-    inputs = tuple(x.to(dtype) if x.is_floating_point() else x for x in inputs)
+    if not isinstance(inputs, dict):
+        inputs = tuple(x.to(dtype) if x.is_floating_point() else x for x in inputs)
     with torch.no_grad():
-        reference = _main_tensor(model(*inputs)).float()
+        reference = _main_tensor(_call(model, inputs)).float()
     rows = {}
     for variant in args.variants:
         _reset_compilers()
@@ -167,14 +175,14 @@ def run_model(name, args):
             fn = _compiled(variant, model)
             with torch.no_grad():
                 t0 = time.perf_counter()
-                out = fn(*inputs)
+                out = _call(fn, inputs)
                 _sync(args.device)
                 row["first_call_s"] = round(time.perf_counter() - t0, 3)
                 for _ in range(3):                       # warm-up (CUDA graphs record on the 2nd)
-                    out = fn(*inputs)
+                    out = _call(fn, inputs)
                 got = _main_tensor(out).float()
                 row["rel_err"] = float((got - reference).norm() / reference.norm().clamp_min(1e-12))
-                row["ms"] = round(_time(lambda: fn(*inputs), args.device, args.repeat), 3)
+                row["ms"] = round(_time(lambda: _call(fn, inputs), args.device, args.repeat), 3)
                 if args.profile:
                     _profile(name, variant, fn, inputs, args)
             if args.device == "cuda":
