@@ -91,7 +91,7 @@ def _extern(ctx, *args, **kwargs):
     return make_extern(ctx, list(args), kwargs)
 
 
-from tracetorch import compiler; import tracetorch.compiler.aot.decompose  # noqa: E402,F401  (registers tracetorch::sdpa)
+import tracetorch.compiler.aot.decompose  # noqa: E402,F401  (registers tracetorch::sdpa)
 
 EXTERN_OPS.append(torch.ops.tracetorch.sdpa.default)
 

@@ -25,7 +25,7 @@ import platform
 import torch
 
 from tracetorch.compiler.backend.ir import ops
-from tracetorch.compiler.backend.lowering.registry import NotLowerable, aten, is_tensor, make_pointwise, register_lowering
+from tracetorch.compiler.backend.lowering.registry import NotLowerable, aten, make_pointwise, register_lowering
 from tracetorch.compiler.backend.lowering.special import _compute_dtype, _Math
 
 _I64_MIN = -2.0 ** 63

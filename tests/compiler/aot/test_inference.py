@@ -1,6 +1,5 @@
 """The inference aot stage with a graph-running inner compiler (no code generation involved)."""
 
-import pytest
 import torch
 
 from tracetorch import logs

@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from tracetorch import compiler; import tracetorch.compiler.backend
+from tracetorch import compiler
 from tracetorch import logs
 from tracetorch.compiler import config
 from cpp_test_utils import assert_same, check, compile_fn, kernel_count

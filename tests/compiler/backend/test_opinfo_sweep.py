@@ -91,7 +91,7 @@ def test_harness_detects_shape_and_dtype_mismatch():
 # ------------------------------------------------------------------ the real sweep (CI subset)
 
 def test_opinfo_subset_never_wrong(db):
-    from tracetorch import compiler; import tracetorch.compiler.backend
+    from tracetorch import compiler
     records = [H.run_op(compiler.backend, db[name], max_samples=CI_SAMPLES) for name in CI_OPS]
     summary = H.summarize(records)
     print(f"\nOpInfo CI subset ({len(CI_OPS)} ops, {CI_SAMPLES} samples each, float32): lowered "
@@ -106,7 +106,7 @@ def test_opinfo_subset_never_wrong(db):
 def test_every_sample_with_empty_results_is_lowered(db, name):
     """All samples of ops whose samples include zero-element results: each is lowered (an empty
     buffer, nothing computed) and equal to eager, not run eagerly after a NaN index expression."""
-    from tracetorch import compiler; import tracetorch.compiler.backend
+    from tracetorch import compiler
     rec = H.run_op(compiler.backend, db[name])
     assert rec["status"] == "lowered", rec
 
@@ -114,7 +114,7 @@ def test_every_sample_with_empty_results_is_lowered(db, name):
 def test_random_samples_are_skipped(db):
     """OpInfo reseeds eager on every call for sdpa with dropout (wrapper_set_seed): those samples
     draw random numbers and are skipped, the deterministic ones are compared and lowered."""
-    from tracetorch import compiler; import tracetorch.compiler.backend
+    from tracetorch import compiler
     rec = H.run_op(compiler.backend, db["nn.functional.scaled_dot_product_attention"])
     assert rec["counts"].get("skipped", 0) >= 1 and rec["counts"].get("wrong", 0) == 0, rec
     assert rec["counts"].get("lowered", 0) >= 1, rec

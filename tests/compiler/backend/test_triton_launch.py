@@ -2,7 +2,6 @@
 autotune skipped on the interpreter (default config), decisions logged, disk cache round trip."""
 import os
 
-import os
 
 import torch
 
