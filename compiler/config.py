@@ -352,8 +352,10 @@ def reload(environ=None) -> None:
     path = env.get("TRACE_CONFIG")
     new_yaml = _read_yaml(path) if path else {}
     new_env = _read_env(env)
-    _yaml_layer.clear(); _yaml_layer.update(new_yaml)
-    _env_layer.clear(); _env_layer.update(new_env)
+    _yaml_layer.clear()
+    _yaml_layer.update(new_yaml)
+    _env_layer.clear()
+    _env_layer.update(new_env)
     _recompute()
 
 

@@ -46,7 +46,7 @@ def main():
 
     counts = collections.Counter()
     failures = []
-    graphs = breaks = 0
+    breaks = 0
     t0 = time.perf_counter()
     for seed in range(a.start, a.start + a.seeds):
         compiler.reset()

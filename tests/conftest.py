@@ -33,7 +33,7 @@ if not torch.cuda.is_available():
 
 
 # --- backend-core: one compiled-code cache per test session (C++ kernels shared across tests) ---
-import pytest as _pytest_backend
+import pytest as _pytest_backend  # noqa: E402
 
 
 @_pytest_backend.fixture(scope="session")

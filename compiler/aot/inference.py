@@ -365,14 +365,16 @@ def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynam
             if _strict():
                 raise
             log.warning("aot_runs_eagerly", reason=f"training path failed: {type(e).__name__}: {e}")
-            logs.artifact("perf_hints", lambda: f"training aot failed, graph runs eagerly under autograd: {e}")
+            logs.artifact("perf_hints",
+                          lambda e=e: f"training aot failed, graph runs eagerly under autograd: {e}")
             return gm
     t0 = time.perf_counter()
     try:
         traced, spec, traced_inputs, shape_env, guards = trace_inference(gm, example_inputs, dynamic)
     except Exception as e:
         log.warning("aot_runs_eagerly", reason=f"tracing failed: {type(e).__name__}: {e}")
-        logs.artifact("perf_hints", lambda: f"aot tracing failed, graph runs eagerly: {type(e).__name__}: {e}")
+        logs.artifact("perf_hints",
+                      lambda e=e: f"aot tracing failed, graph runs eagerly: {type(e).__name__}: {e}")
         return gm
     logs.artifact("aot_graphs", lambda: traced.print_readable(print_output=False, include_stride=True,
                                                               include_device=True),

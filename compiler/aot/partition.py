@@ -110,8 +110,10 @@ class FlowNetwork:
 
     def add_edge(self, a, b, cap: int) -> None:
         u, v = self.vertex(a), self.vertex(b)
-        self.head[u].append(len(self.to)); self.to.append(v); self.cap.append(cap)
-        self.head[v].append(len(self.to)); self.to.append(u); self.cap.append(0)
+        for src, dst, c in ((u, v, cap), (v, u, 0)):      # the edge and its residual
+            self.head[src].append(len(self.to))
+            self.to.append(dst)
+            self.cap.append(c)
 
     def max_flow(self, s, t) -> int:
         s, t = self.vertex(s), self.vertex(t)

@@ -141,7 +141,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         call = _exec(code, path, gm)
     except (GraphFallback, CodegenUnsupported) as e:
         log.warning("graph_runs_eagerly", reason=str(e))
-        logs.artifact("perf_hints", lambda: f"whole graph runs eagerly: {e}")
+        logs.artifact("perf_hints", lambda e=e: f"whole graph runs eagerly: {e}")
         return EagerGraph(gm, str(e))
     except Exception as e:
         # a C++ compile error is a compiler bug: raise it when asked to (and always under
@@ -149,7 +149,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         if not config.backend.fallback_on_error or config.testing.inject_relu_bug:
             raise
         log.error("backend_compile_failed", error=f"{type(e).__name__}: {e}")
-        logs.artifact("perf_hints", lambda: f"whole graph runs eagerly after a backend error: {type(e).__name__}: {e}")
+        logs.artifact("perf_hints", lambda e=e: f"whole graph runs eagerly after a backend error: "
+                                                f"{type(e).__name__}: {e}")
         return EagerGraph(gm, f"{type(e).__name__}: {e}")
     log.info("graph_compiled", kernels=n_kernels, seconds=round(time.perf_counter() - t0, 3), key=key)
     return CompiledGraph(call, code, path, key, n_kernels)

@@ -259,7 +259,7 @@ def _defaults(tx, fn):
             d = list(fn.defaults.items)
         kd = dict(fn.kwdefaults.items) if fn.kwdefaults is not None else {}
         return d, kd
-    from tracetorch.compiler.frontend.builder import _wrap_foreign, wrap
+    from tracetorch.compiler.frontend.builder import wrap
     real = fn.fn
     d, kd = [], {}
     for j, value in enumerate(real.__defaults__ or ()):

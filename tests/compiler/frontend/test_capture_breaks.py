@@ -2,7 +2,6 @@
 Every compiled result is compared with eager; graph and break counts are asserted."""
 import time
 
-import numpy as np
 import pytest
 import torch
 

@@ -1,7 +1,6 @@
 """Guards produced by capture_frame, checked with frontend-runtime's GuardSet: each guard
 kind holds on the capture's own inputs and fails on exactly the change it is about.
 Dynamic dims give SymInt placeholders and SYMBOLIC guards; one capture serves other sizes."""
-import pytest
 import torch
 
 from tracetorch.compiler.frontend.guards import GuardSet
