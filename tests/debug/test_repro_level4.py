@@ -20,7 +20,8 @@ def _compile(tmp_path, level, bug, blocks=4):
             wrapped(gm, [torch.randn(8, 8), torch.randn(8, 8)])
         except accuracy.AccuracyError:
             pass
-    return os.path.join(run_dir.get_run_dir(), "repro", "repro.py")
+        # inside the patch: the run folder lives under tmp_path, not the working directory
+        return os.path.join(run_dir.get_run_dir(), "repro", "repro.py")
 
 
 def test_level_4_writes_no_repro_for_passing_compiles(tmp_path):
