@@ -144,10 +144,17 @@ def _profile(name, variant, fn, inputs, args):
     print(prof.key_averages().table(sort_by=sort, row_limit=args.profile_rows, max_name_column_width=60))
 
 
-def _reset_compilers():
+def _fresh_variant(device) -> "EagerGraphCounter":
+    """Before each variant: both compilers' caches emptied, memory freed and the peak counter
+    reset; returns the counter of our compiler's events for this variant."""
     torch._dynamo.reset()
     from tracetorch import compiler
     compiler.reset()
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    return EagerGraphCounter()
 
 
 def run_model(name, args):
@@ -164,12 +171,7 @@ def run_model(name, args):
         reference = _main_tensor(_call(model, inputs)).float()
     rows = {}
     for variant in args.variants:
-        _reset_compilers()
-        gc.collect()
-        if args.device == "cuda":
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats()
-        counter = EagerGraphCounter()
+        counter = _fresh_variant(args.device)
         row = {}
         try:
             fn = _compiled(variant, model)
@@ -249,14 +251,9 @@ def run_training(name, args):
     inputs = make_inputs(args.device)
     rows, ref_loss = {}, None
     for variant in [v for v in args.variants if v in ("eager", "inductor", "ours", "ours_backend")]:
-        _reset_compilers()
-        gc.collect()
         base.load_state_dict(state)
         opt = torch.optim.AdamW(base.parameters(), lr=1e-4)
-        if args.device == "cuda":
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats()
-        counter = EagerGraphCounter()
+        counter = _fresh_variant(args.device)
         row = {}
         try:
             step = _train_step_fn(variant, name, base, opt)
