@@ -81,19 +81,17 @@ def _main_tensor(out):
     return out[0]
 
 
-class EagerGraphCounter:
-    """Counts our compiler's whole-graph fallbacks and graphs through a logs sink."""
+class VariantEvents(harness.EventCounter):
+    """harness.EventCounter registered as a logs sink for one variant (close() removes it)."""
 
     def __init__(self):
+        super().__init__()
         from tracetorch import logs
-        self.logs, self.events = logs, []
-        self.sink = logs.add_sink(self.events.append, level=logging.INFO)
+        self._logs = logs
+        self._sink = logs.add_sink(self, level=logging.INFO)
 
     def close(self):
-        self.logs.remove_sink(self.sink)
-
-    def count(self, *names):
-        return sum(1 for e in self.events if e.name in names)
+        self._logs.remove_sink(self._sink)
 
 
 def _compiled(variant, model):
@@ -144,7 +142,7 @@ def _profile(name, variant, fn, inputs, args):
     print(prof.key_averages().table(sort_by=sort, row_limit=args.profile_rows, max_name_column_width=60))
 
 
-def _fresh_variant(device) -> "EagerGraphCounter":
+def _fresh_variant(device) -> "VariantEvents":
     """Before each variant: both compilers' caches emptied, memory freed and the peak counter
     reset; returns the counter of our compiler's events for this variant."""
     torch._dynamo.reset()
@@ -154,7 +152,7 @@ def _fresh_variant(device) -> "EagerGraphCounter":
     if device == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-    return EagerGraphCounter()
+    return VariantEvents()
 
 
 def run_model(name, args):
@@ -189,9 +187,9 @@ def run_model(name, args):
                     _profile(name, variant, fn, inputs, args)
             if args.device == "cuda":
                 row["peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
-            row["graphs_run_eagerly"] = counter.count("graph_runs_eagerly", "aot_runs_eagerly")
-            row["graphs"] = counter.count("graph_compiled") + row["graphs_run_eagerly"]
-            row["cudagraph_records"] = counter.count("cudagraph_record")
+            row["graphs_run_eagerly"] = counter.get("graph_runs_eagerly", "aot_runs_eagerly")
+            row["graphs"] = counter.get("graph_compiled") + row["graphs_run_eagerly"]
+            row["cudagraph_records"] = counter.get("cudagraph_record")
         except Exception as e:       # one variant failing is a row, not the end of the run
             row["error"] = f"{type(e).__name__}: {e}"[:300]
         finally:
@@ -269,7 +267,7 @@ def run_training(name, args):
             row["ms"] = round(_time(lambda: step(inputs), args.device, args.repeat), 3)
             if args.device == "cuda":
                 row["peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
-            row["graphs_run_eagerly"] = counter.count("graph_runs_eagerly", "aot_runs_eagerly")
+            row["graphs_run_eagerly"] = counter.get("graph_runs_eagerly", "aot_runs_eagerly")
         except Exception as e:
             row["error"] = f"{type(e).__name__}: {e}"[:300]
         finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections import Counter
 
 import torch
 
@@ -40,3 +41,17 @@ def geomean(xs) -> float:
     """Geometric mean of the positive, finite values (NaN when there are none)."""
     xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+class EventCounter:
+    """A logs sink (`logs.add_sink(counter, ...)`) that counts the compiler's own decisions by
+    event name: breaks, recompiles, fallbacks, kernels, graphs run eagerly."""
+
+    def __init__(self):
+        self.counts = Counter()
+
+    def __call__(self, event):
+        self.counts[event.name] += 1
+
+    def get(self, *names) -> int:
+        return sum(self.counts[n] for n in names)

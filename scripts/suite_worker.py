@@ -12,9 +12,10 @@ import statistics
 import sys
 import time
 import traceback
-from collections import Counter
 
 import torch
+
+from harness import EventCounter  # scripts/ is on sys.path in the worker
 
 ERROR_MULTIPLIER = 3.0
 ERROR_FLOOR = {torch.float32: 1e-5, torch.float64: 1e-9, torch.bfloat16: 2e-2, torch.float16: 2e-3}
@@ -66,19 +67,6 @@ def accuracy(result, eager, reference, dtype):
             return False, f"output {i}: rmse vs fp64 {err:.3g} > limit {limit:.3g} (eager's {eager_err:.3g})"
         worst = max(worst, f"{err:.2g}")
     return True, worst
-
-
-class EventCounter:
-    """A logs sink that counts the compiler's own decisions: breaks, recompiles, fallbacks, kernels."""
-
-    def __init__(self):
-        self.counts = Counter()
-
-    def __call__(self, event):
-        self.counts[event.name] += 1
-
-    def get(self, *names):
-        return sum(self.counts[n] for n in names)
 
 
 def median_ms(fn, device, repeat):

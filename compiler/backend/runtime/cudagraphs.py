@@ -200,6 +200,6 @@ def maybe_wrap(compiled, gm: torch.fx.GraphModule, example_inputs):
         logs.artifact("perf_hints", lambda: f"CUDA graphs not used for a graph: {why}")
         return compiled
     recorder = EagerRecorder() if config.testing.cudagraph_stand_in else CudaRecorder()
-    log.info("cudagraph_enabled", mutated_inputs=len(mutated_inputs(gm)),
-             recorder=type(recorder).__name__)
-    return CudaGraphRunner(compiled, mutated_inputs(gm), recorder)
+    mutated = mutated_inputs(gm)
+    log.info("cudagraph_enabled", mutated_inputs=len(mutated), recorder=type(recorder).__name__)
+    return CudaGraphRunner(compiled, mutated, recorder)
