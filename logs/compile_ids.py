@@ -41,6 +41,16 @@ class CompileId(NamedTuple):
 _current: contextvars.ContextVar[CompileId | None] = contextvars.ContextVar(
     "tracetorch_compile_id", default=None)
 
+# (frame_id, frame_compile_id) -> how many times a compile of that id started (attempt 0).
+# Frame ids restart when the frontend's caches are reset, so the same id can name two
+# compiles in one process; state kept per compile (its graph breaks) is keyed with this too.
+_starts: dict[tuple[int, int], int] = {}
+
+
+def compile_serial(cid: CompileId) -> int:
+    """Which compile of this id is the latest one (0 if none was entered here)."""
+    return _starts.get((cid.frame_id, cid.frame_compile_id), 0)
+
 
 def current_compile_id() -> CompileId | None:
     """Ours, else (when our backend runs under torch.compile) the id Dynamo is compiling, so
@@ -76,6 +86,9 @@ def dynamo_compile_id() -> CompileId | None:
 def compile_context(frame_id: int, frame_compile_id: int, attempt: int = 0) -> Iterator[CompileId]:
     """Every event inside the block carries this compile id."""
     cid = CompileId(frame_id, frame_compile_id, attempt)
+    if attempt == 0:
+        key = (frame_id, frame_compile_id)
+        _starts[key] = _starts.get(key, 0) + 1
     token = _current.set(cid)
     try:
         yield cid

@@ -15,7 +15,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from tracetorch.logs import registry
-from tracetorch.logs.compile_ids import current_compile_id
+from tracetorch.logs.compile_ids import compile_serial, current_compile_id
 from tracetorch.logs.events import Event
 from tracetorch.logs.render import FORMATS, render
 from tracetorch.logs.settings import LogSettings
@@ -126,11 +126,17 @@ def _restart_reason(d: dict) -> str:
 def _note_restarts(name, payload, cid) -> None:
     """graph_break records are remembered per compile id; the compile's metrics get them as
     `restart_reasons` (a list, empty when nothing broke: tlparse reads a missing field as a
-    restart). The emitter's own value wins."""
+    restart). The emitter's own value wins. Kept only while the metrics record is wanted, and
+    keyed by which compile of that id this is: a compile that ended without its metrics record
+    (failed, or ran eagerly) must not lend its breaks to a later compile of the same id."""
     if cid is None or not isinstance(payload, dict):
         return
-    key = (cid.frame_id, cid.frame_compile_id)
+    key = (cid.frame_id, cid.frame_compile_id, compile_serial(cid))
     if name == "graph_break":
+        if "compile_metrics" not in _ON:
+            return
+        if key not in _state.breaks and len(_state.breaks) >= 64:
+            _state.breaks.clear()         # compiles that never reported: nothing reads them
         _state.breaks.setdefault(key, []).append(_restart_reason(payload))
     elif name == "compile_metrics":
         found = _state.breaks.pop(key, [])

@@ -20,6 +20,7 @@ def fresh_logs():
     saved_dir_writer, logs._TRACE_DIR_WRITER = logs._TRACE_DIR_WRITER, None   # keep a real TRACE_DIR
     state.settings, state.fmt, state.from_env = logs.settings.LogSettings(), "glog", False
     state.sinks, state.traces = [], []
+    saved_breaks, state.breaks = state.breaks, {}
     core.set_out(None)
     core.refresh()
     yield logs
@@ -28,6 +29,7 @@ def fresh_logs():
     logs._TRACE_DIR_WRITER = saved_dir_writer
     core.set_out(None)
     state.settings, state.fmt, _, state.sinks, state.traces, state.from_env = saved
+    state.breaks = saved_breaks
     core.set_out(saved[2])
     core.refresh()
 

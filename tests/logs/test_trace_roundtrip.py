@@ -81,3 +81,20 @@ def test_mapped_records_round_trip(fresh_logs, tmp_path):
     assert trace.compile_ids() == [logs.CompileId(2, 0)]
     assert all(e.compile_id == logs.CompileId(2, 0) for e in trace.events
                if e.key not in ("tracetorch_version", "str"))
+
+
+def test_restart_reasons_belong_to_one_compile(fresh_logs, tmp_path):
+    """A compile that broke but never reported its metrics (it failed, or ran eagerly) must not
+    lend its breaks to a later compile with the same id (frame ids restart after a reset)."""
+    path = tmp_path / "trace.log"
+    logs.open_trace(str(path))
+    with logs.compile_context(2, 0):
+        logs.artifact("graph_break", lambda: {"reason": "print()", "filename": "a.py", "lineno": 3})
+    with logs.compile_context(2, 0):
+        logs.artifact("compile_metrics", lambda: {"co_name": "g"})
+    with logs.compile_context(2, 0):
+        logs.artifact("graph_break", lambda: {"reason": "data-dependent branch"})
+    with logs.compile_context(2, 0, attempt=1):    # the restart of that compile: same compile
+        logs.artifact("compile_metrics", lambda: {"co_name": "h"})
+    metrics = [e.metadata for e in read_trace(path).events if e.key == "compilation_metrics"]
+    assert [m["restart_reasons"] for m in metrics] == [[], ["data-dependent branch"]]
