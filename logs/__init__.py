@@ -28,6 +28,7 @@ Modules, in the order data flows through them:
     trace_reader   the structured trace reader
     break_reasons  graph-break reasons: id, explanation, hints
     sanitize       text from a trace made safe for a terminal
+    testing        capture(): the events a block of code emits, for tests and scripts
 """
 from __future__ import annotations
 
@@ -43,13 +44,14 @@ from tracetorch.logs.core import (add_sink, artifact, close_trace, enabled, open
 from tracetorch.logs.events import Event
 from tracetorch.logs.settings import LogSettingsError, LogsHelp, help_text
 from tracetorch.logs.trace_keys import envelope_key
+from tracetorch.logs import testing
 from tracetorch.logs import core as _core, settings as _settings
 
 __all__ = [
     "get_logger", "enabled", "artifact", "trace_record", "compile_context", "current_compile_id",
     "CompileId", "add_sink", "remove_sink", "Event", "set_logs", "open_trace", "open_trace_dir",
     "close_trace", "trace_dir_writer", "LogSettingsError", "LogsHelp", "help_text", "registry",
-    "envelope_key", "configure_from_env", "tracing",
+    "envelope_key", "configure_from_env", "tracing", "testing",
 ]
 
 _TRACE_DIR_WRITER = None
