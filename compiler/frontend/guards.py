@@ -9,21 +9,8 @@
     only runs on a cache miss, to log `recompiles`.
   * a readable rendering in Dynamo's style for the `guards` artifact.
 
-`expected` by kind (the contract with frontend-capture, docs/CONTRACTS.md section 6):
-  TENSOR_MATCH     `TensorMeta`, a dict with keys dtype, device, shape (None = dynamic dim),
-                   stride (None entries / None = unchecked), requires_grad, optionally type;
-                   or a tuple (dtype, device, shape, stride, requires_grad); or a real tensor.
-  CONSTANT_MATCH   the value (None, bool, int, float, str, tuples of those, ...); type and == checked
-  TYPE_MATCH       the type (the value's type must be exactly it)
-  ID_MATCH         the object itself (kept alive by the guard, so its id cannot be reused)
-  LENGTH_CHECK     the length (int)
-  NN_MODULE_TRAINING  bool; source is the module (or its `.training`)
-  GRAD_MODE        bool (source ignored)
-  DEFAULT_DTYPE    torch.dtype (source ignored)
-  AMBIENT          the tuple `ambient_state()` returns (autocast per device, deterministic
-                   algorithms, inference mode; source ignored)
-  SYMBOLIC         a Python expression over sources (str), a sympy relation whose only symbol
-                   stands for `source`, or (sympy relation, {symbol name: source})
+`expected` by kind (the contract with frontend-capture, docs/CONTRACTS.md section 6) is
+documented on each kind's entry (`GUARD_KINDS`, section "guard kinds" below).
 """
 from __future__ import annotations
 
@@ -44,9 +31,6 @@ log = logs.get_logger(__name__)
 # one C-level read of the metadata a static tensor's guard compares (see _Codegen.tensor_batch)
 _TENSOR_META = operator.attrgetter("dtype", "device", "shape", "requires_grad")
 
-KINDS = ("TENSOR_MATCH", "CONSTANT_MATCH", "TYPE_MATCH", "ID_MATCH", "LENGTH_CHECK",
-         "NN_MODULE_TRAINING", "GRAD_MODE", "DEFAULT_DTYPE", "SYMBOLIC", "AMBIENT")
-
 # Ambient torch state a captured graph depends on besides grad mode and the default dtype:
 # (name, reader) pairs, read in this order by `ambient_state()`.
 AMBIENT_STATE = (
@@ -62,11 +46,6 @@ AMBIENT_STATE = (
 
 def ambient_state() -> tuple:
     return tuple(read() for _, read in AMBIENT_STATE)
-
-# Global-state guards are cheapest and most often the cause of a miss: check them first.
-_ORDER = {"GRAD_MODE": 0, "DEFAULT_DTYPE": 1, "AMBIENT": 1, "NN_MODULE_TRAINING": 2, "ID_MATCH": 3,
-          "TYPE_MATCH": 4, "CONSTANT_MATCH": 5, "LENGTH_CHECK": 6, "TENSOR_MATCH": 7,
-          "SYMBOLIC": 8}
 
 
 @dataclasses.dataclass(eq=False)
@@ -129,6 +108,340 @@ def tensor_meta(expected) -> TensorMeta:
     return TensorMeta(expected.dtype, torch.device(expected.device), tuple(expected.shape),
                       None if stride is None or callable(stride) else tuple(stride),
                       bool(expected.requires_grad), getattr(expected, "type", None))
+
+
+# ---------------------------------------------------------------------------------------
+# guard kinds: one entry each, holding its place in the check, the fast check's code, the
+# slow path's explanation and the `guards` artifact line
+# ---------------------------------------------------------------------------------------
+class GuardKind:
+    """One guard kind. Subclasses register with `@_kind` and override `condition` (the fast
+    check's test on the value read from the source), `mismatch` (why a value fails, in words)
+    and `describe`; kinds that read no single source (global state, SYMBOLIC) override `emit`
+    and `explain` instead."""
+
+    name = "?"
+    # Place in the check. Global-state guards are cheapest and most often the cause of a miss:
+    # they come first (0, 1); tensors and symbolic shapes last; unknown kinds after everything.
+    order = 9
+    # False where the source is ignored or the guard reads several sources itself: such a
+    # guard names no access chain worth sharing and renders outside the per-source groups.
+    reads_source = True
+
+    def emit(self, gen: _Codegen, g: Guard) -> None:
+        """Add `g`'s lines to the fast check being generated."""
+        gen.check(self.condition(gen, g, gen.value(g.source)), g.user_location)
+
+    def condition(self, gen: _Codegen, g: Guard, v: str) -> str:
+        raise NotImplementedError
+
+    def explain(self, g: Guard, env: dict, globals_: dict) -> str | None:
+        """None if `g` holds in the frame `env`, else the reason in words."""
+        name = pretty_source(g.source)
+        try:
+            value = evaluate_source(g.source, env, globals_)
+        except Exception as e:
+            return f"{name} could not be read: {type(e).__name__}: {e}"
+        return self.mismatch(g, name, value)
+
+    def mismatch(self, g: Guard, name: str, value) -> str | None:
+        raise NotImplementedError
+
+    def describe(self, g: Guard) -> str:
+        return f"{g.kind}: {g.source} {g.expected!r}"
+
+
+GUARD_KINDS: dict[str, GuardKind] = {}
+
+
+def _kind(cls):
+    GUARD_KINDS[cls.name] = cls()
+    return cls
+
+
+class _UnknownKind(GuardKind):
+    """A kind string no entry registers: it can be explained and rendered, never compiled."""
+
+    def emit(self, gen, g):
+        raise ValueError(f"unknown guard kind {g.kind!r}; valid kinds: {', '.join(KINDS)}")
+
+    def mismatch(self, g, name, value):
+        return f"unknown guard kind {g.kind!r}"
+
+
+_UNKNOWN = _UnknownKind()
+
+
+def kind_of(g: Guard) -> GuardKind:
+    return GUARD_KINDS.get(g.kind, _UNKNOWN)
+
+
+@_kind
+class TensorMatch(GuardKind):
+    """`expected`: a `TensorMeta`, a dict with keys dtype, device, shape (None = dynamic dim),
+    stride (None entries / None = unchecked), requires_grad, optionally type; or a tuple
+    (dtype, device, shape, stride, requires_grad); or a real tensor."""
+
+    name, order = "TENSOR_MATCH", 7
+
+    def emit(self, gen, g):
+        m = tensor_meta(g.expected)
+        t = gen.value(g.source)
+        if (gen.statics is not None and _REF_NAME.fullmatch(t) and m.type is not None
+                and None not in m.shape and (m.stride is None or None not in m.stride)):
+            gen.batch.append((t, m, g.user_location))
+            return
+        if not t.isidentifier():
+            t = gen.tmp(t)
+        if m.type is not None:
+            gen.check(f"type({t}) is {gen.const(m.type)}", g.user_location)
+        else:
+            gen.check(f"isinstance({t}, ___Tensor)", g.user_location)
+        conds = [f"{t}.dtype is {gen.const(m.dtype)}", f"{t}.device == {gen.const(m.device)}"]
+        if all(s is not None for s in m.shape):
+            # torch.Size == tuple compares in C: one call checks rank and every size.
+            conds.append(f"{t}.shape == {gen.const(tuple(m.shape))}")
+        else:
+            s = f"{t}.shape"
+            conds.append(f"len({s}) == {len(m.shape)}")
+            conds += [f"{s}[{i}] == {d}" for i, d in enumerate(m.shape) if d is not None]
+        if m.stride is not None:
+            if all(s is not None for s in m.stride):
+                conds.append(f"{t}.stride() == {gen.const(tuple(m.stride))}")
+            elif any(s is not None for s in m.stride):
+                st = f"{t}.stride()"
+                conds += [f"{st}[{i}] == {d}" for i, d in enumerate(m.stride) if d is not None]
+        conds.append(f"{t}.requires_grad is {m.requires_grad}")
+        if m.inference is not None:
+            conds.append(f"{t}.is_inference() is {m.inference}")
+        gen.check(" and ".join(conds), g.user_location)
+
+    def mismatch(self, g, name, t):
+        m = tensor_meta(g.expected)
+        if not isinstance(t, torch.Tensor):
+            return f"expected type of '{name}' to be a tensor type, but found {type(t)}"
+        if m.type is not None and type(t) is not m.type:
+            return (f"tensor '{name}' Python type mismatch. expected {_qualname(m.type)}, "
+                    f"actual {_qualname(type(t))}")
+        if t.dtype is not m.dtype:
+            return (f"tensor '{name}' dtype mismatch. expected {_dtype_name(m.dtype)}, "
+                    f"actual {_dtype_name(t.dtype)}")
+        if t.device != m.device:
+            return f"tensor '{name}' device mismatch. expected {m.device}, actual {t.device}"
+        if t.dim() != len(m.shape):
+            return f"tensor '{name}' rank mismatch. expected {len(m.shape)}, actual {t.dim()}"
+        for i, (e, a) in enumerate(zip(m.shape, t.shape)):
+            if e is not None and e != a:
+                return f"tensor '{name}' size mismatch at index {i}. expected {e}, actual {a}"
+        if m.stride is not None:
+            for i, (e, a) in enumerate(zip(m.stride, t.stride())):
+                if e is not None and e != a:
+                    return f"tensor '{name}' stride mismatch at index {i}. expected {e}, actual {a}"
+        if bool(t.requires_grad) != m.requires_grad:
+            return f"tensor '{name}' requires_grad mismatch. expected requires_grad={int(m.requires_grad)}"
+        if m.inference is not None and t.is_inference() != m.inference:
+            return f"tensor '{name}' inference mismatch. expected is_inference()={m.inference}"
+        return None
+
+    def describe(self, g):
+        m = tensor_meta(g.expected)
+        size = [("s?" if s is None else s) for s in m.shape]
+        stride = None if m.stride is None else [("?" if s is None else s) for s in m.stride]
+        return (f"TENSOR_MATCH: check_tensor({g.source}, {_qualname(m.type or torch.Tensor)}, "
+                f"{m.dtype}, device={m.device}, requires_grad={m.requires_grad}, size={size}, stride={stride})")
+
+
+@_kind
+class ConstantMatch(GuardKind):
+    """`expected`: the value (None, bool, int, float, str, tuples of those, ...); its type and
+    == are checked (None and bools by identity, floats by bits)."""
+
+    name, order = "CONSTANT_MATCH", 5
+
+    def condition(self, gen, g, v):
+        c = gen.const(g.expected)
+        if g.expected is None or isinstance(g.expected, bool):
+            return f"{v} is {c}"
+        if type(g.expected) is float and (g.expected != g.expected or g.expected == 0):
+            # == cannot tell nan (never equal) or the sign of a zero: compare the bits
+            return f"type({v}) is float and ___float_key({v}) == {gen.const(_float_key(g.expected))}"
+        return f"type({v}) is {gen.const(type(g.expected))} and {v} == {c}"
+
+    def mismatch(self, g, name, value):
+        same = (value is g.expected if g.expected is None or isinstance(g.expected, bool)
+                else type(value) is type(g.expected) and _safe_eq(value, g.expected))
+        if same:
+            return None
+        if type(value) is not type(g.expected):
+            return (f"{g.source} == {g.expected!r}: expected type of '{name}' to be "
+                    f"{type(g.expected).__name__}, but found {type(value).__name__} ({_short(value)})")
+        return (f"{g.source} == {g.expected!r}: '{name}' value mismatch. expected {g.expected!r}, "
+                f"actual {_short(value)}")
+
+    def describe(self, g):
+        return f"CONSTANT_MATCH: {g.source} == {g.expected!r}"
+
+
+@_kind
+class TypeMatch(GuardKind):
+    """`expected`: the type (the value's type must be exactly it)."""
+
+    name, order = "TYPE_MATCH", 4
+
+    def condition(self, gen, g, v):
+        return f"type({v}) is {gen.const(g.expected)}"
+
+    def mismatch(self, g, name, value):
+        return None if type(value) is g.expected else (
+            f"type mismatch for '{name}'. expected {_qualname(g.expected)}, actual {_qualname(type(value))}")
+
+    def describe(self, g):
+        return f"TYPE_MATCH: ___check_type_id({g.source}, {_qualname(g.expected)})"
+
+
+@_kind
+class IdMatch(GuardKind):
+    """`expected`: the object itself (kept alive by the guard, so its id cannot be reused)."""
+
+    name, order = "ID_MATCH", 3
+
+    def condition(self, gen, g, v):
+        return f"{v} is {gen.const(g.expected)}"
+
+    def mismatch(self, g, name, value):
+        return None if value is g.expected else (
+            f"identity mismatch for '{name}'. expected the object {_short(g.expected)} "
+            f"(id {id(g.expected)}), actual {_short(value)} (id {id(value)})")
+
+    def describe(self, g):
+        return f"ID_MATCH: ___check_obj_id({g.source}, {id(g.expected)})  # {_short(g.expected, 40)}"
+
+
+@_kind
+class LengthCheck(GuardKind):
+    """`expected`: the length (int)."""
+
+    name, order = "LENGTH_CHECK", 6
+
+    def condition(self, gen, g, v):
+        return f"len({v}) == {int(g.expected)}"
+
+    def mismatch(self, g, name, value):
+        try:
+            n = len(value)
+        except TypeError:
+            return f"len({g.source}) == {g.expected}: '{name}' has no len() (found {type(value).__name__})"
+        return None if n == g.expected else (
+            f"len({g.source}) == {g.expected}: length mismatch for '{name}'. expected {g.expected}, actual {n}")
+
+    def describe(self, g):
+        return f"LENGTH_CHECK: len({g.source}) == {g.expected}"
+
+
+@_kind
+class NnModuleTraining(GuardKind):
+    """`expected`: bool; the source is the module (or its `.training`)."""
+
+    name, order = "NN_MODULE_TRAINING", 2
+
+    def condition(self, gen, g, v):
+        attr = v if g.source.endswith(".training") else f"{v}.training"
+        return f"{attr} is {bool(g.expected)}"
+
+    def mismatch(self, g, name, value):
+        flag = value if g.source.endswith(".training") else getattr(value, "training", None)
+        label = name if g.source.endswith(".training") else f"{name}.training"
+        return None if flag is bool(g.expected) else (
+            f"'{label}' mismatch (module training flag). expected {bool(g.expected)}, actual {flag}")
+
+    def describe(self, g):
+        src = g.source if g.source.endswith(".training") else g.source + ".training"
+        return f"NN_MODULE_TRAINING: {src} is {bool(g.expected)}"
+
+
+@_kind
+class GradMode(GuardKind):
+    """`expected`: bool (source ignored)."""
+
+    name, order, reads_source = "GRAD_MODE", 0, False
+
+    def emit(self, gen, g):
+        gen.check(f"___is_grad_enabled() is {bool(g.expected)}", g.user_location)
+
+    def explain(self, g, env, globals_):
+        actual = torch.is_grad_enabled()
+        return None if actual == bool(g.expected) else (
+            f"global state changed: grad mode. expected {bool(g.expected)}, actual {actual}")
+
+    def describe(self, g):
+        return f"GLOBAL_STATE: torch.is_grad_enabled() is {bool(g.expected)}"
+
+
+@_kind
+class DefaultDtype(GuardKind):
+    """`expected`: torch.dtype (source ignored)."""
+
+    name, order, reads_source = "DEFAULT_DTYPE", 1, False
+
+    def emit(self, gen, g):
+        gen.check(f"___get_default_dtype() is {gen.const(g.expected)}", g.user_location)
+
+    def explain(self, g, env, globals_):
+        actual = torch.get_default_dtype()
+        return None if actual is g.expected else (
+            f"global state changed: default dtype. expected {g.expected}, actual {actual}")
+
+    def describe(self, g):
+        return f"GLOBAL_STATE: torch.get_default_dtype() is {g.expected}"
+
+
+@_kind
+class Symbolic(GuardKind):
+    """`expected`: a Python expression over sources (str), a sympy relation whose only symbol
+    stands for `source`, or (sympy relation, {symbol name: source})."""
+
+    name, order, reads_source = "SYMBOLIC", 8, False
+
+    def emit(self, gen, g):
+        gen.check(symbolic_python(g, gen.scope.translate), g.user_location)
+
+    def explain(self, g, env, globals_):
+        text = symbolic_python(g)
+        try:
+            ok = bool(evaluate_source(text, env, globals_))
+        except Exception as e:
+            return f"{text} could not be evaluated: {type(e).__name__}: {e}"
+        return None if ok else (
+            f"symbolic shape guard failed: {pretty_source(text)} ({_symbolic_values(text, env, globals_)})")
+
+    def describe(self, g):
+        try:
+            return f"SYMBOLIC_SHAPE: {symbolic_python(g)}"
+        except Exception:
+            return f"SYMBOLIC_SHAPE: {g.expected}"
+
+
+@_kind
+class Ambient(GuardKind):
+    """`expected`: the tuple `ambient_state()` returns (autocast per device, deterministic
+    algorithms, inference mode; source ignored)."""
+
+    name, order, reads_source = "AMBIENT", 1, False
+
+    def emit(self, gen, g):
+        gen.check(f"___ambient_state() == {gen.const(tuple(g.expected))}", g.user_location)
+
+    def explain(self, g, env, globals_):
+        actual = ambient_state()
+        diff = [f"{n}: expected {e}, actual {a}" for (n, _), e, a
+                in zip(AMBIENT_STATE, g.expected, actual) if e != a]
+        return None if not diff else "global state changed: " + "; ".join(diff)
+
+    def describe(self, g):
+        return "GLOBAL_STATE: " + ", ".join(f"{n}={e}" for (n, _), e in zip(AMBIENT_STATE, g.expected))
+
+
+KINDS = tuple(GUARD_KINDS)
 
 
 # ---------------------------------------------------------------------------------------
@@ -233,7 +546,7 @@ class _Codegen:
         # its .weight and its .bias) is evaluated once, into a local, where first needed.
         counts: dict[str, int] = {}
         for g in guards:
-            if g.kind not in ("GRAD_MODE", "DEFAULT_DTYPE", "SYMBOLIC", "AMBIENT"):
+            if kind_of(g).reads_source:
                 for p in _chain_prefixes(scope.translate(g.source)):
                     counts[p] = counts.get(p, 0) + 1
         self.shared = {p for p, c in counts.items() if c > 1}
@@ -284,74 +597,10 @@ class _Codegen:
         return name
 
     def guard(self, g: Guard):
-        kind, where = g.kind, g.user_location
         if self.statics is not None and self.statics.implied(g):
             self.implied += 1
             return
-        if kind == "GRAD_MODE":
-            self.check(f"___is_grad_enabled() is {bool(g.expected)}", where)
-        elif kind == "DEFAULT_DTYPE":
-            self.check(f"___get_default_dtype() is {self.const(g.expected)}", where)
-        elif kind == "AMBIENT":
-            self.check(f"___ambient_state() == {self.const(tuple(g.expected))}", where)
-        elif kind == "TENSOR_MATCH":
-            self.tensor(g)
-        else:
-            v = self.value(g.source)
-            if kind == "CONSTANT_MATCH":
-                c = self.const(g.expected)
-                if g.expected is None or isinstance(g.expected, bool):
-                    self.check(f"{v} is {c}", where)
-                elif type(g.expected) is float and (g.expected != g.expected or g.expected == 0):
-                    # == cannot tell nan (never equal) or the sign of a zero: compare the bits
-                    self.check(f"type({v}) is float and ___float_key({v}) == {self.const(_float_key(g.expected))}", where)
-                else:
-                    self.check(f"type({v}) is {self.const(type(g.expected))} and {v} == {c}", where)
-            elif kind == "TYPE_MATCH":
-                self.check(f"type({v}) is {self.const(g.expected)}", where)
-            elif kind == "ID_MATCH":
-                self.check(f"{v} is {self.const(g.expected)}", where)
-            elif kind == "LENGTH_CHECK":
-                self.check(f"len({v}) == {int(g.expected)}", where)
-            elif kind == "NN_MODULE_TRAINING":
-                attr = v if g.source.endswith(".training") else f"{v}.training"
-                self.check(f"{attr} is {bool(g.expected)}", where)
-            elif kind == "SYMBOLIC":
-                self.check(symbolic_python(g, self.scope.translate), where)
-            else:
-                raise ValueError(f"unknown guard kind {kind!r}; valid kinds: {', '.join(KINDS)}")
-
-    def tensor(self, g: Guard):
-        m = tensor_meta(g.expected)
-        t = self.value(g.source)
-        if (self.statics is not None and _REF_NAME.fullmatch(t) and m.type is not None
-                and None not in m.shape and (m.stride is None or None not in m.stride)):
-            self.batch.append((t, m, g.user_location))
-            return
-        if not t.isidentifier():
-            t = self.tmp(t)
-        if m.type is not None:
-            self.check(f"type({t}) is {self.const(m.type)}", g.user_location)
-        else:
-            self.check(f"isinstance({t}, ___Tensor)", g.user_location)
-        conds = [f"{t}.dtype is {self.const(m.dtype)}", f"{t}.device == {self.const(m.device)}"]
-        if all(s is not None for s in m.shape):
-            # torch.Size == tuple compares in C: one call checks rank and every size.
-            conds.append(f"{t}.shape == {self.const(tuple(m.shape))}")
-        else:
-            s = f"{t}.shape"
-            conds.append(f"len({s}) == {len(m.shape)}")
-            conds += [f"{s}[{i}] == {d}" for i, d in enumerate(m.shape) if d is not None]
-        if m.stride is not None:
-            if all(s is not None for s in m.stride):
-                conds.append(f"{t}.stride() == {self.const(tuple(m.stride))}")
-            elif any(s is not None for s in m.stride):
-                st = f"{t}.stride()"
-                conds += [f"{st}[{i}] == {d}" for i, d in enumerate(m.stride) if d is not None]
-        conds.append(f"{t}.requires_grad is {m.requires_grad}")
-        if m.inference is not None:
-            conds.append(f"{t}.is_inference() is {m.inference}")
-        self.check(" and ".join(conds), g.user_location)
+        kind_of(g).emit(self, g)
 
     def tensor_batch(self):
         """The static tensors' metadata, compared in C: one map over the tensors per field
@@ -417,7 +666,7 @@ class GuardSet:
     MAX_REBUILDS = 8
 
     def __init__(self, guards: list[Guard], fn: types.FunctionType, *, static_modules: bool = True):
-        self.guards = sorted(guards, key=lambda g: _ORDER.get(g.kind, 9))
+        self.guards = sorted(guards, key=lambda g: kind_of(g).order)
         self.fn = fn
         self.static_modules = static_modules
         self.mutation: str | None = None     # why the fast check is stale (a module changed)
@@ -629,89 +878,7 @@ def _dtype_name(d):
 
 def explain_failure(g: Guard, env: dict, globals_: dict) -> str | None:
     """None if the guard holds, else the reason in words."""
-    kind = g.kind
-    name = pretty_source(g.source)
-    if kind == "GRAD_MODE":
-        actual = torch.is_grad_enabled()
-        return None if actual == bool(g.expected) else (
-            f"global state changed: grad mode. expected {bool(g.expected)}, actual {actual}")
-    if kind == "DEFAULT_DTYPE":
-        actual = torch.get_default_dtype()
-        return None if actual is g.expected else (
-            f"global state changed: default dtype. expected {g.expected}, actual {actual}")
-    if kind == "AMBIENT":
-        actual = ambient_state()
-        diff = [f"{n}: expected {e}, actual {a}" for (n, _), e, a
-                in zip(AMBIENT_STATE, g.expected, actual) if e != a]
-        return None if not diff else "global state changed: " + "; ".join(diff)
-    if kind == "SYMBOLIC":
-        text = symbolic_python(g)
-        try:
-            ok = bool(eval(text, {"L": env, "G": globals_, "math": math,
-                                  "___from_numpy": torch.from_numpy}, {}))
-        except Exception as e:
-            return f"{text} could not be evaluated: {type(e).__name__}: {e}"
-        return None if ok else f"symbolic shape guard failed: {pretty_source(text)} ({_symbolic_values(text, env, globals_)})"
-    try:
-        value = evaluate_source(g.source, env, globals_)
-    except Exception as e:
-        return f"{name} could not be read: {type(e).__name__}: {e}"
-    if kind == "TENSOR_MATCH":
-        return _tensor_failure(name, tensor_meta(g.expected), value)
-    if kind == "CONSTANT_MATCH":
-        same = (value is g.expected if g.expected is None or isinstance(g.expected, bool)
-                else type(value) is type(g.expected) and _safe_eq(value, g.expected))
-        if same:
-            return None
-        if type(value) is not type(g.expected):
-            return (f"{g.source} == {g.expected!r}: expected type of '{name}' to be "
-                    f"{type(g.expected).__name__}, but found {type(value).__name__} ({_short(value)})")
-        return f"{g.source} == {g.expected!r}: '{name}' value mismatch. expected {g.expected!r}, actual {_short(value)}"
-    if kind == "TYPE_MATCH":
-        return None if type(value) is g.expected else (
-            f"type mismatch for '{name}'. expected {_qualname(g.expected)}, actual {_qualname(type(value))}")
-    if kind == "ID_MATCH":
-        return None if value is g.expected else (
-            f"identity mismatch for '{name}'. expected the object {_short(g.expected)} "
-            f"(id {id(g.expected)}), actual {_short(value)} (id {id(value)})")
-    if kind == "LENGTH_CHECK":
-        try:
-            n = len(value)
-        except TypeError:
-            return f"len({g.source}) == {g.expected}: '{name}' has no len() (found {type(value).__name__})"
-        return None if n == g.expected else (
-            f"len({g.source}) == {g.expected}: length mismatch for '{name}'. expected {g.expected}, actual {n}")
-    if kind == "NN_MODULE_TRAINING":
-        flag = value if g.source.endswith(".training") else getattr(value, "training", None)
-        label = name if g.source.endswith(".training") else f"{name}.training"
-        return None if flag is bool(g.expected) else (
-            f"'{label}' mismatch (module training flag). expected {bool(g.expected)}, actual {flag}")
-    return f"unknown guard kind {kind!r}"
-
-
-def _tensor_failure(name: str, m: TensorMeta, t) -> str | None:
-    if not isinstance(t, torch.Tensor):
-        return f"expected type of '{name}' to be a tensor type, but found {type(t)}"
-    if m.type is not None and type(t) is not m.type:
-        return f"tensor '{name}' Python type mismatch. expected {_qualname(m.type)}, actual {_qualname(type(t))}"
-    if t.dtype is not m.dtype:
-        return f"tensor '{name}' dtype mismatch. expected {_dtype_name(m.dtype)}, actual {_dtype_name(t.dtype)}"
-    if t.device != m.device:
-        return f"tensor '{name}' device mismatch. expected {m.device}, actual {t.device}"
-    if t.dim() != len(m.shape):
-        return f"tensor '{name}' rank mismatch. expected {len(m.shape)}, actual {t.dim()}"
-    for i, (e, a) in enumerate(zip(m.shape, t.shape)):
-        if e is not None and e != a:
-            return f"tensor '{name}' size mismatch at index {i}. expected {e}, actual {a}"
-    if m.stride is not None:
-        for i, (e, a) in enumerate(zip(m.stride, t.stride())):
-            if e is not None and e != a:
-                return f"tensor '{name}' stride mismatch at index {i}. expected {e}, actual {a}"
-    if bool(t.requires_grad) != m.requires_grad:
-        return f"tensor '{name}' requires_grad mismatch. expected requires_grad={int(m.requires_grad)}"
-    if m.inference is not None and t.is_inference() != m.inference:
-        return f"tensor '{name}' inference mismatch. expected is_inference()={m.inference}"
-    return None
+    return kind_of(g).explain(g, env, globals_)
 
 
 def _symbolic_values(text, env, globals_):
@@ -751,43 +918,14 @@ def _short(v, n=60):
 # rendering (Dynamo's `guards` artifact shape: one line per guard, grouped by source)
 # ---------------------------------------------------------------------------------------
 def describe(g: Guard) -> str:
-    k = g.kind
-    if k == "TENSOR_MATCH":
-        m = tensor_meta(g.expected)
-        size = [("s?" if s is None else s) for s in m.shape]
-        stride = None if m.stride is None else [("?" if s is None else s) for s in m.stride]
-        return (f"TENSOR_MATCH: check_tensor({g.source}, {_qualname(m.type or torch.Tensor)}, "
-                f"{m.dtype}, device={m.device}, requires_grad={m.requires_grad}, size={size}, stride={stride})")
-    if k == "CONSTANT_MATCH":
-        return f"CONSTANT_MATCH: {g.source} == {g.expected!r}"
-    if k == "TYPE_MATCH":
-        return f"TYPE_MATCH: ___check_type_id({g.source}, {_qualname(g.expected)})"
-    if k == "ID_MATCH":
-        return f"ID_MATCH: ___check_obj_id({g.source}, {id(g.expected)})  # {_short(g.expected, 40)}"
-    if k == "LENGTH_CHECK":
-        return f"LENGTH_CHECK: len({g.source}) == {g.expected}"
-    if k == "NN_MODULE_TRAINING":
-        src = g.source if g.source.endswith(".training") else g.source + ".training"
-        return f"NN_MODULE_TRAINING: {src} is {bool(g.expected)}"
-    if k == "GRAD_MODE":
-        return f"GLOBAL_STATE: torch.is_grad_enabled() is {bool(g.expected)}"
-    if k == "DEFAULT_DTYPE":
-        return f"GLOBAL_STATE: torch.get_default_dtype() is {g.expected}"
-    if k == "AMBIENT":
-        return "GLOBAL_STATE: " + ", ".join(f"{n}={e}" for (n, _), e in zip(AMBIENT_STATE, g.expected))
-    if k == "SYMBOLIC":
-        try:
-            return f"SYMBOLIC_SHAPE: {symbolic_python(g)}"
-        except Exception:
-            return f"SYMBOLIC_SHAPE: {g.expected}"
-    return f"{k}: {g.source} {g.expected!r}"
+    return kind_of(g).describe(g)
 
 
 def render_guards(guards: list[Guard]) -> str:
     lines = ["GUARDS:", "", "+- RootGuardManager"]
     by_root: dict[str, list[Guard]] = {}
     for g in guards:
-        root = "" if g.kind in ("GRAD_MODE", "DEFAULT_DTYPE", "SYMBOLIC", "AMBIENT") else _root(g.source)
+        root = _root(g.source) if kind_of(g).reads_source else ""
         by_root.setdefault(root, []).append(g)
     for root, gs in by_root.items():
         indent = "| "
