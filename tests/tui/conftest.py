@@ -1,12 +1,32 @@
 """Fixtures for the tracetui tests (see tui_trace_fixtures.py)."""
 
+import pickle
 from pathlib import Path
 
 import pytest
 
+from svg_text import screen_diff
 from tracetorch.tui.synthetic import write_synthetic_trace
 from tui_trace_fixtures import (cached_torch_trace, make_our_debug_run, normalized_our_run,
                                 shared_fixture_root)
+
+
+@pytest.fixture
+def snap_compare(snap_compare, request):
+    """pytest-textual-snapshot's snap_compare; on a mismatch the failure report also gets the
+    text diff of the two screens (section "snapshot screen diff", see svg_text.py)."""
+    from pytest_textual_snapshot import node_to_report_path
+
+    def compare(*args, **kwargs):
+        ok = snap_compare(*args, **kwargs)
+        if not ok:
+            # the plugin pickles (result, expected svg, actual svg, ...) for its HTML report
+            data = pickle.loads(node_to_report_path(request.node).read_bytes())
+            request.node.add_report_section("call", "snapshot screen diff",
+                                            screen_diff(data[1] or "", data[2] or ""))
+        return ok
+
+    return compare
 
 
 @pytest.fixture(scope="session")
