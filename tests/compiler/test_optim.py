@@ -87,9 +87,7 @@ def test_switching_between_compiled_and_eager_steps(cls, kw):
 
 @pytest.mark.filterwarnings("error::UserWarning")
 def test_lr_change_recompiles_with_reason_and_stays_correct():
-    events = []
-    sink = logs.add_sink(events.append, level=logging.DEBUG)
-    try:
+    with logs.testing.capture(level=logging.DEBUG) as events:
         model = _model()
         ref = copy.deepcopy(model)
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
@@ -110,8 +108,6 @@ def test_lr_change_recompiles_with_reason_and_stays_correct():
         # step 2: momentum buffers now exist; steps 3 and 5: the scheduler halved lr
         assert reasons == ["changed: state layout", "changed: hyperparameters",
                            "changed: hyperparameters"]
-    finally:
-        logs.remove_sink(sink)
 
 
 def test_one_graph_for_all_parameters():
@@ -134,9 +130,7 @@ def test_one_graph_for_all_parameters():
 
 
 def test_unsupported_options_fall_back_to_eager_step():
-    events = []
-    sink = logs.add_sink(events.append, level=logging.DEBUG)
-    try:
+    with logs.testing.capture(level=logging.DEBUG) as events:
         model = _model()
         ref = copy.deepcopy(model)
         opt = torch.optim.Adam(model.parameters(), lr=torch.tensor(0.01))
@@ -150,8 +144,6 @@ def test_unsupported_options_fall_back_to_eager_step():
             torch.testing.assert_close(p, rp, rtol=0, atol=0)
         assert any(e.name == "optimizer_step_fallback" and "tensor lr" in e.fields["reason"]
                    for e in events)
-    finally:
-        logs.remove_sink(sink)
 
 
 def test_closure_is_called_and_its_loss_returned():

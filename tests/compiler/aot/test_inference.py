@@ -75,12 +75,8 @@ def test_output_structure_is_kept():
 
 
 def test_aot_graphs_artifact_is_logged():
-    events = []
-    sink = logs.add_sink(events.append, artifacts=["aot_graphs"])
-    try:
+    with logs.testing.capture(artifacts=["aot_graphs"]) as events:
         aot_module(torch.fx.symbolic_trace(lambda x: x.relu() * 2), [torch.randn(3)], _capture()[1])
-    finally:
-        logs.remove_sink(sink)
     ev = [e for e in events if e.name == "aot_graphs"]
     assert ev and ev[0].fields.get("graph") == "inference"
 

@@ -90,12 +90,8 @@ def test_loss_curve_20_steps_matches_eager(backend, opt_cls, tol):
     cm = compiler.compile(model, backend=backend)
     step = compiler.compile(opt.step, backend=backend)
     data = _data()
-    events = []
-    sink = logs.add_sink(events.append, level=logging.DEBUG)
-    try:
+    with logs.testing.capture(level=logging.DEBUG) as events:
         losses = _train(cm, opt, step, data)
-    finally:
-        logs.remove_sink(sink)
     names = {e.name for e in events}
     # really compiled: joint graph partitioned, backward compiled, optimizer graph compiled
     assert {"partitioned", "compile_backward", "compile_optimizer_step"} <= names

@@ -110,10 +110,8 @@ def test_both_strategies_give_eager_gradients(strategy):
 
 
 def test_events_joint_graph_partition_decision_and_lazy_backward_compile_id():
-    events = []
-    sink = logs.add_sink(events.append, level=logging.DEBUG,
-                         artifacts=["aot_joint_graph", "aot_graphs", "partition_decision"])
-    try:
+    with logs.testing.capture(level=logging.DEBUG,
+                              artifacts=["aot_joint_graph", "aot_graphs", "partition_decision"]) as events:
         torch.manual_seed(0)
         model = GeluMLP()
         x = torch.randn(4, 16)
@@ -131,15 +129,11 @@ def test_events_joint_graph_partition_decision_and_lazy_backward_compile_id():
         bw = [e for e in events if e.fields.get("is_backward")]
         assert bw and all(str(e.compile_id) == "7/2" for e in bw)
         assert any(e.name == "aot_graphs" and e.fields.get("graph") == "backward" for e in bw)
-    finally:
-        logs.remove_sink(sink)
 
 
 def test_unsupported_graph_falls_back_with_reason():
     """A mutation of an input that requires grad is not supported: eager autograd, logged."""
-    events = []
-    sink = logs.add_sink(events.append, level=logging.DEBUG)
-    try:
+    with logs.testing.capture(level=logging.DEBUG) as events:
         class Mut(nn.Module):
             def forward(self, x, y):
                 x.mul_(2)
@@ -158,8 +152,6 @@ def test_unsupported_graph_falls_back_with_reason():
         ga = a.grad.clone()
         rout.sum().backward()
         torch.testing.assert_close(ga, ra.grad)
-    finally:
-        logs.remove_sink(sink)
 
 
 def test_parameters_are_free_to_save_so_pointwise_on_them_is_recomputed():

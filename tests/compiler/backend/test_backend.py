@@ -49,15 +49,11 @@ def test_fx_module_with_parameters_as_constants():
 
 
 def test_artifacts_and_records():
-    events = []
     names = ["aot_graphs", "ir_pre_fusion", "ir_post_fusion", "schedule", "fusion", "output_code", "kernel_code",
              "kernel"]
-    sink = logs.add_sink(events.append, artifacts=names)
-    try:
+    with logs.testing.capture(artifacts=names) as events:
         with config.patch(**{"backend.cache_enabled": False}):
             check(lambda x: x.sin().cos() + x.softmax(-1), [torch.randn(4, 9)])
-    finally:
-        logs.remove_sink(sink)
     seen = {e.name for e in events}
     for name in names:
         assert name in seen, name
@@ -93,14 +89,10 @@ def test_output_code_runs_standalone(tmp_path):
 
 
 def test_second_compile_hits_the_disk_cache():
-    events = []
-    sink = logs.add_sink(events.append, level=logging.INFO)
-    try:
+    with logs.testing.capture(level=logging.INFO) as events:
         f = lambda x: (x * 3).tanh()  # noqa: E731
         check(f, [torch.randn(7, 3)])
         check(f, [torch.randn(7, 3)])
-    finally:
-        logs.remove_sink(sink)
     assert "cache_hit" in [e.name for e in events]
 
 

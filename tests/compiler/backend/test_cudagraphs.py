@@ -16,11 +16,9 @@ STAND_IN = {"testing.cudagraph_stand_in": True, "backend.cache_enabled": False}
 
 @pytest.fixture
 def events():
-    got = []
-    sink = logs.add_sink(got.append, level=logging.DEBUG)
-    compiler.reset()
-    yield got
-    logs.remove_sink(sink)
+    with logs.testing.capture(level=logging.DEBUG) as got:
+        compiler.reset()
+        yield got
     compiler.reset()
 
 

@@ -29,13 +29,9 @@ def test_empty_results_match_eager(name, codegen):
     x = torch.randn(4, 4)
     idx = torch.randint(0, 4, (4, 3))
     gm = torch.fx.experimental.proxy_tensor.make_fx(fn)(x, idx)
-    hints = []
-    logs.add_sink(hints.append, artifacts=["perf_hints"])
-    try:
+    with logs.testing.capture(artifacts=["perf_hints"]) as hints:
         with config.patch(**{"backend.cpu_codegen": codegen, "backend.fallback_on_error": False}):
             out = compile_fx(gm, [x, idx])(x, idx)
-    finally:
-        logs.remove_sink(hints.append)
     eager = [str(e.payload) for e in hints if e.name == "perf_hints" and "eagerly" in str(e.payload)]
     assert not eager, eager
     ref = fn(x, idx)

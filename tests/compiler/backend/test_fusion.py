@@ -53,13 +53,9 @@ def test_horizontal_fusion_of_independent_reductions():
 
 
 def test_fusion_decisions_are_events():
-    events = []
-    sink = logs.add_sink(events.append, artifacts=["fusion_decision"])
-    try:
+    with logs.testing.capture(artifacts=["fusion_decision"]) as events:
         # softmax fuses; the column sum iterates (7 outer x 6 reduction) and is refused
         check(lambda x: (torch.softmax(x, -1), x.sum(0)), [torch.randn(6, 7)])
-    finally:
-        logs.remove_sink(sink)
     decisions = [e for e in events if e.name == "fusion_decision"]
     assert decisions
     payloads = [d.payload() if callable(d.payload) else d.payload for d in decisions]
@@ -126,12 +122,8 @@ def test_sibling_fusion_is_not_hoisted_past_an_extern_kernel():
     """cos(x) shares its read of x with sin(x), but computing it there would keep its result
     alive across the matmul (in a backward graph: a recomputed activation held across a
     convolution's backward, one activation more at the peak). It runs after the matmul."""
-    events = []
-    sink = logs.add_sink(events.append, artifacts=["fusion_decision"])
-    try:
+    with logs.testing.capture(artifacts=["fusion_decision"]) as events:
         rt = check(lambda x, w: ((x.sin() @ w) * x.cos()), [torch.randn(8, 8), torch.randn(8, 8)])
-    finally:
-        logs.remove_sink(sink)
     code = rt.compiled.code
     call = code[code.index("def call"):]
     assert call.index("aten.mm.default") < call.index("cos")

@@ -45,12 +45,8 @@ def codegen(request):
 
 @pytest.fixture
 def events():
-    got = []
-    sink = logs.add_sink(got.append, level=logging.DEBUG, artifacts={"perf_hint", "perf_hints", "recompile"})
-    try:
+    with logs.testing.capture(level=logging.DEBUG, artifacts={"perf_hint", "perf_hints", "recompile"}) as got:
         yield got
-    finally:
-        logs.remove_sink(sink)
 
 
 def names(events):

@@ -237,13 +237,9 @@ def test_split_reduction_keeps_nan_and_fuses_siblings():
     from tracetorch import logs
     x = torch.randn(8192)
     x[8000] = float("nan")
-    events = []
-    sink = logs.add_sink(events.append, level=logging.DEBUG, artifacts=None)
-    try:
+    with logs.testing.capture(level=logging.DEBUG, artifacts=None) as events:
         with config.patch(**{"backend.cache_enabled": False}):   # lowered here, not a cache hit
             rt = check(lambda x: (x.amax(), (x * 2).sum()), [x], kernels=2)
-    finally:
-        logs.remove_sink(sink)
     assert "ranges=['8']" in compiled_graph(rt).code
     splits = [e.fields for e in events if e.name == "split_reduction"]      # the decision is logged
     assert sorted(f["reduction_type"] for f in splits) == ["max", "sum"]

@@ -72,9 +72,7 @@ def test_launch_matches_eager(kdir, n, dtype):
 def test_autotune_decision_logged(kdir):
     """Interpreter: sweep skipped, default config. CUDA: candidates timed, the fastest kept,
     and a second choice for the same size bucket comes from memory without timing again."""
-    events = []
-    sink = logs.add_sink(events.append, artifacts={"autotuning"})
-    try:
+    with logs.testing.capture(artifacts={"autotuning"}) as events:
         k = tl_launch.TritonKernel("add_kernel", ADD_SRC, grid_1d, interpret=INTERPRET)
         n = 5000
         cfgs = autotune.pointwise_configs(n)
@@ -82,8 +80,6 @@ def test_autotune_decision_logged(kdir):
         x = torch.randn(n, device=DEVICE)
         cfg = autotune.choose_config(k, cfgs, [x, x, torch.empty(n, device=DEVICE)], [n])
         again = autotune.choose_config(k, cfgs, [x, x, torch.empty(n, device=DEVICE)], [n + 1])
-    finally:
-        logs.remove_sink(sink)
     ev = [e for e in events if e.name == "autotuning"]
     assert len(ev) == 1 and ev[0].payload["chosen"] == cfg.key() and again == cfg
     if INTERPRET:

@@ -233,15 +233,10 @@ def _clone(x):
 def test_compiled_matches_eager(case, codegen, backend_cache_dir):
     """codegen "frontend": compiler.compile(fn) (our frontend) with the C++ code generator."""
     fn, make = CASES[case]
-    events = []
-
-    def sink(ev):
-        if ev.name in ("graph_runs_eagerly", "aot_runs_eagerly"):
-            events.append(str(ev.fields.get("reason")))
     torch._dynamo.reset()
     compiled = compiler.compile(fn) if codegen == "frontend" else torch.compile(fn, backend=compiler.backend)
-    logs.add_sink(sink, level=logging.WARNING, artifacts=None)
-    try:
+    with logs.testing.capture(names={"graph_runs_eagerly", "aot_runs_eagerly"}, level=logging.WARNING,
+                              artifacts=None) as eagerly:
         with config.patch(**{"backend.fallback_on_error": False,
                              "backend.cpu_codegen": "triton" if codegen == "triton" else "cpp"}):
             shapes = [None] + RESIZE.get(case, [])
@@ -253,7 +248,6 @@ def test_compiled_matches_eager(case, codegen, backend_cache_dir):
                 _same(e_in, c_in)
                 if expected is e_in[0]:
                     assert got is c_in[0], "an in-place op's result must be its input itself"
-    finally:
-        logs.remove_sink(sink)
+    events = [str(ev.fields.get("reason")) for ev in eagerly]
     allowed = [e for e in events if codegen == "triton" and any(f"ops.{m} " in e for m in INTERP_MISSING)]
     assert events == allowed, events

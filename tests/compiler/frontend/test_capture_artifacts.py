@@ -23,13 +23,9 @@ NAMES = ("bytecode", "graph", "graph_code", "graph_sizes", "trace_source", "trac
 
 @pytest.fixture
 def events():
-    got = []
     # per-instruction artifacts (trace_*) are only on when named
-    sink = logs.add_sink(got.append, artifacts=NAMES)
-    try:
+    with logs.testing.capture(artifacts=NAMES) as got:
         yield got
-    finally:
-        logs.remove_sink(sink)
 
 
 def test_artifacts(events):

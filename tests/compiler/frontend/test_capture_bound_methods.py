@@ -16,12 +16,10 @@ LOG = []
 
 @pytest.fixture
 def events():
-    got = []
-    sink = logs.add_sink(got.append, level=logging.DEBUG,
-                         artifacts={"recompile", "guards", "compile_metrics"})
-    compiler.reset()
-    yield got
-    logs.remove_sink(sink)
+    with logs.testing.capture(level=logging.DEBUG,
+                              artifacts={"recompile", "guards", "compile_metrics"}) as got:
+        compiler.reset()
+        yield got
     compiler.reset()
     LOG.clear()
 

@@ -45,11 +45,9 @@ def test_hf_zoo_model_matches_eager_and_dynamo_counts(name, backend, train_backe
 
 @pytest.fixture
 def recompiles():
-    got = []
-    sink = logs.add_sink(got.append, level=logging.DEBUG, artifacts={"recompile"})
-    compiler.reset()
-    yield got
-    logs.remove_sink(sink)
+    with logs.testing.capture(level=logging.DEBUG, artifacts={"recompile"}) as got:
+        compiler.reset()
+        yield got
     compiler.reset()
 
 

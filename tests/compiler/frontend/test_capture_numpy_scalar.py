@@ -13,11 +13,9 @@ from tracetorch import logs
 
 @pytest.fixture
 def metrics():
-    got = []
-    sink = logs.add_sink(got.append, level=logging.DEBUG, artifacts={"compile_metrics"})
-    compiler.reset()
-    yield got
-    logs.remove_sink(sink)
+    with logs.testing.capture(level=logging.DEBUG, artifacts={"compile_metrics"}) as got:
+        compiler.reset()
+        yield got
     compiler.reset()
 
 

@@ -39,14 +39,10 @@ def test_fullgraph_raises_through_api():
 def test_automatic_dynamic_recompiles_once():
     from tests.compiler.frontend.test_capture_guards import dyn
     from tracetorch import logs
-    events = []
-    sink = logs.add_sink(events.append, artifacts={"recompile"})
-    try:
+    with logs.testing.capture(artifacts={"recompile"}) as events:
         compiler.reset()
         opt = compiler.compile(dyn, backend="eager")
         for n in (3, 4, 5, 6, 7):
             x, y = torch.randn(n, 3), torch.randn(n, 3)
             assert same(opt(x, y), dyn(x, y))
-    finally:
-        logs.remove_sink(sink)
     assert len([e for e in events if e.name == "recompile"]) == 1

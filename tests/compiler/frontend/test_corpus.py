@@ -67,10 +67,8 @@ def _params():
 def test_program(prog):
     compiler.reset()
     backend = CountingBackend()
-    events = []
-    sink = logs.add_sink(events.append, artifacts={"recompile", "graph_break"})
     first = None
-    try:
+    with logs.testing.capture(artifacts={"recompile", "graph_break"}) as events:
         compiled = compiler.compile(prog.fn, backend=backend, dynamic=prog.dynamic)
         for i, call in enumerate(prog.calls):
             torch.manual_seed(i)
@@ -87,7 +85,5 @@ def test_program(prog):
                                        msg=lambda m: f"call {i}: inputs mutated differently: {m}")
             if i == 0:
                 first = (backend.graphs, break_sites(events))
-    finally:
-        logs.remove_sink(sink)
     recompiles = count_recompiles(events)
     assert (*first, recompiles) == expected_counts(prog), "(graphs, breaks, recompiles) vs Dynamo's"

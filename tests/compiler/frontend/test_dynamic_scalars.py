@@ -243,15 +243,11 @@ def _dict_key(x, n):
 
 @pytest.mark.parametrize("fn", [_in_tuple, _fstring, _round, _str_index, _list_repeat, _dict_key])
 def test_value_needed_specializes_without_graph_break(events, fn):
-    got = []
-    sink = logs.add_sink(got.append, artifacts={"graph_breaks"})
-    try:
+    with logs.testing.capture(artifacts={"graph_breaks"}) as got:
         g = compiler.compile(fn, backend="eager")
         for n in (2, 3, 4):
             x = torch.randn(5)
             torch.testing.assert_close(g(x, n), fn(x, n))
-    finally:
-        logs.remove_sink(sink)
     assert [e for e in got if e.name == "graph_breaks"] == []
     assert [m["source"] for m in marks(events)] == ["L['n']"]
 
@@ -286,13 +282,9 @@ def test_str_computed_at_a_break_is_unspecialized_after_it_changes():
         return y * len(s)
 
     _compiler.reset()
-    events = []
-    sink = _logs.add_sink(events.append, artifacts={"recompile"})
-    try:
+    with _logs.testing.capture(artifacts={"recompile"}) as events:
         compiled = _compiler.compile(f, backend=CountingBackend())
         for i in range(6):
             x = torch.randn(3, 4)
             torch.testing.assert_close(compiled(x), f(x))
-    finally:
-        _logs.remove_sink(sink)
     assert sum(e.name == "recompile" for e in events) == 1

@@ -29,11 +29,9 @@ def capture(monkeypatch):
 
 @pytest.fixture
 def events():
-    got = []
-    sink = logs.add_sink(got.append, level=logging.DEBUG,
-                         artifacts={"recompiles", "recompiles_verbose", "recompile", "guards"})
-    yield got
-    logs.remove_sink(sink)
+    with logs.testing.capture(level=logging.DEBUG,
+                              artifacts={"recompiles", "recompiles_verbose", "recompile", "guards"}) as got:
+        yield got
 
 
 def _payloads(events, name):
@@ -110,18 +108,14 @@ def test_default_dtype_change_recompiles(capture, events):
 
 
 def test_cache_size_limit_runs_eagerly_with_warning(capture, events):
-    warnings = []
-    sink = logs.add_sink(lambda e: warnings.append(e) if e.name == "cache_size_limit_hit" else None,
-                         level=logging.WARNING)
-    try:
+    with logs.testing.capture(names={"cache_size_limit_hit"}, level=logging.WARNING,
+                              artifacts="all") as warnings:
         f = compiler.compile(scale, backend="eager", options={"frontend.cache_size_limit": 2})
         x = torch.randn(3)
         for n in range(5):
             torch.testing.assert_close(f(x, n), x * n)
         assert len(capture.calls) == 2
         torch.testing.assert_close(f(x, 0), x * 0)   # still cached
-    finally:
-        logs.remove_sink(sink)
     [w] = warnings
     assert (w.fields["function"], w.fields["limit"]) == ("scale", 2)
     assert w.fields["location"] == f"{__file__}:{scale.__code__.co_firstlineno}"

@@ -37,10 +37,8 @@ class Net(nn.Module):
 
 @pytest.fixture
 def events():
-    got = []
-    sink = logs.add_sink(got.append, level=logging.DEBUG, artifacts={"recompiles", "recompile"})
-    yield got
-    logs.remove_sink(sink)
+    with logs.testing.capture(level=logging.DEBUG, artifacts={"recompiles", "recompile"}) as got:
+        yield got
 
 
 def _recompile_texts(events):

@@ -35,14 +35,9 @@ class Net(nn.Module):
 
 @pytest.fixture
 def walks():
-    got = []
-
-    def sink(e):
-        if e.name == "static_inputs_resolved":
-            got.append(e)
-    logs.add_sink(sink, level=logging.DEBUG)
-    yield got
-    logs.remove_sink(sink)
+    with logs.testing.capture(names={"static_inputs_resolved"}, level=logging.DEBUG,
+                              artifacts="all") as got:
+        yield got
 
 
 def _check(opt, model, x):

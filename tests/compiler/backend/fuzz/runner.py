@@ -152,15 +152,9 @@ def run_program(prog: Program, target: str, max_calls: int | None = None) -> Res
 def _run(prog: Program, target: str, max_calls: int | None) -> Result:
     make, patch = TARGETS[target]
     res = Result()
-    events = []
-
-    def sink(ev):
-        if ev.name in EAGER_EVENTS:
-            events.append(str(ev.fields.get("reason", ""))[:160])
     torch._dynamo.reset()
     eager_fn, compiled_fn = prog.function(), make(prog.function())
-    logs.add_sink(sink, level=logging.WARNING, artifacts=None)
-    try:
+    with logs.testing.capture(names=EAGER_EVENTS, level=logging.WARNING, artifacts=None) as eagerly:
         with config.patch(**{"backend.fallback_on_error": False, **patch}), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for k in range(len(prog.calls) if max_calls is None else min(max_calls, len(prog.calls))):
@@ -184,7 +178,5 @@ def _run(prog: Program, target: str, max_calls: int | None) -> Result:
                     res.worse(found[0], found[1][:400], k)
                     if found[0] == "wrong":
                         break
-    finally:
-        logs.remove_sink(sink)
-    res.eager_graphs = events
+    res.eager_graphs = [str(ev.fields.get("reason", ""))[:160] for ev in eagerly]
     return res
