@@ -99,13 +99,24 @@ def returned_inputs(gm: torch.fx.GraphModule) -> dict[int, int]:
     found = {}
     for pos, leaf in enumerate(leaves):
         n = leaf
-        while isinstance(n, torch.fx.Node) and n.op != "placeholder" and (_returns_first_arg(n) or _returns_self(n)):
+        while isinstance(n, torch.fx.Node) and n.op != "placeholder" and (
+                _returns_first_arg(n) or _returns_self(n) or _same_object(n)):
             n = n.args[0]
         if isinstance(n, torch.fx.Node) and n.op == "placeholder" and _same_meta(n, leaf):
             found[pos] = placeholders.index(n)
     if found:
         log.debug("aot_returned_inputs", outputs=found, reason="in-place op results are their input")
     return found
+
+
+def _same_object(node) -> bool:
+    """The frontend's value of `node` is its first argument's value itself: the op returned its
+    input object while the frontend ran it on fake tensors (`x.contiguous()` of a contiguous x,
+    `x.flatten()` of a 1-d x, `x.cpu()` on the CPU), so eager returns the caller's tensor too."""
+    if node.op not in ("call_method", "call_function") or not node.args:
+        return False
+    src, out = _value(node.args[0]), _value(node)
+    return isinstance(out, torch.Tensor) and out is src
 
 
 def _same_meta(a, b) -> bool:

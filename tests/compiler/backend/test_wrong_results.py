@@ -160,6 +160,30 @@ def std_of_huge_values(x):                  # std's root in double: finite where
     return x.std(), x.std(0), torch.std_mean(x, 0)
 
 
+def expanded_input_partial_write(a, b):     # a write to one row of an expanded input reaches every row
+    a[-1:].fill_(0.5)
+    b[0] = -1
+    return torch.hypot(a, b.float()), a * 1
+
+
+def returned_input_kept_through_no_op_views(a, b):   # contiguous()/flatten() of the input are the input
+    a.squeeze_()
+    a.div_(2)
+    return a.contiguous(), b.flatten()
+
+
+def inplace_refs_at_dynamic_sizes(a):       # in-place ops whose references fail at symbolic sizes
+    v = a * 3
+    v.clamp_(-1, 1)
+    v.clamp_min_(-0.5)
+    v.square_()
+    w = a.clone()
+    w.nan_to_num_()
+    w.floor_divide_(0.3)
+    w.masked_fill_(w > 0, v[0, 0])
+    return v, w
+
+
 CASES = {
     "1_writeback_order": (writeback_before_reader, lambda: [torch.zeros(3), torch.tensor(1.)]),
     "2_output_overwritten": (fused_output_overwritten, lambda: [torch.tensor([1., 2.])]),
@@ -197,9 +221,14 @@ CASES = {
     "std_huge": (std_of_huge_values, lambda: [torch.tensor([[3.4e38, 0.0], [1.0, -3e38], [2.0, 5.0]])]),
     "t_input": (transpose_input_in_place, lambda: [torch.randn(3, 4)]),
     "unsqueeze_input": (unsqueeze_input_in_place, lambda: [torch.randn(3, 4)]),
+    "expanded_partial_write": (expanded_input_partial_write,
+                               lambda: [torch.randn(1, 3).expand(4, 3), torch.tensor([True, False, True]).expand(4, 3)]),
+    "returned_input_no_op_views": (returned_input_kept_through_no_op_views,
+                                   lambda: [torch.randn(3, 4, 5), torch.randn(5)]),
+    "inplace_dynamic": (inplace_refs_at_dynamic_sizes, lambda: [torch.randn(4, 3)]),
 }
 #: cases run again at other sizes (dynamic shapes after the automatic recompile)
-RESIZE = {"index_fill_": [(5, 2), (6, 3)], "cat_view_slice_flip": [(3, 5), (9, 2)], "strided_slices": [(9, 3), (11, 2)], "sym_max": [(2,), (7,)]}
+RESIZE = {"index_fill_": [(5, 2), (6, 3)], "inplace_dynamic": [(5, 2), (6, 3)], "cat_view_slice_flip": [(3, 5), (9, 2)], "strided_slices": [(9, 3), (11, 2)], "sym_max": [(2,), (7,)]}
 
 
 def _same(e, c):
@@ -218,6 +247,10 @@ def _same(e, c):
     torch.testing.assert_close(c, e, equal_nan=True, rtol=1.3e-6, atol=1e-6)
     if e.dtype.is_floating_point:   # infinities and signs of zero as eager has them
         assert torch.equal(torch.signbit(c[e == 0]), torch.signbit(e[e == 0]))
+
+
+def _leaves(x):
+    return [y for v in x for y in _leaves(v)] if isinstance(x, (tuple, list)) else [x]
 
 
 def _clone(x):
@@ -246,8 +279,10 @@ def test_compiled_matches_eager(case, codegen, backend_cache_dir):
                 expected, got = fn(*e_in), compiled(*c_in)
                 _same(expected, got)
                 _same(e_in, c_in)
-                if expected is e_in[0]:
-                    assert got is c_in[0], "an in-place op's result must be its input itself"
+                for e_out, c_out in zip(_leaves(expected), _leaves(got)):
+                    for e_arg, c_arg in zip(e_in, c_in):
+                        if e_out is e_arg:
+                            assert c_out is c_arg, "an output that eager returns as an input must be that input"
     events = [str(ev.fields.get("reason")) for ev in eagerly]
     allowed = [e for e in events if codegen == "triton" and any(f"ops.{m} " in e for m in INTERP_MISSING)]
     assert events == allowed, events
