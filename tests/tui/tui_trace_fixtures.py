@@ -149,13 +149,15 @@ def _stable_meta(value):
 
 
 def _replace_root(text: str, root: Path) -> str:
-    """The fixture folder as FIXTURE_SHOWN, also where a tool shortened its path (PyTorch's guard
-    comments drop the leading folders: pytest-of-root/pytest-9/tracetui_fixtures/...)."""
-    text = text.replace(str(root), FIXTURE_SHOWN)
-    parts = root.parts[1:]
-    for k in range(1, len(parts)):
-        text = text.replace("/".join(parts[k:]), FIXTURE_SHOWN.lstrip("/"))
-    return text
+    """The fixture folder as FIXTURE_SHOWN, also where a tool shortened its path. PyTorch's
+    guard comments drop the leading folders that the path shares with torch's install folder
+    (torch.utils._traceback.shorten_filename): with torch under /tmp that leaves
+    `pytest-of-root/pytest-9/tracetui_fixtures/...`; with torch under /check it shares only
+    `/` and the cut takes one character more (`mp/pytest-of-root/...`). So every path token
+    ending in the folder's (unique) name is replaced, written absolute if it was."""
+    token = re.compile(r"[\w.\-/]*" + re.escape(root.name) + r"\b")
+    return token.sub(lambda m: FIXTURE_SHOWN if m.group().startswith("/")
+                     else FIXTURE_SHOWN.lstrip("/"), text)
 
 
 def normalize_trace(src: Path, dst: Path, rules=None, writer_lines: bool = False,
