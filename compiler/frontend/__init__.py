@@ -7,6 +7,15 @@ Capture side (frontend-capture), in the order data flows:
   data_ops.py       its handlers for operators, subscripts, slices, container displays
   bytecode_info.py  instructions, loops and exception-table regions of a code object
   variables.py      every kind of symbolic value, declared in one place
+  dispatch.py       the evaluator's protocol: one table per operation (call, attribute, item,
+                    operators, iteration, wrap, inline, reconstruct) keyed by the operand's
+                    kind, plus the builtins table (@dispatch.builtin(len)); handler modules
+                    register into it at import time and reach each other only through it, so
+                    the frontend's import graph has no cycle (tests/test_layout.py checks)
+  handlers.py       imports every handler module once (capture.py imports it)
+  symbolic.py       helpers every handler uses: graph_value, record, specialize, tensor_shape,
+                    python_type
+  members.py        members read through a class (methods bound, properties run, constants)
   source.py         Dynamo-style sources: L['x'], G['w'], L['self'].layer.weight
   builder.py        wrapping real values into variables, with their guards
   calls.py          operators, subscripts, iteration, the call dispatcher

@@ -2,16 +2,15 @@
 from __future__ import annotations
 
 import enum
-import functools
 import inspect
 import types
 
 import torch
 
-from tracetorch.compiler.frontend import model_outputs
+from tracetorch.compiler.frontend import dispatch
 from tracetorch.compiler.frontend import variables as V
-from tracetorch.compiler.frontend.builder import wrap
-from tracetorch.compiler.frontend.calls import record
+from tracetorch.compiler.frontend.members import function_member, guard_class_function, static_member, type_member
+from tracetorch.compiler.frontend.symbolic import tensor_shape
 from tracetorch.compiler.frontend.errors import Unsupported
 from tracetorch.compiler.frontend.source import AttrSource, GetItemSource, is_torch_object
 
@@ -20,16 +19,9 @@ _TENSOR_CONST_ATTRS = {"dtype", "device", "requires_grad", "is_cuda", "layout", 
                        "is_xpu", "is_mps"}
 
 
-def tensor_shape(tx, t):
-    items = []
-    for i, s in enumerate(t.example.shape):
-        if isinstance(s, int):
-            items.append(V.ConstantVariable(s))
-        else:
-            items.append(record(tx, torch.ops.aten.sym_size.int, (t, V.ConstantVariable(i))))
-    return V.SizeVariable(items)
 
 
+@dispatch.get_attr.default
 def get_attr(tx, obj, name):
     hook = getattr(type(obj), "var_getattr", None)     # kinds that answer for themselves
     if hook is not None:
@@ -56,29 +48,21 @@ def get_attr(tx, obj, name):
             try:
                 return _wrap_foreign(tx, value)
             except Unsupported:
-                return wrap(tx, value, source, guard=False)
-        return wrap(tx, value, source)
+                return dispatch.wrap(tx, value, source, guard=False)
+        return dispatch.wrap(tx, value, source)
     if isinstance(obj, V.UserObjectVariable):
         return _object_attr(tx, obj, obj.value, name)
     if isinstance(obj, V.SuperVariable):
         return super_attr(tx, obj, name)
-    if isinstance(obj, V.ModelOutputVariable):
-        return model_outputs.get_attr(tx, obj, name)
-    if isinstance(obj, V.NDArrayVariable):
-        from tracetorch.compiler.frontend import numpy_calls
-        return numpy_calls.get_attr(tx, obj, name)
-    if isinstance(obj, V.NewModuleVariable):
-        from tracetorch.compiler.frontend import new_modules
-        return new_modules.get_attr(tx, obj, name)
     if isinstance(obj, V.NewObjectVariable):
         data = _data_descriptor(obj.cls, name) if name != "__class__" else None
         if data is not None:            # a property (or other data descriptor) wins over attrs
-            return _type_member(tx, obj, obj.cls, name)
+            return type_member(tx, obj, obj.cls, name)
         if name in obj.attrs:
             return obj.attrs[name]
         if name == "__class__":
             return V.ConstantVariable(obj.cls)
-        return _type_member(tx, obj, obj.cls, name)
+        return type_member(tx, obj, obj.cls, name)
     if isinstance(obj, V.ExceptionVariable):
         from tracetorch.compiler.frontend import exceptions
         return exceptions.get_attr(tx, obj, name)
@@ -90,7 +74,7 @@ def get_attr(tx, obj, name):
         if name == "_fields" or (static is not None and type(static) in (tuple, int, str, bool)):
             return V.ConstantVariable(getattr(obj.tuple_cls, name))
         if isinstance(static, (types.FunctionType, property)) and name not in ("_replace", "_asdict"):
-            return _type_member(tx, obj, obj.tuple_cls, name)
+            return type_member(tx, obj, obj.tuple_cls, name)
     if isinstance(obj, V.ConstantVariable) and isinstance(obj.value, type):
         return _type_attr(tx, obj, name)
     if isinstance(obj, V.ConstantVariable):
@@ -240,15 +224,15 @@ def _module_attr(tx, mv, name):
         return V.ConstantVariable(m.training)
     if name in d.get("_parameters", {}):
         p = d["_parameters"][name]
-        return V.ConstantVariable(None) if p is None else wrap(tx, p, src)
+        return V.ConstantVariable(None) if p is None else dispatch.wrap(tx, p, src)
     if name in d.get("_buffers", {}):
         b = d["_buffers"][name]
-        return V.ConstantVariable(None) if b is None else wrap(tx, b, src)
+        return V.ConstantVariable(None) if b is None else dispatch.wrap(tx, b, src)
     if name in d.get("_modules", {}):
         sub = d["_modules"][name]
-        return V.ConstantVariable(None) if sub is None else wrap(tx, sub, src)
+        return V.ConstantVariable(None) if sub is None else dispatch.wrap(tx, sub, src)
     if name in d:
-        return wrap(tx, d[name], src)
+        return dispatch.wrap(tx, d[name], src)
     return _class_attr(tx, mv, m, name, src)
 
 
@@ -261,8 +245,7 @@ def _object_attr(tx, ov, value, name):
         # aliases) is inlined like any method; its super().__getattribute__ is the generic
         # lookup below. What it returns is guarded through the attribute's own source.
         if isinstance(custom, types.FunctionType):
-            from tracetorch.compiler.frontend.inline import inline_call
-            return inline_call(tx, V.UserFunctionVariable(custom), [ov, V.ConstantVariable(name)], {})
+            return dispatch.inline_call(tx, V.UserFunctionVariable(custom), [ov, V.ConstantVariable(name)], {})
         raise Unsupported(f"attribute {name} of {cls.__name__}, which customizes attribute access")
     return generic_object_attr(tx, ov, name)
 
@@ -279,12 +262,11 @@ def generic_object_attr(tx, ov, name):
     static = inspect.getattr_static(cls, name, _MISSING)
     d = getattr(value, "__dict__", None)
     if d is not None and name in d and not (static is not _MISSING and hasattr(static, "__set__")):
-        return wrap(tx, d[name], AttrSource(ov.source, name))
+        return dispatch.wrap(tx, d[name], AttrSource(ov.source, name))
     if static is _MISSING:
         fallback = getattr(cls, "__getattr__", None)
         if isinstance(fallback, types.FunctionType):
-            from tracetorch.compiler.frontend.inline import inline_call
-            return inline_call(tx, V.UserFunctionVariable(fallback), [ov, V.ConstantVariable(name)], {})
+            return dispatch.inline_call(tx, V.UserFunctionVariable(fallback), [ov, V.ConstantVariable(name)], {})
         raise Unsupported(f"{cls.__name__} has no attribute {name}")
     return _class_attr(tx, ov, value, name, AttrSource(ov.source, name))
 
@@ -296,69 +278,31 @@ _GENERIC_GETATTR_BASES = (object, dict, list, tuple, set, frozenset, int, float,
 _GENERIC_GETATTR_TYPES = (types.SimpleNamespace,)
 
 
-def _static_member(cls, name):
-    try:
-        return inspect.getattr_static(cls, name)
-    except AttributeError:
-        raise Unsupported(f"{cls.__name__} has no attribute {name}") from None
 
 
-def _function_member(tx, obj_var, cls, static):
-    """A plain function, property, staticmethod or classmethod found on cls, or None."""
-    if isinstance(static, types.FunctionType):
-        return V.UserMethodVariable(static, obj_var)
-    if type(static) is functools._lru_cache_wrapper and \
-            isinstance(getattr(static, "__wrapped__", None), types.FunctionType):
-        # a cached method (logger.warning_once): the wrapper bound to the object; its call is
-        # traced through __wrapped__ (calls._call_cached_function), eager where it breaks;
-        # its identity on the class is guarded by guard_class_function
-        return V.PartialVariable(V.UserObjectVariable(static, None), [obj_var], {})
-    if isinstance(static, property) and isinstance(static.fget, types.FunctionType):
-        from tracetorch.compiler.frontend.inline import inline_call
-        return inline_call(tx, V.UserFunctionVariable(static.fget), [obj_var], {})
-    if isinstance(static, staticmethod) and isinstance(static.__func__, types.FunctionType):
-        return V.UserFunctionVariable(static.__func__)
-    if isinstance(static, classmethod) and isinstance(static.__func__, types.FunctionType):
-        return V.UserMethodVariable(static.__func__, V.ConstantVariable(cls))
-    return None
 
 
-def _type_member(tx, obj_var, cls, name):
-    static = _static_member(cls, name)
-    member = _function_member(tx, obj_var, cls, static)
-    if member is not None:
-        return member
-    if type(static) in (int, float, str, bool, type(None), tuple):
-        return V.ConstantVariable(static)
-    raise Unsupported(f"class attribute {name} of {cls.__name__}")
 
 
-def guard_class_function(tx, obj_var, name, static):
-    """A Python function found on the class of a pre-existing (non-module) object is read
-    through the class each call: guard its identity, so replacing it (`Cls.method = f`,
-    `Cls.__call__ = f`) recompiles instead of running the old code."""
-    if isinstance(static, (types.FunctionType, functools._lru_cache_wrapper)) \
-            and isinstance(obj_var, V.UserObjectVariable) and obj_var.source is not None:
-        tx.output.add_guard(f"type({obj_var.source.name()}).{name}", "ID_MATCH", static)
 
 
 def _class_attr(tx, obj_var, value, name, src):
     cls = type(value)
-    static = _static_member(cls, name)
+    static = static_member(cls, name)
     guard_class_function(tx, obj_var, name, static)
-    member = _function_member(tx, obj_var, cls, static)
+    member = function_member(tx, obj_var, cls, static)
     if member is not None:
         return member
     if isinstance(static, types.MemberDescriptorType) and src is not None \
             and hasattr(value, name):
         # a __slots__ attribute (dataclasses.Field.name): read through its source, guarded
-        return wrap(tx, getattr(value, name), AttrSource(src, name))
+        return dispatch.wrap(tx, getattr(value, name), AttrSource(src, name))
     if hasattr(static, "__get__") and not isinstance(static, (int, float, str, bool, type(None), tuple)):
         if isinstance(value, torch.nn.Module) and callable(static) and is_torch_object(static):
             raise Unsupported(f"nn.Module builtin method {name}")
         raise Unsupported(f"descriptor {name} of {cls.__name__}")
     # a plain class attribute (constant, tuple, ...): guarded through its source
-    return wrap(tx, static, src)
+    return dispatch.wrap(tx, static, src)
 
 
 def _data_descriptor(cls, name):
@@ -371,22 +315,15 @@ def _data_descriptor(cls, name):
     return None
 
 
+@dispatch.store_attr.default
 def store_attr(tx, obj, name, value):
     hook = getattr(type(obj), "var_setattr", None)
     if hook is not None:
         return hook(obj, tx, name, value)
-    if isinstance(obj, V.ModelOutputVariable):
-        model_outputs.set_attr(tx, obj, name, value)
-        return
-    if isinstance(obj, V.NewModuleVariable):
-        from tracetorch.compiler.frontend import new_modules
-        new_modules.store_attr(tx, obj, name, value)
-        return
     if isinstance(obj, V.NewObjectVariable):
         data = _data_descriptor(obj.cls, name)
         if isinstance(data, property) and isinstance(data.fset, types.FunctionType):
-            from tracetorch.compiler.frontend.inline import inline_call
-            inline_call(tx, V.UserFunctionVariable(data.fset), [obj, value], {})
+            dispatch.inline_call(tx, V.UserFunctionVariable(data.fset), [obj, value], {})
             return
         if data is not None:
             raise Unsupported(f"assignment to descriptor {name} of {obj.cls.__name__}")
@@ -413,8 +350,7 @@ def store_attr(tx, obj, name, value):
             # a Python __setattr__ (a config's alias mapping) is traced; its
             # super().__setattr__ / object.__setattr__ comes back as a plain store
             guard_class_function(tx, obj, "__setattr__", custom)
-            from tracetorch.compiler.frontend.inline import inline_call
-            inline_call(tx, V.UserFunctionVariable(custom), [obj, V.ConstantVariable(name), value], {})
+            dispatch.inline_call(tx, V.UserFunctionVariable(custom), [obj, V.ConstantVariable(name), value], {})
             return
         if cls.__setattr__ is not object.__setattr__ or slotted:
             raise Unsupported(f"attribute assignment on {cls.__name__} (custom __setattr__/slots)")
@@ -436,7 +372,7 @@ def mapping_lookup(tx, d, src, key):
         raise Unsupported(f"lookup in a dict with {key!r}")
     k = key.as_constant()
     if k in d:
-        return True, wrap(tx, d[k], GetItemSource(src, k))
+        return True, dispatch.wrap(tx, d[k], GetItemSource(src, k))
     expr = f"{k!r} not in {src.name()}"
     tx.output.add_guard(expr, "SYMBOLIC", expr)
     return False, V.ConstantVariable(None)

@@ -15,6 +15,7 @@ import types
 import torch
 
 from tracetorch.compiler.frontend import numpy_calls
+from tracetorch.compiler.frontend import dispatch
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.dynamic import dynamic_scalar_value
 from tracetorch.compiler.frontend.errors import Unsupported
@@ -25,6 +26,7 @@ _CONSTANT_TYPES = (bool, int, float, str, complex, type(None), bytes, torch.dtyp
 _BUILTIN_FNS = {v for v in vars(builtins).values() if callable(v)}
 
 
+@dispatch.wrap.default
 def wrap(tx, value, source, guard: bool = True):
     """The Variable for `value` read from `source`, with its guards. Mutable objects (lists,
     dicts, modules, other objects) are wrapped once per capture, whatever path reaches them,

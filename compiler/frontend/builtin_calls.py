@@ -14,9 +14,10 @@ import weakref
 
 import torch
 
+from tracetorch.compiler.frontend import dispatch
+from tracetorch.compiler.frontend import symbolic
 from tracetorch.compiler.frontend import variables as V
-from tracetorch.compiler.frontend.calls import (specialize, binary_op, compare_op, get_item, get_iter, graph_value,
-                                     record, truthiness, unary_op, unpack)
+from tracetorch.compiler.frontend.symbolic import python_type
 from tracetorch.compiler.frontend.errors import Unsupported
 from tracetorch import logs
 
@@ -45,19 +46,24 @@ def consts(args):
     return all(a.is_constant() for a in args)
 
 
+@dispatch.call_function.register(V.BuiltinVariable)
+def _call_builtin_variable(tx, fn, args, kwargs):
+    return call_builtin(tx, fn.fn, args, kwargs)
+
+
 def call_builtin(tx, fn, args, kwargs):
     if fn is print:
         raise Unsupported("print() (a side effect outside the graph)")
     if fn in _OPERATOR_BINARY and len(args) == 2:
-        return binary_op(tx, _OPERATOR_BINARY[fn], args[0], args[1])
+        return dispatch.binary_op(tx, _OPERATOR_BINARY[fn], args[0], args[1])
     if fn in _OPERATOR_COMPARE and len(args) == 2:
-        return compare_op(tx, _OPERATOR_COMPARE[fn], args[0], args[1])
+        return dispatch.compare_op(tx, _OPERATOR_COMPARE[fn], args[0], args[1])
     if fn is operator.getitem:
-        return get_item(tx, args[0], args[1])
+        return dispatch.get_item(tx, args[0], args[1])
     if fn is operator.neg:
-        return unary_op(tx, "neg", args[0])
+        return dispatch.unary_op(tx, "neg", args[0])
     if fn is operator.not_ or fn is operator.truth:
-        t = truthiness(tx, args[0])
+        t = dispatch.truthiness(tx, args[0])
         return V.ConstantVariable(not t if fn is operator.not_ else t)
     if fn is len:
         return _len(tx, args[0])
@@ -72,7 +78,7 @@ def call_builtin(tx, fn, args, kwargs):
     if fn is callable and len(args) == 1:
         return V.ConstantVariable(_callable(args[0]))
     if fn is range:
-        args = [specialize(tx, a) for a in args]
+        args = [symbolic.specialize(tx, a) for a in args]
         if consts(args):
             return V.ConstantVariable(range(*[a.as_constant() for a in args]))
         raise Unsupported("range() with a symbolic bound")
@@ -91,9 +97,9 @@ def call_builtin(tx, fn, args, kwargs):
     if fn in stdlib_calls.BUILTINS:
         return stdlib_calls.BUILTINS[fn](tx, args, kwargs)
     if fn is reversed:
-        return V.IteratorVariable(list(reversed(unpack(tx, args[0]))))
+        return V.IteratorVariable(list(reversed(dispatch.unpack(tx, args[0]))))
     if fn is iter:
-        return get_iter(tx, args[0])
+        return dispatch.get_iter(tx, args[0])
     if fn is next:
         from tracetorch.compiler.frontend import iterators
         if not iterators.is_iterator(args[0]):
@@ -106,13 +112,13 @@ def call_builtin(tx, fn, args, kwargs):
         from tracetorch.compiler.frontend.exceptions import raise_new
         raise_new(StopIteration)
     if fn is list:
-        return V.ListVariable(unpack(tx, args[0]) if args else [])
+        return V.ListVariable(dispatch.unpack(tx, args[0]) if args else [])
     if fn is tuple:
-        return V.TupleVariable(unpack(tx, args[0]) if args else [])
+        return V.TupleVariable(dispatch.unpack(tx, args[0]) if args else [])
     if fn is set:
-        return V.SetVariable(const_value(i) for i in (unpack(tx, args[0]) if args else []))
+        return V.SetVariable(const_value(i) for i in (dispatch.unpack(tx, args[0]) if args else []))
     if fn is frozenset:
-        return V.ConstantVariable(frozenset(const_value(i) for i in (unpack(tx, args[0]) if args else [])))
+        return V.ConstantVariable(frozenset(const_value(i) for i in (dispatch.unpack(tx, args[0]) if args else [])))
     if fn is dict:
         items = {}
         if args:
@@ -120,18 +126,17 @@ def call_builtin(tx, fn, args, kwargs):
             if isinstance(src, V.DictVariable):
                 items.update(src.items)
             else:
-                for pair in unpack(tx, src):
-                    k, v = unpack(tx, pair)
+                for pair in dispatch.unpack(tx, src):
+                    k, v = dispatch.unpack(tx, pair)
                     items[k.as_constant()] = v
         items.update(kwargs)
         return V.DictVariable(items)
     if fn is getattr:
-        from tracetorch.compiler.frontend.attributes import get_attr
         name = args[1].as_constant()
         if len(args) == 3:
             if not _hasattr(tx, args[0], name):
                 return args[2]
-        return get_attr(tx, args[0], name)
+        return dispatch.get_attr(tx, args[0], name)
     if fn is object.__setattr__ and len(args) == 3 and not kwargs and args[1].is_constant() \
             and isinstance(args[0], V.UserObjectVariable):
         from tracetorch.compiler.frontend.attributes import plain_store
@@ -153,44 +158,43 @@ def call_builtin(tx, fn, args, kwargs):
         args[0].var_delattr(tx, args[1].as_constant())
         return V.ConstantVariable(None)
     if fn is setattr:
-        from tracetorch.compiler.frontend.attributes import store_attr
-        store_attr(tx, args[0], args[1].as_constant(), args[2])
+        dispatch.store_attr(tx, args[0], args[1].as_constant(), args[2])
         return V.ConstantVariable(None)
     if fn is slice:
         from tracetorch.compiler.frontend.data_ops import make_slice
         return make_slice(list(args))
     if fn is sum and not kwargs:
-        items = unpack(tx, args[0])
+        items = dispatch.unpack(tx, args[0])
         total = args[1] if len(args) > 1 else V.ConstantVariable(0)
         for item in items:
-            total = binary_op(tx, "+", total, item)
+            total = dispatch.binary_op(tx, "+", total, item)
         return total
     if fn in (min, max, sorted) and kwargs and set(kwargs) <= {"key", "default", "reverse"}:
         return _ordered_with_key(tx, fn, args, kwargs)
     if fn in (min, max) and not kwargs:
-        items = unpack(tx, args[0]) if len(args) == 1 else list(args)
+        items = dispatch.unpack(tx, args[0]) if len(args) == 1 else list(args)
         if consts(items) and items:
             return V.ConstantVariable(fn(a.as_constant() for a in items))
         if all(isinstance(a, V.SymNodeVariable) or a.is_constant() for a in items) and len(items) == 2:
-            return record(tx, torch.sym_max if fn is max else torch.sym_min, items)
+            return symbolic.record(tx, torch.sym_max if fn is max else torch.sym_min, items)
         raise Unsupported(f"{fn.__name__}() over tensors (Python comparison of data)")
     if fn is abs and len(args) == 1 and isinstance(args[0], V.NDArrayVariable):
         from tracetorch.compiler.frontend import numpy_calls
         return numpy_calls.operator_call(tx, "abs", [args[0]])
-    if fn is abs and graph_value(args[0]):
-        return record(tx, operator.abs, args)
+    if fn is abs and symbolic.graph_value(args[0]):
+        return symbolic.record(tx, operator.abs, args)
     if fn in (int, float) and len(args) == 1 and isinstance(args[0], V.SymNodeVariable):
-        # torch.sym_int / sym_float: int(SymFloat) would guard on the value (specialize);
+        # torch.sym_int / sym_float: int(SymFloat) would guard on the value (symbolic.specialize);
         # sym_int truncates symbolically, as Dynamo records it (plain int/float at runtime)
         if fn is int and args[0].python_type() is float:
-            return record(tx, torch.sym_int, args)
+            return symbolic.record(tx, torch.sym_int, args)
         if fn is float and args[0].python_type() is int:
-            return record(tx, torch.sym_float, args)
+            return symbolic.record(tx, torch.sym_float, args)
         if args[0].python_type() is fn:
             return args[0]
-        return record(tx, fn, args)
+        return symbolic.record(tx, fn, args)
     if fn is sorted and len(args) == 1 and set(kwargs) <= {"reverse"}:
-        items = unpack(tx, args[0])
+        items = dispatch.unpack(tx, args[0])
         if consts(items):
             rev = bool(kwargs["reverse"].as_constant()) if "reverse" in kwargs else False
             try:
@@ -199,8 +203,8 @@ def call_builtin(tx, fn, args, kwargs):
             except TypeError:
                 raise Unsupported("sorted() of values that do not compare") from None
     if fn in (any, all) and len(args) == 1:
-        items = unpack(tx, args[0])
-        truths = [truthiness(tx, i) for i in items]
+        items = dispatch.unpack(tx, args[0])
+        truths = [dispatch.truthiness(tx, i) for i in items]
         return V.ConstantVariable(fn(truths))
     if fn in _PURE_ON_CONSTANTS and consts(args) and consts(kwargs.values()):
         from tracetorch.compiler.frontend.iterators import fold_result
@@ -214,24 +218,23 @@ def call_builtin(tx, fn, args, kwargs):
         if consts(args):
             return V.ConstantVariable(fn(*[a.as_constant() for a in args]))
         if all(a.is_constant() or isinstance(a, V.SymNodeVariable) for a in args):
-            return record(tx, fn, args)
+            return symbolic.record(tx, fn, args)
     if fn in _PURE_ON_CONSTANTS and any(isinstance(a, V.SymNodeVariable) for a in args) \
             and all(a.is_constant() or isinstance(a, V.SymNodeVariable) for a in args) \
             and consts(kwargs.values()):
         # e.g. round(SymFloat, 2), str(SymInt): Python needs the values (guarded), as Dynamo
-        return call_builtin(tx, fn, [specialize(tx, a) for a in args], kwargs)
+        return call_builtin(tx, fn, [symbolic.specialize(tx, a) for a in args], kwargs)
     raise Unsupported(f"builtin {getattr(fn, '__name__', fn)}() on {list(args)!r}")
 
 
 def _ordered_with_key(tx, fn, args, kwargs):
     """min/max/sorted with key= / default= / reverse=: the key function is called (traced) on
     each item in order, as CPython does; the keys must be constants to be compared now."""
-    from tracetorch.compiler.frontend.calls import call_function
-    items = unpack(tx, args[0]) if len(args) == 1 else list(args)
+    items = dispatch.unpack(tx, args[0]) if len(args) == 1 else list(args)
     key = kwargs.get("key")
     if key is not None and _is_none(key):
         key = None
-    keys = [call_function(tx, key, [i], {}) if key is not None else i for i in items]
+    keys = [dispatch.call_function(tx, key, [i], {}) if key is not None else i for i in items]
     if not consts(keys):
         raise Unsupported(f"{fn.__name__}() with keys that are not constants")
     values = [k.as_constant() for k in keys]
@@ -282,7 +285,7 @@ def _lazy_filter(tx, args, kwargs):
 
 def _lazy_enumerate(tx, args, kwargs):
     start = args[1] if len(args) > 1 else kwargs.get("start", V.ConstantVariable(0))
-    start = specialize(tx, start)
+    start = symbolic.specialize(tx, start)
     if not start.is_constant():
         raise Unsupported("enumerate() with a non-constant start")
     from tracetorch.compiler.frontend.iterators import make_lazy
@@ -303,9 +306,8 @@ def make_super(tx, args):
         raise Unsupported("super() with one argument")
     # zero-argument form: the __class__ cell and the first argument of the calling function
     if "__class__" not in tx.cells and "__class__" in getattr(tx, "freevar_values", {}):
-        from tracetorch.compiler.frontend.builder import wrap
         from tracetorch.compiler.frontend.source import LocalSource
-        tx.cells["__class__"] = wrap(tx, tx.freevar_values["__class__"],
+        tx.cells["__class__"] = dispatch.wrap(tx, tx.freevar_values["__class__"],
                                      LocalSource("__class__", is_cell=True))
     cell = tx.cells.get("__class__")
     cls = None
@@ -350,7 +352,7 @@ def _len(tx, v):
         n = v.example.shape[0]
         if isinstance(n, int):
             return V.ConstantVariable(n)
-        return record(tx, torch.ops.aten.sym_size.int, (v, V.ConstantVariable(0)))
+        return symbolic.record(tx, torch.ops.aten.sym_size.int, (v, V.ConstantVariable(0)))
     if isinstance(v, V.NNModuleVariable) and hasattr(v.value, "__len__"):
         return V.ConstantVariable(len(v.value))
     if isinstance(v, V.NDArrayVariable) and not v.scalar:
@@ -363,20 +365,10 @@ def _len(tx, v):
     if isinstance(v, V.NewObjectVariable) and \
             isinstance(inspect.getattr_static(v.cls, "__len__", None), types.FunctionType):
         # an object made in the frame with a Python __len__: traced
-        from tracetorch.compiler.frontend.attributes import get_attr
-        from tracetorch.compiler.frontend.calls import call_function
-        return call_function(tx, get_attr(tx, v, "__len__"), [], {})
+        return dispatch.call_function(tx, dispatch.get_attr(tx, v, "__len__"), [], {})
     raise Unsupported(f"len() of {v!r}")
 
 
-def python_type(v):
-    if isinstance(v, V.TensorVariable):
-        return getattr(v, "python_cls", torch.Tensor)
-    if isinstance(v, (V.NNModuleVariable, V.UserObjectVariable, V.PythonModuleVariable)):
-        return type(v.value)
-    if isinstance(v, V.NullVariable):
-        raise Unsupported("type of NULL")
-    return v.python_type()
 
 
 def _isinstance(v, classes):
@@ -421,12 +413,13 @@ def _hasattr(tx, v, name):
     raise Unsupported(f"hasattr on {v!r}")
 
 
+@dispatch.call_type.default
 def call_type(tx, cls, args, kwargs):
     if cls in (int, float, bool, str, list, tuple, dict, range, enumerate, zip, reversed,
                slice, type, map, filter, set, frozenset):
         return call_builtin(tx, cls, args, kwargs)
     if cls is torch.Size:
-        return V.SizeVariable(unpack(tx, args[0]) if args else [])
+        return V.SizeVariable(dispatch.unpack(tx, args[0]) if args else [])
     from tracetorch.compiler.frontend import stdlib_calls
     if cls in stdlib_calls.TYPES:
         return stdlib_calls.TYPES[cls](tx, args, kwargs)
@@ -483,8 +476,7 @@ def call_type(tx, cls, args, kwargs):
         obj = V.NewObjectVariable(cls)
         init = inspect.getattr_static(cls, "__init__", object.__init__)
         if isinstance(init, types.FunctionType):
-            from tracetorch.compiler.frontend.inline import inline_call
-            inline_call(tx, V.UserFunctionVariable(init), [obj] + list(args), kwargs)
+            dispatch.inline_call(tx, V.UserFunctionVariable(init), [obj] + list(args), kwargs)
         elif args or kwargs:
             raise Unsupported(f"creating {cls.__qualname__} with arguments but no Python __init__")
         return obj

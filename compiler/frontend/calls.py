@@ -10,15 +10,26 @@ import collections.abc
 import copy
 import functools
 import inspect
+import logging
 import operator
 import types
 import weakref
 
 import torch
+from tracetorch.compiler.frontend import dispatch, numpy_calls, private_objects, stdlib_calls
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.attributes import object_dict_lookup
+from tracetorch.compiler.frontend.builder import _CONSTANT_TYPES
+from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.exceptions import raise_new, reraise
+from tracetorch.compiler.frontend.inline import _is_stdlib
+from tracetorch.compiler.frontend.iterators import drain, fold_result, set_binary, view_constant, view_items
+from tracetorch.compiler.frontend.members import guard_class_function
+from tracetorch.compiler.frontend.source import AttrSource, CallSource, GetItemSource
+from tracetorch.compiler.frontend.stdlib_calls import _python_value, missing_key
+from tracetorch.compiler.frontend.symbolic import graph_value, record, specialize
 
 from tracetorch import logs
-from tracetorch.compiler.frontend import variables as V
-from tracetorch.compiler.frontend.errors import Unsupported
 
 log = logs.get_logger(__name__)
 
@@ -41,22 +52,13 @@ _SAFE_CONST_TYPES = (int, float, bool, str, complex, type(None), tuple, torch.dt
                      torch.device, range, slice, bytes, torch.Size)
 
 
-def graph_value(v) -> bool:
-    """Does v carry graph data (a tensor or a symbolic size)?"""
-    return isinstance(v, (V.TensorVariable, V.SymNodeVariable))
-
-
-def record(tx, fn, args, kwargs=None):
-    return tx.output.call("call_function", fn, tuple(args), kwargs or {})
-
-
+@dispatch.binary_op.default
 def binary_op(tx, symbol, a, b):
     inplace = symbol in INPLACE_OPS
     fn = INPLACE_OPS.get(symbol) or BINARY_OPS.get(symbol)
     if fn is None:
         raise Unsupported(f"binary operator {symbol}")
     if isinstance(a, V.NDArrayVariable) or isinstance(b, V.NDArrayVariable):
-        from tracetorch.compiler.frontend import numpy_calls
         return numpy_calls.operator_call(tx, symbol, [a, b])
     if graph_value(a) or graph_value(b):
         if isinstance(a, V.TensorVariable) or isinstance(b, V.TensorVariable):
@@ -91,11 +93,9 @@ def binary_op(tx, symbol, a, b):
                 return a
             return type(a)(a.items + b.items) if not isinstance(a, V.SizeVariable) else V.SizeVariable(a.items + b.items)
     if isinstance(a, V.ListVariable) and inplace and base is operator.add and isinstance(b, V.Variable):
-        from tracetorch.compiler.frontend.calls import unpack as _unpack
         tx.ctx.side_effects.mutate(tx, a)
-        a.items.extend(_unpack(tx, b))
+        a.items.extend(unpack(tx, b))
         return a
-    from tracetorch.compiler.frontend.iterators import set_binary
     out = set_binary(tx, symbol, a, b)
     if out is not None:
         return out
@@ -118,16 +118,14 @@ def _const_apply(fn, *args):
     try:
         result = fn(*args)
     except Exception as e:
-        from tracetorch.compiler.frontend.exceptions import reraise
         reraise(e, f"{getattr(fn, '__name__', fn)} raised {type(e).__name__} on constants")
-    from tracetorch.compiler.frontend.iterators import fold_result
     return fold_result(result)
 
 
+@dispatch.unary_op.default
 def unary_op(tx, name, a):
     fn = UNARY_OPS[name]
     if isinstance(a, V.NDArrayVariable):
-        from tracetorch.compiler.frontend import numpy_calls
         return numpy_calls.operator_call(tx, name, [a])
     if graph_value(a):
         return record(tx, fn, (a,))
@@ -136,6 +134,7 @@ def unary_op(tx, name, a):
     raise Unsupported(f"unary {name} on {a!r}")
 
 
+@dispatch.compare_op.default
 def compare_op(tx, symbol, a, b):
     if symbol in ("is", "is not"):
         same = identical(a, b)
@@ -144,7 +143,6 @@ def compare_op(tx, symbol, a, b):
         return V.ConstantVariable(same if symbol == "is" else not same)
     fn = COMPARE_OPS[symbol]
     if isinstance(a, V.NDArrayVariable) or isinstance(b, V.NDArrayVariable):
-        from tracetorch.compiler.frontend import numpy_calls
         return numpy_calls.operator_call(tx, symbol, [a, b])
     if graph_value(a) or graph_value(b):
         return record(tx, fn, (a, b))
@@ -177,7 +175,6 @@ _BINARY_DUNDERS = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "//": "fl
 def _plain_values(a, b):
     """(a, b) as real values when both are constants or plain containers of constants (made in
     the frame or guarded), else None."""
-    from tracetorch.compiler.frontend.stdlib_calls import _python_value
     if not (isinstance(a, _PLAIN_CONTAINERS) or isinstance(b, _PLAIN_CONTAINERS)):
         return None
     try:
@@ -208,8 +205,7 @@ def _dunder_call(tx, names, a, b):
         method = inspect.getattr_static(cls, name, None)
         if not isinstance(method, types.FunctionType):
             continue
-        from tracetorch.compiler.frontend.inline import inline_call
-        out = inline_call(tx, V.UserFunctionVariable(method), [obj, other], {})
+        out = dispatch.inline_call(tx, V.UserFunctionVariable(method), [obj, other], {})
         if out.is_constant() and out.as_constant() is NotImplemented:
             continue
         return out
@@ -269,6 +265,7 @@ def identical(a, b):
     return None
 
 
+@dispatch.truthiness.default
 def truthiness(tx, v) -> bool:
     """bool(v) at trace time; a tensor's truth is data: a graph break (eager decides)."""
     if isinstance(v, V.TensorVariable):
@@ -311,7 +308,6 @@ def truthiness(tx, v) -> bool:
 def _new_object_truth(tx, v, cls=None):
     """bool() of an object made in the frame (or a sourced one): its class's Python __bool__,
     else __len__ != 0, else True (CPython's order)."""
-    from tracetorch.compiler.frontend.attributes import get_attr
     cls = cls if cls is not None else v.cls
     for name in ("__bool__", "__len__"):
         impl = inspect.getattr_static(cls, name, None)
@@ -319,13 +315,14 @@ def _new_object_truth(tx, v, cls=None):
             continue
         if not isinstance(impl, types.FunctionType):
             raise Unsupported(f"bool() of {v!r}: {name} is not Python code")
-        result = specialize(tx, call_function(tx, get_attr(tx, v, name), [], {}))
+        result = specialize(tx, dispatch.call_function(tx, dispatch.get_attr(tx, v, name), [], {}))
         if not result.is_constant():
             raise Unsupported(f"bool() of {v!r}: {name} returned {result!r}")
         return bool(result.as_constant()) if name == "__bool__" else result.as_constant() != 0
     return True
 
 
+@dispatch.contains_op.default
 def contains_op(tx, item, container) -> bool:
     item = specialize(tx, item)        # `n in (1, 2)` needs n's value (guarded), as Dynamo
     if isinstance(container, (V.BaseListVariable,)):
@@ -343,7 +340,6 @@ def contains_op(tx, item, container) -> bool:
             raise Unsupported("'in' on a dict with a non-constant key")
         return item.as_constant() in items
     if isinstance(container, V.DictViewVariable):
-        from tracetorch.compiler.frontend.iterators import view_constant
         if not item.is_constant():
             raise Unsupported("'in' on a dict view with a non-constant")
         return item.as_constant() in view_constant(container)
@@ -359,13 +355,13 @@ def contains_op(tx, item, container) -> bool:
         tx.output.add_guard(expr, "SYMBOLIC", expr)
         return found
     if isinstance(container, V.ObjectDictVariable):
-        from tracetorch.compiler.frontend.attributes import object_dict_lookup
         return object_dict_lookup(tx, container, item)[0]
     if container.is_constant() and item.is_constant():
         return item.as_constant() in container.as_constant()
     raise Unsupported(f"'in' with {container!r}")
 
 
+@dispatch.unpack.default
 def unpack(tx, v) -> list:
     """The items of an iterable with a known, finite length."""
     hook = getattr(type(v), "var_unpack", None)      # kinds that answer for themselves
@@ -382,18 +378,14 @@ def unpack(tx, v) -> list:
         v.index = len(v.items)
         return items
     if isinstance(v, (V.LazyIteratorVariable, V.ListIteratorVariable)):
-        from tracetorch.compiler.frontend.iterators import drain
         return drain(tx, v)
     if isinstance(v, V.DictViewVariable):
-        from tracetorch.compiler.frontend.iterators import view_items
         return view_items(v)
     if isinstance(v, V.NNModuleVariable):
         m = v.value
-        from tracetorch.compiler.frontend.builder import wrap
-        from tracetorch.compiler.frontend.source import GetItemSource
         if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ParameterList)):
             tx.output.add_guard(v.source, "LENGTH_CHECK", len(m))
-            return [wrap(tx, sub, GetItemSource(v.source, i)) for i, sub in enumerate(m)]
+            return [dispatch.wrap(tx, sub, GetItemSource(v.source, i)) for i, sub in enumerate(m)]
         if isinstance(m, (torch.nn.ModuleDict, torch.nn.ParameterDict)):
             tx.output.add_guard(f"list({v.source.name()}.keys())", "CONSTANT_MATCH", list(m.keys()))
             return [V.ConstantVariable(k) for k in m.keys()]
@@ -421,15 +413,15 @@ def unpack(tx, v) -> list:
 def _unpack_sequence(tx, v):
     """A collections.abc.Sequence made in the frame (its mixin __iter__ reads self[0],
     self[1], ... until IndexError): its own __len__ and __getitem__ traced, index by index."""
-    from tracetorch.compiler.frontend.attributes import get_attr
-    n = specialize(tx, call_function(tx, get_attr(tx, v, "__len__"), [], {}))
+    n = specialize(tx, dispatch.call_function(tx, dispatch.get_attr(tx, v, "__len__"), [], {}))
     if not n.is_constant() or not isinstance(n.as_constant(), int):
         raise Unsupported(f"iteration over {v!r} of unknown length")
     log.debug("iterate_sequence_object", cls=v.cls.__qualname__, length=n.as_constant())
-    getitem = get_attr(tx, v, "__getitem__")
-    return [call_function(tx, getitem, [V.ConstantVariable(i)], {}) for i in range(n.as_constant())]
+    getitem = dispatch.get_attr(tx, v, "__getitem__")
+    return [dispatch.call_function(tx, getitem, [V.ConstantVariable(i)], {}) for i in range(n.as_constant())]
 
 
+@dispatch.get_iter.default
 def get_iter(tx, v):
     if isinstance(v, (V.IteratorVariable, V.LazyIteratorVariable, V.ListIteratorVariable)):
         return v
@@ -438,32 +430,8 @@ def get_iter(tx, v):
     return V.IteratorVariable(unpack(tx, v))
 
 
-def specialize(tx, v):
-    """A symbolic scalar (SymInt/SymFloat/SymBool) where Python needs its value (a range()
-    bound, a list index): the value now, with a ShapeEnv guard that it stays so (Dynamo's
-    guard_if_dyn). Other Variables pass unchanged."""
-    if isinstance(v, V.SymNodeVariable):
-        from torch.fx.experimental.symbolic_shapes import guard_scalar
-        expr = getattr(v.example.node, "expr", None)
-        if expr is not None:      # the sizes it depends on get a value guard (output_graph)
-            tx.output.specialized_symbols |= set(expr.free_symbols)
-        try:
-            value = guard_scalar(v.example)
-        except Exception as e:
-            raise Unsupported(f"a symbolic value where Python needs a constant: {e}") from None
-        log.debug("specialize_symbolic", value=value, node=v.node.name,
-                  reason="Python needs the value (guarded equal to it)")
-        return V.ConstantVariable(value)
-    if isinstance(v, V.SliceVariable) and any(isinstance(p, V.SymNodeVariable) for p in v.parts) \
-            and all(p.is_constant() or isinstance(p, V.SymNodeVariable) for p in v.parts):
-        return V.ConstantVariable(slice(*[specialize(tx, p).as_constant() for p in v.parts]))
-    return v
-
-
+@dispatch.get_item.default
 def get_item(tx, obj, key):
-    if isinstance(obj, V.NDArrayVariable):
-        from tracetorch.compiler.frontend import numpy_calls
-        return numpy_calls.get_item(tx, obj, key)
     if isinstance(obj, V.TensorVariable):
         if not (key.is_constant() or graph_value(key) or _index_ok(key)):
             raise Unsupported(f"tensor indexing with {key!r}")
@@ -471,8 +439,7 @@ def get_item(tx, obj, key):
     if isinstance(obj, V.NamedTupleVariable) and \
             isinstance(inspect.getattr_static(obj.tuple_cls, "__getitem__", None), types.FunctionType):
         # a namedtuple subclass with its own __getitem__: inlined
-        from tracetorch.compiler.frontend.inline import inline_call
-        return inline_call(tx, V.UserFunctionVariable(obj.tuple_cls.__getitem__), [obj, key], {})
+        return dispatch.inline_call(tx, V.UserFunctionVariable(obj.tuple_cls.__getitem__), [obj, key], {})
     if isinstance(obj, (V.BaseListVariable, V.DictVariable, V.NNModuleVariable, V.ConstantVariable)):
         key = specialize(tx, key)
     if isinstance(obj, V.BaseListVariable):
@@ -487,7 +454,6 @@ def get_item(tx, obj, key):
                 return obj.items[k]
             except IndexError:
                 if type(obj) in (V.ListVariable, V.TupleVariable) and isinstance(k, int):
-                    from tracetorch.compiler.frontend.exceptions import raise_new
                     raise_new(IndexError, f"{'list' if type(obj) is V.ListVariable else 'tuple'} "
                                           "index out of range")
                 raise Unsupported(f"index {k!r} out of range for {obj!r}") from None
@@ -498,17 +464,13 @@ def get_item(tx, obj, key):
         if key.is_constant() and key.as_constant() in obj.items:
             return obj.items[key.as_constant()]
         if key.is_constant():
-            from tracetorch.compiler.frontend.stdlib_calls import missing_key
             value = missing_key(tx, obj, key)          # a defaultdict's factory
             if value is not None:
                 return value
             if obj.dict_cls in (dict, collections.OrderedDict):
-                from tracetorch.compiler.frontend.exceptions import raise_new
                 raise_new(KeyError, key.as_constant())
         raise Unsupported(f"dict lookup with {key!r}")
     if isinstance(obj, V.NNModuleVariable):
-        from tracetorch.compiler.frontend.source import GetItemSource
-        from tracetorch.compiler.frontend.builder import wrap
         if key.is_constant() and isinstance(obj.value, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)):
             k = key.as_constant()
             try:
@@ -516,25 +478,20 @@ def get_item(tx, obj, key):
             except (IndexError, KeyError, TypeError):
                 raise Unsupported(f"module index {k!r}") from None
             if isinstance(sub, torch.nn.Module) and not isinstance(k, slice):
-                return wrap(tx, sub, GetItemSource(obj.source, k))
+                return dispatch.wrap(tx, sub, GetItemSource(obj.source, k))
             if isinstance(k, slice) and isinstance(obj.value, (torch.nn.ModuleList, torch.nn.Sequential)):
                 tx.output.add_guard(obj.source, "LENGTH_CHECK", len(obj.value))
                 picked = range(len(obj.value))[k]
                 return V.ModuleSliceVariable(
-                    [wrap(tx, obj.value[i], GetItemSource(obj.source, i)) for i in picked],
+                    [dispatch.wrap(tx, obj.value[i], GetItemSource(obj.source, i)) for i in picked],
                     type(obj.value))
         raise Unsupported(f"subscript of module {obj!r}")
     if isinstance(obj, V.ObjectDictVariable):
-        from tracetorch.compiler.frontend.methods import call_method
-        return call_method(tx, obj, "__getitem__", [key], {})
-    if isinstance(obj, V.ModelOutputVariable):
-        from tracetorch.compiler.frontend import model_outputs
-        return model_outputs.get_item(tx, obj, key)
+        return dispatch.call_method(tx, obj, "__getitem__", [key], {})
     if isinstance(obj, (V.UserObjectVariable, V.NewObjectVariable)):
         method = getattr(obj.python_type(), "__getitem__", None)
         if isinstance(method, types.FunctionType):     # a Python __getitem__: inlined
-            from tracetorch.compiler.frontend.inline import inline_call
-            return inline_call(tx, V.UserFunctionVariable(method), [obj, key], {})
+            return dispatch.inline_call(tx, V.UserFunctionVariable(method), [obj, key], {})
     if obj.is_constant() and key.is_constant():
         return _const_apply(operator.getitem, obj.as_constant(), key.as_constant())
     raise Unsupported(f"subscript of {obj!r}")
@@ -552,6 +509,7 @@ def _index_ok(key):
     return False
 
 
+@dispatch.store_item.default
 def store_item(tx, obj, key, value):
     if isinstance(obj, V.TensorVariable):
         if not (key.is_constant() or graph_value(key) or _index_ok(key)):
@@ -575,10 +533,6 @@ def store_item(tx, obj, key, value):
         tx.ctx.side_effects.mutate(tx, obj)
         obj.items[key.as_constant()] = value
         return
-    if isinstance(obj, V.ModelOutputVariable):
-        from tracetorch.compiler.frontend import model_outputs
-        model_outputs.set_item(tx, obj, key, value)
-        return
     raise Unsupported(f"item assignment on {obj!r}")
 
 
@@ -597,8 +551,6 @@ def _mapping_get_now(tx, obj, args, kwargs):
     """Mapping.get(key[, default]) with a constant key on a pre-existing mapping (os.environ,
     a registry): whether the key is there is asked now and guarded; a Python __getitem__ of
     user code is inlined, else a constant value is read now and guarded by reading it again."""
-    from tracetorch.compiler.frontend.builder import _CONSTANT_TYPES
-    from tracetorch.compiler.frontend.inline import _is_stdlib
     if kwargs or not 1 <= len(args) <= 2 or not args[0].is_constant() \
             or type(args[0].as_constant()) not in (str, int):
         raise Unsupported(f"Mapping.get on {obj!r} with a non-constant key")
@@ -610,8 +562,7 @@ def _mapping_get_now(tx, obj, args, kwargs):
         return args[1] if len(args) > 1 else V.ConstantVariable(None)
     getitem = type(obj.value).__getitem__
     if isinstance(getitem, types.FunctionType) and not _is_stdlib(getitem.__code__.co_filename):
-        from tracetorch.compiler.frontend.inline import inline_call
-        return inline_call(tx, V.UserFunctionVariable(getitem), [obj, args[0]], {})
+        return dispatch.inline_call(tx, V.UserFunctionVariable(getitem), [obj, args[0]], {})
     value = obj.value[key]
     if type(value) not in _CONSTANT_TYPES:
         raise Unsupported(f"Mapping.get on {obj!r} returned a {type(value).__name__}")
@@ -619,125 +570,127 @@ def _mapping_get_now(tx, obj, args, kwargs):
     return V.ConstantVariable(value)
 
 
-def call_function(tx, fn, args, kwargs):
-    """Call fn (a Variable) with Variables; returns the symbolic result."""
-    from tracetorch.compiler.frontend import builtin_calls, inline, methods, torch_calls
-    real = getattr(fn, "fn", None)
-    if real is not None and not args and not kwargs:
-        known, answer = torch_calls.trace_time_answer(real)
-        if known:
-            return V.ConstantVariable(answer)
-    if isinstance(fn, V.NumpyFunctionVariable):
-        from tracetorch.compiler.frontend import numpy_calls
-        return numpy_calls.call(tx, fn.fn, args, kwargs)
-    if isinstance(fn, V.BuiltinVariable):
-        return builtin_calls.call_builtin(tx, fn.fn, args, kwargs)
-    if isinstance(fn, V.TorchFunctionVariable):
-        return torch_calls.call_torch(tx, fn.fn, args, kwargs)
-    if isinstance(fn, V.MethodVariable):
-        return methods.call_method(tx, fn.obj, fn.name, args, kwargs)
-    if isinstance(fn, V.UserFunctionVariable) and hasattr(fn.fn, "_tracetorch_cache") \
-            and isinstance(getattr(fn.fn, "__wrapped__", None), types.FunctionType):
+# ---- calls, by the callee's kind (builtins, torch functions, methods of values, numpy
+# functions, modules and fresh modules register theirs in their own modules) ----------------
+@dispatch.call_function.default
+def _not_callable(tx, fn, args, kwargs):
+    raise Unsupported(f"call to {fn!r}")
+
+
+@dispatch.call_function.register(V.UserFunctionVariable)
+def _call_user_function(tx, fn, args, kwargs):
+    if hasattr(fn.fn, "_tracetorch_cache") and isinstance(getattr(fn.fn, "__wrapped__", None), types.FunctionType):
         # a compiler.compile'd function called from traced code: its original is inlined (the
         # wrapper's cache lookup is runtime machinery), as Dynamo inlines a torch.compile'd one
-        from tracetorch.compiler.frontend.source import AttrSource
         src = AttrSource(fn.source, "__wrapped__") if fn.source is not None else None
-        return inline.inline_call(tx, V.UserFunctionVariable(fn.fn.__wrapped__, src), args, kwargs)
-    if isinstance(fn, V.UserFunctionVariable) and fn.fn is inspect.signature and len(args) == 1 \
-            and not kwargs:
+        return dispatch.inline_call(tx, V.UserFunctionVariable(fn.fn.__wrapped__, src), args, kwargs)
+    if fn.fn is inspect.signature and len(args) == 1 and not kwargs:
         return V.ConstantVariable(inspect.signature(_real_callable(args[0])))
-    if isinstance(fn, V.UserFunctionVariable) and fn.fn in _SPECIAL_FUNCTIONS:
+    if fn.fn in _SPECIAL_FUNCTIONS:
         return _SPECIAL_FUNCTIONS[fn.fn](tx, args, kwargs)
-    from tracetorch.compiler.frontend import stdlib_calls
-    if isinstance(fn, V.UserFunctionVariable) and fn.fn in stdlib_calls.STDLIB_PURE:
+    if fn.fn in stdlib_calls.STDLIB_PURE:
         return stdlib_calls.call_pure(tx, fn.fn, args, kwargs)
-    if isinstance(fn, V.UserFunctionVariable) and fn.fn in stdlib_calls.STDLIB_HANDLERS:
+    if fn.fn in stdlib_calls.STDLIB_HANDLERS:
         return stdlib_calls.STDLIB_HANDLERS[fn.fn](tx, args, kwargs)
-    if isinstance(fn, V.UserFunctionVariable) and fn.fn in stdlib_calls.STDLIB_POLYFILLS:
+    if fn.fn in stdlib_calls.STDLIB_POLYFILLS:
         log.debug("polyfill_inlined", function=fn.fn.__qualname__)
-        return inline.inline_call(tx, V.UserFunctionVariable(stdlib_calls.STDLIB_POLYFILLS[fn.fn]),
-                                  args, kwargs)
-    if isinstance(fn, (V.UserFunctionVariable, V.NestedFunctionVariable)):
-        return inline.inline_call(tx, fn, args, kwargs)
-    if isinstance(fn, V.UserMethodVariable) and fn.fn is collections.abc.Mapping.get \
-            and isinstance(fn.obj, V.UserObjectVariable) and fn.obj.source is not None:
+        return dispatch.inline_call(tx, V.UserFunctionVariable(stdlib_calls.STDLIB_POLYFILLS[fn.fn]),
+                                    args, kwargs)
+    return dispatch.inline_call(tx, fn, args, kwargs)
+
+
+@dispatch.call_function.register(V.NestedFunctionVariable)
+def _call_nested_function(tx, fn, args, kwargs):
+    return dispatch.inline_call(tx, fn, args, kwargs)
+
+
+@dispatch.call_function.register(V.UserMethodVariable)
+def _call_user_method(tx, fn, args, kwargs):
+    if fn.fn is collections.abc.Mapping.get and isinstance(fn.obj, V.UserObjectVariable) \
+            and fn.obj.source is not None:
         return _mapping_get_now(tx, fn.obj, args, kwargs)
     deferred = _logging_call(tx, fn, args, kwargs)
     if deferred is not None:
         return deferred
-    if isinstance(fn, V.UserMethodVariable) and fn.fn in _SPECIAL_METHODS:
+    if fn.fn in _SPECIAL_METHODS:
         return _SPECIAL_METHODS[fn.fn](tx, fn, args, kwargs)
-    if isinstance(fn, V.UserMethodVariable):
-        return inline.inline_call(tx, V.UserFunctionVariable(fn.fn), [fn.obj] + list(args), kwargs,
-                                  callee=fn)
-    if isinstance(fn, V.NNModuleVariable):
-        return inline.call_module(tx, fn, args, kwargs)
-    if isinstance(fn, V.ContextExitVariable):
-        ctx = fn.ctx
-        if ctx.prior is not None and ctx.prior != tx.output.grad_enabled:
-            tx.output.record_grad_mode(ctx.prior)
-        return V.ConstantVariable(None)
-    if isinstance(fn, V.ConstantVariable) and isinstance(fn.value, type):
-        return builtin_calls.call_type(tx, fn.value, args, kwargs)
-    from tracetorch.compiler.frontend import stdlib_calls
-    if isinstance(fn, V.ConstantVariable) and type(fn.value) in stdlib_calls.CALLABLE_CONSTANTS:
+    return dispatch.inline_call(tx, V.UserFunctionVariable(fn.fn), [fn.obj] + list(args), kwargs,
+                                callee=fn)
+
+
+@dispatch.call_function.register(V.PartialVariable)
+def _call_partial(tx, fn, args, kwargs):
+    deferred = _logging_call(tx, fn, args, kwargs)
+    if deferred is not None:
+        return deferred
+    return dispatch.call_function(tx, fn.fn, fn.args + list(args), {**fn.kwargs, **kwargs})
+
+
+@dispatch.call_function.register(V.ContextExitVariable)
+def _call_context_exit(tx, fn, args, kwargs):
+    ctx = fn.ctx
+    if ctx.prior is not None and ctx.prior != tx.output.grad_enabled:
+        tx.output.record_grad_mode(ctx.prior)
+    return V.ConstantVariable(None)
+
+
+@dispatch.call_function.register(V.ConstantVariable)
+def _call_constant(tx, fn, args, kwargs):
+    if isinstance(fn.value, type):
+        return dispatch.call_type(tx, fn.value, args, kwargs)
+    if type(fn.value) in stdlib_calls.CALLABLE_CONSTANTS:
         return stdlib_calls.CALLABLE_CONSTANTS[type(fn.value)](tx, fn.value, args, kwargs)
-    if isinstance(fn, V.PartialVariable):
-        return call_function(tx, fn.fn, fn.args + list(args), {**fn.kwargs, **kwargs})
-    if isinstance(fn, V.UserObjectVariable) and isinstance(fn.value, functools.partial) \
-            and type(fn.value) is functools.partial:
-        from tracetorch.compiler.frontend.builder import wrap
-        from tracetorch.compiler.frontend.source import AttrSource
+    return _not_callable(tx, fn, args, kwargs)
+
+
+@dispatch.call_function.register(V.WeakRefVariable)
+def _call_weakref(tx, fn, args, kwargs):
+    if args or kwargs:
+        return _not_callable(tx, fn, args, kwargs)
+    return fn.target
+
+
+@dispatch.call_function.register(V.NewObjectVariable)
+def _call_new_object(tx, fn, args, kwargs):
+    return dispatch.call_function(tx, dispatch.get_attr(tx, fn, "__call__"), args, kwargs)
+
+
+@dispatch.call_function.register(V.UserObjectVariable)
+def _call_user_object(tx, fn, args, kwargs):
+    if isinstance(fn.value, functools.partial) and type(fn.value) is functools.partial:
         p = fn.value
-        inner = wrap(tx, p.func, AttrSource(fn.source, "func"))
-        pargs = wrap(tx, p.args, AttrSource(fn.source, "args"))
-        pkw = wrap(tx, p.keywords, AttrSource(fn.source, "keywords"))
-        return call_function(tx, inner, pargs.items + list(args), {**pkw.items, **kwargs})
-    if isinstance(fn, V.UserObjectVariable) and type(fn.value) is weakref.ReferenceType \
-            and not args and not kwargs:
-        from tracetorch.compiler.frontend.builder import wrap
-        from tracetorch.compiler.frontend.source import CallSource
+        inner = dispatch.wrap(tx, p.func, AttrSource(fn.source, "func"))
+        pargs = dispatch.wrap(tx, p.args, AttrSource(fn.source, "args"))
+        pkw = dispatch.wrap(tx, p.keywords, AttrSource(fn.source, "keywords"))
+        return dispatch.call_function(tx, inner, pargs.items + list(args), {**pkw.items, **kwargs})
+    if type(fn.value) is weakref.ReferenceType and not args and not kwargs:
         target = fn.value()
         if target is None:
             # dead now, dead for good: unless the weakref at the source is replaced (guarded)
             tx.output.add_guard(f"{fn.source.name()}() is None", "SYMBOLIC",
                                 f"{fn.source.name()}() is None")
             return V.ConstantVariable(None)
-        return wrap(tx, target, CallSource(fn.source))
-    if isinstance(fn, V.WeakRefVariable) and not args and not kwargs:
-        return fn.target
-    if isinstance(fn, V.NewModuleVariable):
-        from tracetorch.compiler.frontend import new_modules
-        return new_modules.call(tx, fn, args, kwargs)
-    if isinstance(fn, V.NewObjectVariable):
-        from tracetorch.compiler.frontend.attributes import get_attr
-        return call_function(tx, get_attr(tx, fn, "__call__"), args, kwargs)
-    if isinstance(fn, V.UserObjectVariable) and type(fn.value) in _CALLABLE_OBJECTS:
+        return dispatch.wrap(tx, target, CallSource(fn.source))
+    if type(fn.value) in _CALLABLE_OBJECTS:
         return _CALLABLE_OBJECTS[type(fn.value)](tx, fn, args, kwargs)
-    if isinstance(fn, V.UserObjectVariable):
-        call = getattr(type(fn.value), "__call__", None)
-        import types as _t
-        if isinstance(call, _t.FunctionType):
-            from tracetorch.compiler.frontend.attributes import guard_class_function
-            guard_class_function(tx, fn, "__call__", call)
-            return inline.inline_call(tx, V.UserFunctionVariable(call), [fn] + list(args), kwargs)
-    raise Unsupported(f"call to {fn!r}")
+    call = getattr(type(fn.value), "__call__", None)
+    if isinstance(call, types.FunctionType):
+        guard_class_function(tx, fn, "__call__", call)
+        return dispatch.inline_call(tx, V.UserFunctionVariable(call), [fn] + list(args), kwargs)
+    return _not_callable(tx, fn, args, kwargs)
 
 
 def _call_cached_function(tx, fn, args, kwargs):
     """A functools.lru_cache/cache wrapper: the wrapped function is traced (as Dynamo does);
     the cache itself is not consulted or filled, so the function must not depend on its
     cache for correctness (a pure helper, the case the decorator is made for)."""
-    from tracetorch.compiler.frontend import inline
-    from tracetorch.compiler.frontend.builder import wrap
-    from tracetorch.compiler.frontend.source import AttrSource
     wrapped = fn.value.__wrapped__
     log.debug("inline_lru_cache_wrapper", function=getattr(wrapped, "__qualname__", repr(wrapped)))
     src = AttrSource(fn.source, "__wrapped__") if fn.source is not None else None
-    inner = wrap(tx, wrapped, src) if src is not None else V.UserFunctionVariable(wrapped)
+    inner = dispatch.wrap(tx, wrapped, src) if src is not None else V.UserFunctionVariable(wrapped)
     if not isinstance(inner, V.UserFunctionVariable):
         raise Unsupported(f"lru_cache around {type(wrapped).__name__}")
-    return inline.inline_call(tx, inner, args, kwargs)
+    return dispatch.inline_call(tx, inner, args, kwargs)
 
 
 class _InferenceFunctionCtx:
@@ -772,7 +725,6 @@ def _autograd_function_apply(tx, fn, args, kwargs):
     """SomeFunction.apply(*args): with gradients off, or no input that requires one, apply
     computes forward(ctx, *args) and nothing else, so forward is traced. A Function whose
     backward could run is a graph break (its backward is not captured)."""
-    from tracetorch.compiler.frontend import inline
     cls = fn.obj.as_constant() if fn.obj.is_constant() else None
     forward = inspect.getattr_static(cls, "forward", None) if isinstance(cls, type) else None
     if not isinstance(forward, staticmethod) or not isinstance(forward.__func__, types.FunctionType):
@@ -795,7 +747,7 @@ def _autograd_function_apply(tx, fn, args, kwargs):
         [V.NewObjectVariable(_InferenceFunctionCtx)]
     log.debug("autograd_function_forward_inlined", function=cls.__qualname__,
               reason="no input requires grad")
-    return inline.inline_call(tx, V.UserFunctionVariable(forward.__func__),
+    return dispatch.inline_call(tx, V.UserFunctionVariable(forward.__func__),
                               ctx_args + list(args), kwargs)
 
 
@@ -803,7 +755,6 @@ def _logging_call(tx, fn, args, kwargs):
     """logger.warning(...)/logger.warning_once(...) with constant arguments: deferred, called
     for real after the graph (Dynamo's reorderable logging functions) instead of a break;
     a cached method (warning_once) keeps its once-only behaviour since its cache is used."""
-    import logging
     if isinstance(fn, V.PartialVariable) and len(fn.args) == 1 and not fn.kwargs \
             and isinstance(fn.fn, V.UserObjectVariable) \
             and type(fn.fn.value) is functools._lru_cache_wrapper:
@@ -825,7 +776,6 @@ def _logging_call(tx, fn, args, kwargs):
 
 
 def _deepcopy(tx, args, kwargs):
-    from tracetorch.compiler.frontend import private_objects
     return private_objects.deepcopy(tx, args, kwargs)
 
 

@@ -17,10 +17,12 @@ import types
 import torch
 
 from tracetorch import logs
+from tracetorch.compiler.frontend import dispatch
+from tracetorch.compiler.frontend import handlers  # noqa: F401 (fills dispatch's tables)
 from tracetorch.compiler.frontend import variables as V
-from tracetorch.compiler.frontend.builder import wrap
 from tracetorch.compiler.frontend.bytecode_info import code_info, format_instruction
-from tracetorch.compiler.frontend.errors import FullgraphError, RestartAnalysis, Unsupported
+from tracetorch.compiler.frontend.emit_break import CaptureResult
+from tracetorch.compiler.frontend.errors import FinishCapture, FullgraphError, RestartAnalysis, Unsupported
 from tracetorch.compiler.frontend.instructions import ReturnValue, Tracer
 from tracetorch.compiler.frontend.output_graph import OutputGraph
 from tracetorch.compiler.frontend.side_effects import SideEffects
@@ -42,15 +44,6 @@ class GraphBreak:
 
     def __str__(self):
         return f"{self.reason} at {self.filename}:{self.lineno}: {self.source_line.strip()}"
-
-
-@dataclasses.dataclass
-class CaptureResult:
-    fn: types.FunctionType
-    guards: list
-    graphs: list
-    graph_breaks: list
-    transformed_source: str = ""
 
 
 @dataclasses.dataclass
@@ -140,14 +133,14 @@ class RootTracer(Tracer):
     def _wrap_arg(self, name):
         if name not in self.locals and name in self.arg_values and name not in self.wrapped_args \
                 and name not in self.deleted:
-            var = wrap(self, self.arg_values[name], LocalSource(name))
+            var = dispatch.wrap(self, self.arg_values[name], LocalSource(name))
             self.locals[name] = var
             self.wrapped_args[name] = var
 
     def LOAD_DEREF(self, inst):
         name = inst.argval
         if name not in self.cells and name in self.freevar_values:
-            self.cells[name] = wrap(self, self.freevar_values[name], LocalSource(name, is_cell=True))
+            self.cells[name] = dispatch.wrap(self, self.freevar_values[name], LocalSource(name, is_cell=True))
         super().LOAD_DEREF(inst)
 
     def LOAD_CLOSURE(self, inst):
@@ -157,7 +150,7 @@ class RootTracer(Tracer):
             # a function made here closes over a free variable of this frame (a genexpr
             # reading it): a cell Variable holding its (guarded) value, shared from now on
             if name not in self.cells:
-                self.cells[name] = wrap(self, self.freevar_values[name], LocalSource(name, is_cell=True))
+                self.cells[name] = dispatch.wrap(self, self.freevar_values[name], LocalSource(name, is_cell=True))
             self.cells[name] = V.CellVariable(self.cells[name])
         super().LOAD_CLOSURE(inst)
 
@@ -181,7 +174,7 @@ class RootTracer(Tracer):
         name = inst.argval
         if name in self.arg_values and name not in self.locals:
             # after MAKE_CELL the slot holds a cell: reload it with LOAD_DEREF
-            self.locals[name] = wrap(self, self.arg_values[name], LocalSource(name, is_cell=True))
+            self.locals[name] = dispatch.wrap(self, self.arg_values[name], LocalSource(name, is_cell=True))
             self.wrapped_args[name] = self.locals[name]
         super().MAKE_CELL(inst)
 
@@ -192,10 +185,10 @@ class RootTracer(Tracer):
             self.depth_at[off] = len(self.stack)
             self.order.append(off)
         if off in self.plan.stop_at:
-            raise _Finish(("stop", inst, self.plan.stop_at[off]))
+            raise FinishCapture(("stop", inst, self.plan.stop_at[off]))
         if off in self.plan.break_at:
             gb, via_call = self.plan.break_at[off]
-            raise _Finish(("break", inst, gb, via_call))
+            raise FinishCapture(("break", inst, gb, via_call))
         try:
             super().step(inst)
         except Unsupported as e:
@@ -205,8 +198,8 @@ class RootTracer(Tracer):
         frame = self.user_frame()
         stack = [frame] + list(e.user_stack)
         inner = stack[-1]
-        gb = GraphBreak(e.reason, inner[3], inner[0], inner[1], inner[2],
-                        [f"{f[0]}:{f[1]} in {f[4]}: {f[2]}" for f in stack])
+        gb = GraphBreak(e.reason, inner.instruction, inner.filename, inner.lineno, inner.source_line,
+                        [str(f) for f in stack])
         if "Sym(" in e.reason and self.ctx.output.dynamic_scalars and not self.plan.static_scalars:
             # a symbolic scalar reached code that needs its value and cannot specialize it
             # itself: rather than break the graph, capture again with the scalars constant
@@ -221,7 +214,7 @@ class RootTracer(Tracer):
             raise FullgraphError(e.reason, filename=gb.filename, lineno=gb.lineno,
                                  source_line=_raw_line(gb.filename, gb.lineno),
                                  instruction=gb.instruction, user_stack=gb.user_stack,
-                                 col=inner[5], end_col=inner[6]) from None
+                                 col=inner.col, end_col=inner.end_col) from None
         via_call = bool(e.user_stack)
         why_not = self._cannot_resume_at(inst, via_call)
         if why_not is None:
@@ -330,10 +323,10 @@ class RootTracer(Tracer):
                 inst = self.current
                 frame = self.user_frame()
                 gb = GraphBreak("the return value cannot be rebuilt after the graph",
-                                frame[3], frame[0], frame[1], frame[2],
-                                [f"{frame[0]}:{frame[1]} in {frame[4]}: {frame[2]}"])
+                                frame.instruction, frame.filename, frame.lineno, frame.source_line,
+                                [str(frame)])
                 self._restart_earlier(inst.offset, gb, e)
-        except _Finish as f:
+        except FinishCapture as f:
             kind = f.args[0][0]
             try:
                 if kind == "stop":
@@ -355,10 +348,6 @@ class RootTracer(Tracer):
         gb.reason = f"{gb.reason} (cannot rebuild the state there: {e.reason})"
         self.plan.stop_at[stop] = gb
         raise RestartAnalysis() from None
-
-
-class _Finish(Exception):
-    pass
 
 
 def _cell(c):

@@ -12,11 +12,7 @@ import functools
 import types
 
 import torch
-try:
-    from bytecode import CellVar, FreeVar, Instr
-except ImportError as _e:  # pragma: no cover - depends on the environment
-    raise ImportError("tracetorch's frontend builds code objects with the `bytecode` package "
-                      "(PyPI: bytecode>=0.15); install it with `pip install bytecode`") from _e
+from bytecode import CellVar, FreeVar, Instr
 
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.bytecode_info import PY312

@@ -2,9 +2,9 @@
 instructions.Tracer): BINARY_OP, COMPARE_OP, BINARY_SUBSCR, BUILD_LIST/MAP/..., UNPACK_*."""
 from __future__ import annotations
 
+from tracetorch.compiler.frontend import dispatch
+from tracetorch.compiler.frontend import symbolic
 from tracetorch.compiler.frontend import variables as V
-from tracetorch.compiler.frontend.calls import (binary_op, compare_op, contains_op, get_item, store_item,
-                                     truthiness, unary_op, unpack)
 from tracetorch.compiler.frontend.errors import Unsupported
 
 
@@ -13,46 +13,46 @@ class DataOps:
     def BINARY_OP(self, inst):
         b = self.pop()
         a = self.pop()
-        self.push(binary_op(self, inst.argrepr, a, b))
+        self.push(dispatch.binary_op(self, inst.argrepr, a, b))
 
     def UNARY_NEGATIVE(self, inst):
-        self.push(unary_op(self, "neg", self.pop()))
+        self.push(dispatch.unary_op(self, "neg", self.pop()))
 
     def UNARY_POSITIVE(self, inst):
-        self.push(unary_op(self, "pos", self.pop()))
+        self.push(dispatch.unary_op(self, "pos", self.pop()))
 
     def UNARY_INVERT(self, inst):
-        self.push(unary_op(self, "invert", self.pop()))
+        self.push(dispatch.unary_op(self, "invert", self.pop()))
 
     def UNARY_NOT(self, inst):
-        self.push(V.ConstantVariable(not truthiness(self, self.pop())))
+        self.push(V.ConstantVariable(not dispatch.truthiness(self, self.pop())))
 
     def COMPARE_OP(self, inst):
         b = self.pop()
         a = self.pop()
-        self.push(compare_op(self, inst.argval, a, b))
+        self.push(dispatch.compare_op(self, inst.argval, a, b))
 
     def IS_OP(self, inst):
         b = self.pop()
         a = self.pop()
-        self.push(compare_op(self, "is not" if inst.arg else "is", a, b))
+        self.push(dispatch.compare_op(self, "is not" if inst.arg else "is", a, b))
 
     def CONTAINS_OP(self, inst):
         b = self.pop()
         a = self.pop()
-        result = contains_op(self, a, b)
+        result = dispatch.contains_op(self, a, b)
         self.push(V.ConstantVariable(result != bool(inst.arg)))
 
     def BINARY_SUBSCR(self, inst):
         key = self.pop()
         obj = self.pop()
-        self.push(get_item(self, obj, key))
+        self.push(dispatch.get_item(self, obj, key))
 
     def STORE_SUBSCR(self, inst):
         key = self.pop()
         obj = self.pop()
         value = self.pop()
-        store_item(self, obj, key, value)
+        dispatch.store_item(self, obj, key, value)
 
     def DELETE_SUBSCR(self, inst):
         key = self.pop()
@@ -74,14 +74,14 @@ class DataOps:
         end = self.pop()
         start = self.pop()
         obj = self.pop()
-        self.push(get_item(self, obj, make_slice([start, end])))
+        self.push(dispatch.get_item(self, obj, make_slice([start, end])))
 
     def STORE_SLICE(self, inst):
         end = self.pop()
         start = self.pop()
         obj = self.pop()
         value = self.pop()
-        store_item(self, obj, make_slice([start, end]), value)
+        dispatch.store_item(self, obj, make_slice([start, end]), value)
 
     # ---- containers -----------------------------------------------------------------------
     def BUILD_TUPLE(self, inst):
@@ -110,8 +110,7 @@ class DataOps:
         spec = self.pop().as_constant() if (inst.arg & 0x04) else ""
         value = self.pop()
         if isinstance(value, V.SymNodeVariable):
-            from tracetorch.compiler.frontend.calls import specialize
-            value = specialize(self, value)     # f"{n}" needs n's value (guarded), as Dynamo
+            value = symbolic.specialize(self, value)     # f"{n}" needs n's value (guarded), as Dynamo
         if not value.is_constant():
             raise Unsupported(f"f-string formatting of {value!r} (only Python constants)")
         v = value.as_constant()
@@ -129,7 +128,7 @@ class DataOps:
         v = self.pop()
         target = self.stack[-inst.arg]
         self.ctx.side_effects.mutate(self, target)
-        target.items.extend(unpack(self, v))
+        target.items.extend(dispatch.unpack(self, v))
 
     def BUILD_SET(self, inst):
         self.push(V.SetVariable(const_key(v) for v in self.popn(inst.arg)))
@@ -144,7 +143,7 @@ class DataOps:
         v = self.pop()
         target = self.stack[-inst.arg]
         _set_mutate(target)
-        target.values.update(const_key(i) for i in unpack(self, v))
+        target.values.update(const_key(i) for i in dispatch.unpack(self, v))
 
     def MAP_ADD(self, inst):
         v = self.pop()
@@ -168,19 +167,19 @@ class DataOps:
         if name == "INTRINSIC_LIST_TO_TUPLE":
             self.push(V.TupleVariable(self.pop().items))
         elif name == "INTRINSIC_UNARY_POSITIVE":
-            self.push(unary_op(self, "pos", self.pop()))
+            self.push(dispatch.unary_op(self, "pos", self.pop()))
         else:
             raise Unsupported(f"CALL_INTRINSIC_1 {name}")
 
     def UNPACK_SEQUENCE(self, inst):
-        items = unpack(self, self.pop())
+        items = dispatch.unpack(self, self.pop())
         if len(items) != inst.arg:
             raise Unsupported(f"unpacking {len(items)} values into {inst.arg} names")
         for v in reversed(items):
             self.push(v)
 
     def UNPACK_EX(self, inst):
-        items = unpack(self, self.pop())
+        items = dispatch.unpack(self, self.pop())
         before, after = inst.arg & 0xFF, inst.arg >> 8
         if len(items) < before + after:
             raise Unsupported("not enough values to unpack")

@@ -21,11 +21,7 @@ import torch
 from tracetorch import logs
 from tracetorch.compiler.frontend.bytecode_info import PY312
 
-try:
-    from bytecode import Bytecode, Instr, Label
-except ImportError as _e:  # pragma: no cover - depends on the environment
-    raise ImportError("tracetorch's frontend builds code objects with the `bytecode` package "
-                      "(PyPI: bytecode>=0.15); install it with `pip install bytecode`") from _e
+from bytecode import Bytecode, Instr, Label
 
 log = logs.get_logger(__name__)
 

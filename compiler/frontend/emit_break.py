@@ -6,15 +6,12 @@ before an instruction from which a resume function simply continues (`finish_sto
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import types
 
 import torch
-try:
-    from bytecode import Instr, Label
-except ImportError as _e:  # pragma: no cover - depends on the environment
-    raise ImportError("tracetorch's frontend builds code objects with the `bytecode` package "
-                      "(PyPI: bytecode>=0.15); install it with `pip install bytecode`") from _e
+from bytecode import Instr, Label
 
 from tracetorch import logs
 from tracetorch.compiler.frontend import variables as V
@@ -22,6 +19,7 @@ from tracetorch.compiler.frontend.bytecode_info import PY312
 from tracetorch.compiler.frontend.graph_compile import compile_graph
 from tracetorch.compiler.frontend.codegen import GRAPH_OUT, PyCodegen
 from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.guards import Guard
 from tracetorch.compiler.frontend.static_inputs import StaticInputCall
 from tracetorch.compiler.frontend.resume import (STACK_ARG, abstract_instr_at, assemble, make_function,
                                       make_resume_code, transformed_function)
@@ -43,6 +41,16 @@ _FIXED = {"BINARY_OP": (2, 1), "BINARY_SUBSCR": (2, 1), "COMPARE_OP": (2, 1),
           "DELETE_SUBSCR": (2, 0), "GET_ITER": (1, 1), "UNARY_NEGATIVE": (1, 1),
           "UNARY_NOT": (1, 1), "UNARY_INVERT": (1, 1), "UNARY_POSITIVE": (1, 1),
           "BINARY_SLICE": (3, 1), "CALL_INTRINSIC_1": (1, 1)}
+
+
+@dataclasses.dataclass
+class CaptureResult:
+    """What capture_frame returns: the transformed function, its guards, graphs and breaks."""
+    fn: types.FunctionType
+    guards: list
+    graphs: list
+    graph_breaks: list
+    transformed_source: str = ""
 
 
 def _operands(tx, inst):
@@ -106,7 +114,6 @@ def _result(tx, body, cg, breaks):
     fn = transformed_function(tx.fn, code)
     src = _render(tx, cg)
     logs.artifact("bytecode", lambda: _transformed_text(tx, code, src))
-    from tracetorch.compiler.frontend.capture import CaptureResult
     return CaptureResult(fn, _guards(tx), list(tx.ctx.graphs), breaks, src)
 
 
@@ -119,7 +126,6 @@ def _guards(tx):
 
 
 def _guard(source, kind, expected):
-    from tracetorch.compiler.frontend.output_graph import Guard
     return Guard(source, kind, expected, None)
 
 
@@ -236,7 +242,6 @@ def finish_stop(tx, inst, gb):
     if not tx.output.has_ops() and not tx.ctx.side_effects and _first_real(tx, inst):
         # nothing was captured before the stop point: run the whole frame eagerly, with the
         # functions it calls compiled on their own (as Dynamo's frame hook would)
-        from tracetorch.compiler.frontend.capture import CaptureResult
         from tracetorch.compiler.frontend.eager_calls import route_calls
         fn, routed = route_calls(tx.fn, tx.ctx.make_compiled_callable)
         if gb.call_offset is not None and gb.call_offset in routed:

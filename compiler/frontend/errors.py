@@ -7,7 +7,24 @@ knowledge (where to break), as Dynamo does.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from tracetorch.compiler.errors import GraphBreakError
+
+
+class UserFrame(NamedTuple):
+    """Where in the user's code the evaluator is: one frame of the user stack (pycparser's
+    Coord, with the instruction and the columns of the expression being run)."""
+    filename: str
+    lineno: int
+    source_line: str            # stripped
+    instruction: str            # the bytecode instruction, formatted
+    function: str
+    col: int | None = None      # columns of the expression on its line, when known
+    end_col: int | None = None
+
+    def __str__(self):
+        return f"{self.filename}:{self.lineno} in {self.function}: {self.source_line}"
 
 
 class Unsupported(Exception):
@@ -16,9 +33,14 @@ class Unsupported(Exception):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
-        # (filename, lineno, source line, instruction text) of each inlined frame, innermost
-        # last, filled in while the exception travels out through inlined calls.
-        self.user_stack: list[tuple] = []
+        # the UserFrame of each inlined frame, innermost last, filled in while the exception
+        # travels out through inlined calls
+        self.user_stack: list[UserFrame] = []
+
+
+class FinishCapture(Exception):
+    """The root tracer reached the end of what this capture takes (a planned break, a stop
+    point, the return): its argument says which, capture.py emits the code for it."""
 
 
 class RestartAnalysis(Exception):

@@ -23,6 +23,7 @@ from typing import Callable
 import torch
 
 from tracetorch import logs
+from tracetorch.compiler import hooks
 from tracetorch.compiler.errors import BackendCompilerFailed, CompilerError, RecompileLimitError
 from tracetorch.compiler.frontend.cache import CacheEntry, FrameCache, next_compile_id
 from tracetorch.compiler.frontend.guards import Guard, GuardSet, frame_locals, render_guards
@@ -220,12 +221,7 @@ def _load_plugins_once():
     if _plugins_loaded[0]:
         return
     _plugins_loaded[0] = True
-    try:
-        from tracetorch.compiler import hooks
-    except ImportError:
-        return
-    if hasattr(hooks, "load_plugins"):
-        hooks.load_plugins()
+    hooks.load_plugins()
 
 
 def _user_stack() -> list[dict]:
@@ -257,13 +253,7 @@ def _frontend_backend(options: CompileOptions, timer: _Timer):
             timer.graphs += 1
 
     timed.__wrapped__ = inner      # repro scripts find the user's backend through this
-    wrapped = timed
-    try:
-        from tracetorch.compiler import hooks
-        if hasattr(hooks, "wrap_compiler"):
-            wrapped = hooks.wrap_compiler(timed, "frontend")
-    except ImportError:
-        pass
+    wrapped = hooks.wrap_compiler(timed, "frontend")
 
     def backend(gm, example_inputs):
         try:

@@ -13,6 +13,7 @@ import time
 import torch
 
 from tracetorch import logs
+from tracetorch.compiler import hooks
 from tracetorch.compiler.frontend.eval_frame import CompileOptions
 
 log = logs.get_logger(__name__)
@@ -171,12 +172,7 @@ def explain(fn, *extra_args, **extra_kwargs):
                                op_count=sum(len(o) for o in ops), ops_per_graph=ops,
                                guards=guards, recompiles=collector.recompiles,
                                compile_times={"total (compile + run)": total}, compile_ids=ids)
-        try:
-            from tracetorch.compiler import hooks
-            if hasattr(hooks, "report_explain"):
-                hooks.report_explain(report)
-        except ImportError:
-            pass
+        hooks.report_explain(report)
         log.debug("explain_done", graphs=report.graph_count, graph_breaks=report.graph_break_count)
         return report
 

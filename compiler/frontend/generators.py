@@ -22,6 +22,7 @@ import inspect
 import torch
 
 from tracetorch import logs
+from tracetorch.compiler.frontend import dispatch
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.errors import Unsupported
 from tracetorch.compiler.frontend.source import AttrSource, GetItemSource
@@ -147,7 +148,6 @@ def module_tree_method(fn):
 
 def call_module_tree(tx, mv, method, args, kwargs):
     """modules() / named_parameters() / ... of a sourced module: its real items, wrapped."""
-    from tracetorch.compiler.frontend.builder import wrap
     if mv.source is None or not all(a.is_constant() for a in list(args) + list(kwargs.values())):
         raise Unsupported(f"nn.Module.{method} with non-constant arguments")
     try:
@@ -178,7 +178,7 @@ def call_module_tree(tx, mv, method, args, kwargs):
         if reached is not value or (item[1] if keeps_name else item) is not value:
             # an override of the walk yields something else
             raise Unsupported(f"nn.Module.{method}: {path!r} does not lead to its item")
-        var = wrap(tx, value, source)
+        var = dispatch.wrap(tx, value, source)
         items.append(V.TupleVariable([V.ConstantVariable(item[0]), var]) if keeps_name else var)
     log.debug("module_tree_walk", method=method, module=mv.source.name(), items=len(items))
     return V.IteratorVariable(items)

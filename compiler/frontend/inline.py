@@ -15,6 +15,7 @@ import torch
 
 from tracetorch import logs
 from tracetorch.compiler.frontend import generators
+from tracetorch.compiler.frontend import dispatch
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.errors import Unsupported
 from tracetorch.compiler.frontend.source import AttrSource, DefaultSource, GetItemSource
@@ -22,6 +23,7 @@ from tracetorch.compiler.frontend.source import AttrSource, DefaultSource, GetIt
 log = logs.get_logger(__name__)
 
 
+@dispatch.call_function.register(V.NNModuleVariable)
 def call_module(tx, mv, args, kwargs):
     m = mv.value
     if (m._forward_hooks or m._forward_pre_hooks or getattr(m, "_backward_hooks", None)
@@ -55,6 +57,7 @@ def call_module_forward(tx, mv, args, kwargs):
                        callee=mv)
 
 
+@dispatch.inline_call.default
 def inline_call(tx, fn, args, kwargs, callee=None):
     from tracetorch.compiler.frontend.instructions import MAX_INLINE_DEPTH, ReturnValue, Tracer
     if tx.depth >= MAX_INLINE_DEPTH:
@@ -194,9 +197,8 @@ def _free_var(tx, fn, i, name):
     if fn.source is None:
         from tracetorch.compiler.frontend.builder import _wrap_foreign
         return _wrap_foreign(tx, value)
-    from tracetorch.compiler.frontend.builder import wrap
     src = AttrSource(GetItemSource(AttrSource(fn.source, "__closure__"), i), "cell_contents")
-    return wrap(tx, value, src)
+    return dispatch.wrap(tx, value, src)
 
 
 def bind_args(tx, fn, code, args, kwargs) -> dict:
@@ -259,17 +261,16 @@ def _defaults(tx, fn):
             d = list(fn.defaults.items)
         kd = dict(fn.kwdefaults.items) if fn.kwdefaults is not None else {}
         return d, kd
-    from tracetorch.compiler.frontend.builder import wrap
     real = fn.fn
     d, kd = [], {}
     for j, value in enumerate(real.__defaults__ or ()):
         if fn.source is not None:
-            d.append(wrap(tx, value, DefaultSource(fn.source, j)))
+            d.append(dispatch.wrap(tx, value, DefaultSource(fn.source, j)))
         else:
             d.append(_const_default(tx, value))
     for k, value in (real.__kwdefaults__ or {}).items():
         if fn.source is not None:
-            kd[k] = wrap(tx, value, DefaultSource(fn.source, 0, kw=k))
+            kd[k] = dispatch.wrap(tx, value, DefaultSource(fn.source, 0, kw=k))
         else:
             kd[k] = _const_default(tx, value)
     return d, kd

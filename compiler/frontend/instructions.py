@@ -14,13 +14,13 @@ import functools
 from tracetorch import logs
 from tracetorch.compiler.frontend import exceptions
 from tracetorch.compiler.frontend import iterators
+from tracetorch.compiler.frontend import dispatch
 from tracetorch.compiler.frontend import variables as V
-from tracetorch.compiler.frontend.attributes import get_attr, store_attr
 from tracetorch.compiler.frontend.builder import wrap_global
 from tracetorch.compiler.frontend.bytecode_info import PY312, code_info, format_instruction
-from tracetorch.compiler.frontend.calls import call_function, get_iter, truthiness, unpack
 from tracetorch.compiler.frontend.data_ops import DataOps
-from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.errors import (FinishCapture, FullgraphError, RestartAnalysis, Unsupported,
+                                                 UserFrame)
 
 log = logs.get_logger(__name__)
 
@@ -74,13 +74,13 @@ class Tracer(DataOps):
         filename, line = self.location()
         return f"{filename}:{line}"
 
-    def user_frame(self):
+    def user_frame(self) -> UserFrame:
         filename, line = self.location()
         pos = self.current.positions if self.current is not None else None
         col = pos.col_offset if pos is not None else None
         end = pos.end_col_offset if pos is not None and pos.end_lineno == pos.lineno else None
-        return (filename, line, self.info.source_line(line).strip(),
-                format_instruction(self.current) if self.current else "", self.fn_name, col, end)
+        return UserFrame(filename, line, self.info.source_line(line).strip(),
+                         format_instruction(self.current) if self.current else "", self.fn_name, col, end)
 
     def stack_trace(self) -> str:
         """The user stack at this instruction in torch.fx's `stack_trace` format (outermost
@@ -131,13 +131,11 @@ class Tracer(DataOps):
                 raise Unsupported(f"{err.var.cls.__name__} raised and not caught in the traced "
                                   "frame (eager raises it)") from None
             raise
-        except (Unsupported, ReturnValue):
+        except (Unsupported, ReturnValue, RestartAnalysis, FinishCapture, FullgraphError):
             raise
         except RecursionError:
             raise Unsupported("recursion too deep while tracing") from None
         except Exception as e:
-            if type(e).__name__ in ("RestartAnalysis", "_Finish", "FullgraphError"):
-                raise
             # A bug of ours must not become a wrong result or a crash: break the graph there.
             log.warning("internal_error", error=f"{type(e).__name__}: {e}",
                         instruction=format_instruction(inst), location=self.location_str())
@@ -275,27 +273,27 @@ class Tracer(DataOps):
         mod = self.stack[-1]
         if not isinstance(mod, V.PythonModuleVariable) or not hasattr(mod.value, inst.argval):
             raise Unsupported(f"from-import of {inst.argval!r}")
-        self.push(get_attr(self, mod, inst.argval))
+        self.push(dispatch.get_attr(self, mod, inst.argval))
 
     # ---- attributes -----------------------------------------------------------------------
     def LOAD_ATTR(self, inst):
         obj = self.pop()
         method = PY312 and bool(inst.arg & 1)
-        value = get_attr(self, obj, inst.argval)
+        value = dispatch.get_attr(self, obj, inst.argval)
         if method:
             self.push(V.NULL)
         self.push(value)
 
     def LOAD_METHOD(self, inst):
         obj = self.pop()
-        value = get_attr(self, obj, inst.argval)
+        value = dispatch.get_attr(self, obj, inst.argval)
         self.push(V.NULL)
         self.push(value)
 
     def STORE_ATTR(self, inst):
         obj = self.pop()
         value = self.pop()
-        store_attr(self, obj, inst.argval, value)
+        dispatch.store_attr(self, obj, inst.argval, value)
 
     def LOAD_SUPER_ATTR(self, inst):
         # 3.12: super global, class, self on the stack; low bit = method load,
@@ -313,7 +311,7 @@ class Tracer(DataOps):
 
     # ---- iteration and jumps ------------------------------------------------------------------
     def GET_ITER(self, inst):
-        self.push(get_iter(self, self.pop()))
+        self.push(dispatch.get_iter(self, self.pop()))
 
     def FOR_ITER(self, inst):
         it = self.stack[-1]
@@ -345,7 +343,7 @@ class Tracer(DataOps):
                 raise Unsupported(f"'is None' test on {value!r}")
             taken = is_none if when == "NONE" else not is_none
         else:
-            truth = truthiness(self, value)
+            truth = dispatch.truthiness(self, value)
             taken = truth if when == "TRUE" else not truth
         if taken:
             self.jump(inst.argval)
@@ -360,13 +358,13 @@ class Tracer(DataOps):
     POP_JUMP_FORWARD_IF_NOT_NONE = POP_JUMP_BACKWARD_IF_NOT_NONE = POP_JUMP_IF_NOT_NONE
 
     def JUMP_IF_TRUE_OR_POP(self, inst):
-        if truthiness(self, self.stack[-1]):
+        if dispatch.truthiness(self, self.stack[-1]):
             self.jump(inst.argval)
         else:
             self.pop()
 
     def JUMP_IF_FALSE_OR_POP(self, inst):
-        if not truthiness(self, self.stack[-1]):
+        if not dispatch.truthiness(self, self.stack[-1]):
             self.jump(inst.argval)
         else:
             self.pop()
@@ -388,7 +386,7 @@ class Tracer(DataOps):
             args = args[:len(args) - len(names)]
             kwargs = dict(zip(names, kw_values))
         self.kw_names = None
-        self.push(call_function(self, fn, list(args), kwargs))
+        self.push(dispatch.call_function(self, fn, list(args), kwargs))
 
     def CALL_FUNCTION_EX(self, inst):
         kwargs = self.pop() if inst.arg & 1 else V.DictVariable({})
@@ -398,7 +396,7 @@ class Tracer(DataOps):
             self.pop()
         if not isinstance(kwargs, V.DictVariable):
             raise Unsupported(f"**kwargs from {kwargs!r}")
-        self.push(call_function(self, fn, unpack(self, args), dict(kwargs.items)))
+        self.push(dispatch.call_function(self, fn, dispatch.unpack(self, args), dict(kwargs.items)))
 
     def MAKE_FUNCTION(self, inst):
         code = self.pop().as_constant()
@@ -446,7 +444,7 @@ class Tracer(DataOps):
     def GET_YIELD_FROM_ITER(self, inst):
         if getattr(self, "generated", None) is None:
             raise Unsupported("yield from outside an inlined generator")
-        self.push(get_iter(self, self.pop()))
+        self.push(dispatch.get_iter(self, self.pop()))
 
     def SEND(self, inst):
         sent = self.pop()

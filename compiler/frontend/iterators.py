@@ -23,6 +23,7 @@ import itertools
 import operator
 
 from tracetorch import logs
+from tracetorch.compiler.frontend import dispatch
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.errors import Unsupported
 
@@ -51,7 +52,6 @@ def _pull(tx, inner):
 
 
 def _next_map(tx, it):
-    from tracetorch.compiler.frontend.calls import call_function
     args = []
     for inner in it.iterators:
         item = _pull(tx, inner)
@@ -59,7 +59,7 @@ def _next_map(tx, it):
             it.exhausted = True
             return None
         args.append(item)
-    return call_function(tx, it.fn, args, {})
+    return dispatch.call_function(tx, it.fn, args, {})
 
 
 def _next_zip(tx, it):
@@ -89,14 +89,13 @@ def _next_zip(tx, it):
 
 
 def _next_filter(tx, it):
-    from tracetorch.compiler.frontend.calls import call_function, truthiness
     while True:
         item = _pull(tx, it.iterators[0])
         if item is _DONE:
             it.exhausted = True
             return None
-        keep = item if it.fn is None else call_function(tx, it.fn, [item], {})
-        if truthiness(tx, keep):
+        keep = item if it.fn is None else dispatch.call_function(tx, it.fn, [item], {})
+        if dispatch.truthiness(tx, keep):
             return item
 
 
@@ -132,10 +131,9 @@ def _next_chain(tx, it):
 
 
 def get_iter_of(tx, it, pos):
-    from tracetorch.compiler.frontend.calls import get_iter
     inner = it.iterators[pos]
     if not is_iterator(inner):
-        inner = it.iterators[pos] = get_iter(tx, inner)    # chain calls iter() when reached
+        inner = it.iterators[pos] = dispatch.get_iter(tx, inner)    # chain calls iter() when reached
     return inner
 
 
@@ -164,7 +162,6 @@ def _next_islice(tx, it):
 
 
 def _next_accumulate(tx, it):
-    from tracetorch.compiler.frontend.calls import binary_op, call_function
     if it.state is None and it.options.get("initial") is not None:
         it.state = it.options["initial"]
         return it.state
@@ -175,9 +172,9 @@ def _next_accumulate(tx, it):
     if it.state is None:
         it.state = item
     elif it.fn is None:
-        it.state = binary_op(tx, "+", it.state, item)
+        it.state = dispatch.binary_op(tx, "+", it.state, item)
     else:
-        it.state = call_function(tx, it.fn, [it.state, item], {})
+        it.state = dispatch.call_function(tx, it.fn, [it.state, item], {})
     return it.state
 
 
@@ -232,9 +229,8 @@ def drain(tx, it) -> list:
 
 
 def make_lazy(tx, kind, fn, iterables, strict=False, start=0, **options):
-    from tracetorch.compiler.frontend.calls import get_iter
     # chain calls iter() on each argument only when it gets there
-    its = list(iterables) if kind == "chain" else [get_iter(tx, a) for a in iterables]
+    its = list(iterables) if kind == "chain" else [dispatch.get_iter(tx, a) for a in iterables]
     log.debug("lazy_iterator", kind=kind, inputs=len(its),
               reason="CPython evaluates it item by item; so does the trace")
     return V.LazyIteratorVariable(kind, fn, its, strict=strict, start=start, **options)

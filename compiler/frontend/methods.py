@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import torch
 
+from tracetorch.compiler.frontend import dispatch
+from tracetorch.compiler.frontend import symbolic
 from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.symbolic import tensor_shape
 from tracetorch.compiler.frontend.builtin_calls import consts
-from tracetorch.compiler.frontend.calls import record, unpack
 from tracetorch.compiler.frontend.errors import Unsupported
 
 _TENSOR_METHODS_BREAK = {"item", "tolist", "numpy", "data_ptr", "__bool__", "backward",
@@ -14,6 +16,12 @@ _TENSOR_METHODS_BREAK = {"item", "tolist", "numpy", "data_ptr", "__bool__", "bac
                          "__index__", "__int__", "__float__", "cuda_", "pin_memory"}
 
 
+@dispatch.call_function.register(V.MethodVariable)
+def _call_method_variable(tx, fn, args, kwargs):
+    return dispatch.call_method(tx, fn.obj, fn.name, args, kwargs)
+
+
+@dispatch.call_method.default
 def call_method(tx, obj, name, args, kwargs):
     hook = getattr(type(obj), "var_call_method", None)   # kinds that answer for themselves
     if hook is not None:
@@ -22,14 +30,10 @@ def call_method(tx, obj, name, args, kwargs):
         return tensor_method(tx, obj, name, args, kwargs)
     if isinstance(obj, V.ListVariable):
         return list_method(tx, obj, name, args, kwargs)
-    if isinstance(obj, V.NDArrayVariable):
-        from tracetorch.compiler.frontend import numpy_calls
-        return numpy_calls.call_method(tx, obj, name, args, kwargs)
     if isinstance(obj, V.DictVariable):
         return dict_method(tx, obj, name, args, kwargs)
     if isinstance(obj, V.BaseListVariable) and name == "__getitem__" and len(args) == 1 and not kwargs:
-        from tracetorch.compiler.frontend.calls import get_item
-        return get_item(tx, obj, args[0])
+        return dispatch.get_item(tx, obj, args[0])
     if isinstance(obj, V.NamedTupleVariable) and name in _NAMEDTUPLE_METHODS:
         return _NAMEDTUPLE_METHODS[name](tx, obj, args, kwargs)
     if isinstance(obj, V.TupleVariable) and name in ("index", "count") and consts(args) and obj.is_constant():
@@ -37,7 +41,7 @@ def call_method(tx, obj, name, args, kwargs):
     if isinstance(obj, V.ConstantVariable):
         value = obj.value
         if name == "join" and isinstance(value, str) and len(args) == 1:
-            parts = unpack(tx, args[0])
+            parts = dispatch.unpack(tx, args[0])
             if consts(parts):
                 return V.ConstantVariable(value.join(p.as_constant() for p in parts))
         if consts(args) and consts(kwargs.values()) and isinstance(value, (str, int, float, bool, torch.dtype, tuple, torch.device, range)):
@@ -50,9 +54,6 @@ def call_method(tx, obj, name, args, kwargs):
                 raise Unsupported(f"{type(value).__name__}.{name} raised {type(e).__name__}") from None
     if isinstance(obj, V.SymNodeVariable):
         return tx.output.call("call_method", name, (obj, *args), dict(kwargs))
-    if isinstance(obj, V.ModelOutputVariable):
-        from tracetorch.compiler.frontend import model_outputs
-        return model_outputs.call_method(tx, obj, name, args, kwargs)
     if isinstance(obj, V.ObjectDictVariable) and name in ("get", "__getitem__", "__contains__") \
             and not kwargs and args:
         from tracetorch.compiler.frontend.attributes import object_dict_lookup
@@ -99,8 +100,7 @@ def tensor_method(tx, t, name, args, kwargs):
             if isinstance(v, int):
                 return V.ConstantVariable(v)
             op = torch.ops.aten.sym_size.int if name == "size" else torch.ops.aten.sym_stride.int
-            return record(tx, op, (t, V.ConstantVariable(d % ex.dim())))
-        from tracetorch.compiler.frontend.attributes import tensor_shape
+            return symbolic.record(tx, op, (t, V.ConstantVariable(d % ex.dim())))
         return tensor_shape(tx, t) if name == "size" else _stride(tx, t)
     if name in ("dim", "ndimension"):
         return V.ConstantVariable(t.example.dim())
@@ -171,7 +171,7 @@ def _stride(tx, t):
 def list_method(tx, lst, name, args, kwargs):
     se = tx.ctx.side_effects
     if isinstance(lst, V.LazyListVariable) and not lst.is_materialized() and name in ("append", "extend"):
-        for v in ([args[0]] if name == "append" else unpack(tx, args[0])):
+        for v in ([args[0]] if name == "append" else dispatch.unpack(tx, args[0])):
             se.append_lazy(lst, v)
         return V.ConstantVariable(None)
     if name == "append":
@@ -180,7 +180,7 @@ def list_method(tx, lst, name, args, kwargs):
         return V.ConstantVariable(None)
     if name == "extend":
         se.mutate(tx, lst)
-        lst.items.extend(unpack(tx, args[0]))
+        lst.items.extend(dispatch.unpack(tx, args[0]))
         return V.ConstantVariable(None)
     if name == "insert":
         se.mutate(tx, lst)
@@ -236,7 +236,7 @@ _DEQUE_METHODS = {
     "appendleft": lambda tx, lst, args: (lst.items.insert(0, args[0]), V.ConstantVariable(None))[1],
     "popleft": _deque_popleft,
     "extendleft": lambda tx, lst, args: (lst.items.__setitem__(
-        slice(0, 0), list(reversed(unpack(tx, args[0])))), V.ConstantVariable(None))[1],
+        slice(0, 0), list(reversed(dispatch.unpack(tx, args[0])))), V.ConstantVariable(None))[1],
     "rotate": _deque_rotate,
 }
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 import dataclasses
 
 from tracetorch import logs
+from tracetorch.compiler.frontend import dispatch
 from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.members import type_member
 from tracetorch.compiler.frontend.errors import Unsupported
 
 log = logs.get_logger(__name__)
@@ -107,12 +109,11 @@ def construct(tx, cls, args, kwargs):
     if is_generated_init(init):
         attrs, items = _bind(cls, args, kwargs)
         return V.ModelOutputVariable(cls, attrs, items)
-    from tracetorch.compiler.frontend.inline import inline_call
     log.debug("model_output_wrapped_init", cls=cls.__qualname__,
               wrapper=getattr(init, "__qualname__", repr(init)))
     mo = V.ModelOutputVariable(cls, {}, {})
     mo.initializing = True
-    inline_call(tx, V.UserFunctionVariable(init), [mo] + list(args), kwargs)
+    dispatch.inline_call(tx, V.UserFunctionVariable(init), [mo] + list(args), kwargs)
     if mo.initializing:
         raise Unsupported(f"{cls.__name__}.__init__ wrapper did not call the dataclass __init__")
     return mo
@@ -166,13 +167,12 @@ def wrap_existing(tx, value, source):
     output carried across a graph break): modelled like one built in the frame, its fields
     read through its source; the key list is guarded; it is never mutated here (a mutation
     is a graph break) and is reloaded from its source where it escapes."""
-    from tracetorch.compiler.frontend.builder import wrap
     from tracetorch.compiler.frontend.source import AttrSource
     out = tx.output
     out.add_guard(source, "TYPE_MATCH", type(value))
     keys = list(value.keys())
     out.add_guard(f"list({source.name()}.keys())", "CONSTANT_MATCH", keys)
-    attrs = {f.name: wrap(tx, getattr(value, f.name), AttrSource(source, f.name))
+    attrs = {f.name: dispatch.wrap(tx, getattr(value, f.name), AttrSource(source, f.name))
              for f in dataclasses.fields(type(value))}
     if any(k not in attrs for k in keys):
         raise Unsupported(f"a {type(value).__name__} with items that are not fields")
@@ -182,6 +182,7 @@ def wrap_existing(tx, value, source):
     return mo
 
 
+@dispatch.get_attr.register(V.ModelOutputVariable)
 def get_attr(tx, mo, name):
     if name in mo.attrs:
         return mo.attrs[name]
@@ -192,14 +193,14 @@ def get_attr(tx, mo, name):
         return V.UserMethodVariable(override, mo)
     if name in ("keys", "values", "items", "to_tuple", "get", "__getitem__", "__contains__"):
         return V.MethodVariable(mo, name)
-    from tracetorch.compiler.frontend.attributes import _type_member
-    return _type_member(tx, mo, mo.cls, name)
+    return type_member(tx, mo, mo.cls, name)
 
 
 def has_attr(mo, name) -> bool:
     return name in mo.attrs or hasattr(mo.cls, name)
 
 
+@dispatch.get_item.register(V.ModelOutputVariable)
 def get_item(tx, mo, key):
     if not key.is_constant():
         raise Unsupported(f"{mo.cls.__name__}[{key!r}]")
@@ -221,6 +222,7 @@ def _not_existing(mo):
         raise Unsupported(f"mutating a {mo.cls.__name__} that existed before the call")
 
 
+@dispatch.store_item.register(V.ModelOutputVariable)
 def set_item(tx, mo, key, value):
     _not_existing(mo)
     if not key.is_constant() or not isinstance(key.as_constant(), str):
@@ -231,6 +233,7 @@ def set_item(tx, mo, key, value):
     tx.ctx.side_effects.touched.append(mo)
 
 
+@dispatch.store_attr.register(V.ModelOutputVariable)
 def set_attr(tx, mo, name, value):
     _not_existing(mo)
     fields = {f.name for f in dataclasses.fields(mo.cls)}
@@ -240,11 +243,11 @@ def set_attr(tx, mo, name, value):
     tx.ctx.side_effects.touched.append(mo)
 
 
+@dispatch.call_method.register(V.ModelOutputVariable)
 def call_method(tx, mo, name, args, kwargs):
     override = _override(mo.cls, name)
     if override is not None:
-        from tracetorch.compiler.frontend.inline import inline_call
-        return inline_call(tx, V.UserFunctionVariable(override), [mo] + list(args), kwargs)
+        return dispatch.inline_call(tx, V.UserFunctionVariable(override), [mo] + list(args), kwargs)
     if kwargs:
         raise Unsupported(f"{mo.cls.__name__}.{name} with keyword arguments")
     if name == "keys" and not args:

@@ -17,7 +17,9 @@ import types
 
 import torch
 
+from tracetorch.compiler.frontend import dispatch
 from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.members import type_member
 from tracetorch.compiler.frontend.errors import Unsupported
 
 _Module = torch.nn.Module
@@ -86,6 +88,7 @@ def construct(tx, cls, args, kwargs):
     return V.NewModuleVariable(cls, {"training": V.ConstantVariable(True)})
 
 
+@dispatch.get_attr.register(V.NewModuleVariable)
 def get_attr(tx, obj, name):
     if name in obj.attrs:
         return obj.attrs[name]
@@ -95,12 +98,12 @@ def get_attr(tx, obj, name):
         if klass is _Module:
             break
         if name in klass.__dict__:
-            from tracetorch.compiler.frontend.attributes import _type_member
-            return _type_member(tx, obj, obj.cls, name)
+            return type_member(tx, obj, obj.cls, name)
     # nn.Module's own machinery (parameters(), _modules, ...) of a fresh module is not modelled
     raise Unsupported(f"attribute {name} of a {obj.cls.__name__} created in the frame")
 
 
+@dispatch.store_attr.register(V.NewModuleVariable)
 def store_attr(tx, obj, name, value):
     if name == "training" or isinstance(value, (V.NNModuleVariable, V.NewModuleVariable)) or \
             (isinstance(value, V.TensorVariable) and isinstance(value.example, torch.nn.Parameter)):
@@ -110,12 +113,12 @@ def store_attr(tx, obj, name, value):
     tx.ctx.side_effects.touched.append(obj)
 
 
+@dispatch.call_function.register(V.NewModuleVariable)
 def call(tx, obj, args, kwargs):
     """obj(*args): nn.Module.__call__ without hooks (a fresh module has none), forward inlined."""
-    from tracetorch.compiler.frontend.inline import inline_call
     mod = torch.nn.modules.module
     if mod._global_forward_hooks or mod._global_forward_pre_hooks or \
             getattr(mod, "_global_backward_hooks", None) or getattr(mod, "_global_backward_pre_hooks", None):
         raise Unsupported(f"nn.Module {obj.cls.__name__} called with global module hooks registered")
     forward = inspect.getattr_static(obj.cls, "forward")
-    return inline_call(tx, V.UserFunctionVariable(forward), [obj] + list(args), kwargs, callee=obj)
+    return dispatch.inline_call(tx, V.UserFunctionVariable(forward), [obj] + list(args), kwargs, callee=obj)

@@ -20,7 +20,10 @@ import sys
 
 import torch
 
+from tracetorch.compiler.frontend import symbolic
 from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.symbolic import tensor_shape
+from tracetorch.compiler.frontend import dispatch
 from tracetorch.compiler.frontend.errors import Unsupported
 
 # functions that give back an array even when it is 0-d (others give a numpy scalar then)
@@ -130,8 +133,7 @@ def _template(tx, value, slots):
     if isinstance(value, V.SymNodeVariable):
         # torch._numpy has no symbolic scalars (its weak-scalar promotion asks the Python
         # type): the value now, guarded, as Python needs it elsewhere
-        from tracetorch.compiler.frontend.calls import specialize
-        return _template(tx, specialize(tx, value), slots)
+        return _template(tx, symbolic.specialize(tx, value), slots)
     if isinstance(value, V.SliceVariable):
         return slice(*[_template(tx, p, slots) for p in value.parts])
     if isinstance(value, V.BaseListVariable):
@@ -197,6 +199,11 @@ def tensor_numpy(tx, t, args, kwargs):
     return V.NDArrayVariable(t)
 
 
+@dispatch.call_function.register(V.NumpyFunctionVariable)
+def _call_numpy_function(tx, fn, args, kwargs):
+    return call(tx, fn.fn, args, kwargs)
+
+
 def call(tx, fn, args, kwargs):
     """np.<name>(...) for a top-level numpy function or ufunc."""
     name = fn.__name__
@@ -243,11 +250,11 @@ def _has_graph_value(v):
     return False
 
 
+@dispatch.get_attr.register(V.NDArrayVariable)
 def get_attr(tx, arr, name):
     np = _np()
     ex = arr.tensor.example
     if name == "shape":
-        from tracetorch.compiler.frontend.attributes import tensor_shape
         return V.TupleVariable(tensor_shape(tx, arr.tensor).items)
     if name == "ndim":
         return V.ConstantVariable(ex.dim())
@@ -267,6 +274,7 @@ def get_attr(tx, arr, name):
     raise Unsupported(f"numpy ndarray attribute {name} (not in torch._numpy)")
 
 
+@dispatch.call_method.register(V.NDArrayVariable)
 def call_method(tx, arr, name, args, kwargs):
     if name in _METHODS_NOT_TRACED or name.startswith("__") and name not in ("__getitem__",):
         raise Unsupported(f"numpy ndarray.{name}() (changes the array in place, or needs its data "
@@ -293,6 +301,7 @@ def operator_call(tx, symbol, operands):
     return record(tx, fn, fn.__name__, operands, {})
 
 
+@dispatch.get_item.register(V.NDArrayVariable)
 def get_item(tx, arr, key):
     return record(tx, operator.getitem, "getitem", [arr, key], {})
 
@@ -307,8 +316,7 @@ def torch_call(tx, fn, args, kwargs):
         # from_numpy shares the array's memory: a view of its tensor
         return tx.output.call("call_method", "view_as", (arr.tensor, arr.tensor), {})
     if fn is torch.as_tensor and args and set(kwargs) <= {"dtype"} and len(args) <= 2:
-        from tracetorch.compiler.frontend.torch_calls import call_torch
-        return call_torch(tx, fn, [args[0].tensor, *args[1:]], kwargs)
+        return dispatch.call_function(tx, V.TorchFunctionVariable(fn), [args[0].tensor, *args[1:]], kwargs)
     return None
 
 

@@ -22,17 +22,7 @@ from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.errors import Unsupported
 from tracetorch.compiler.frontend.source import shape_env_source
 
-try:
-    from tracetorch.compiler.frontend.guards import Guard
-except ImportError:  # frontend-runtime's module not there yet: same fields (CONTRACTS.md 6)
-    import dataclasses
-
-    @dataclasses.dataclass(eq=False)
-    class Guard:  # type: ignore[no-redef]
-        source: str
-        kind: str
-        expected: object
-        user_location: str | None = None
+from tracetorch.compiler.frontend.guards import Guard
 
 log = logs.get_logger(__name__)
 

@@ -11,11 +11,7 @@ from __future__ import annotations
 import inspect
 import types
 
-try:
-    from bytecode import Bytecode, Instr, Label
-except ImportError as _e:  # pragma: no cover - depends on the environment
-    raise ImportError("tracetorch's frontend builds code objects with the `bytecode` package "
-                      "(PyPI: bytecode>=0.15); install it with `pip install bytecode`") from _e
+from bytecode import Bytecode, Instr, Label
 
 from tracetorch.compiler.frontend.bytecode_info import PY312, code_info
 from tracetorch.compiler.frontend.errors import Unsupported

@@ -26,7 +26,10 @@ import operator
 import typing
 
 from tracetorch import logs
+from tracetorch.compiler.frontend import dispatch
+from tracetorch.compiler.frontend import symbolic
 from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.symbolic import python_type
 from tracetorch.compiler.frontend.errors import Unsupported
 
 log = logs.get_logger(__name__)
@@ -39,10 +42,9 @@ def _consts(vs):
 # ---- functools ------------------------------------------------------------------------------
 def _reduce(tx, args, kwargs):
     from tracetorch.compiler.frontend import iterators
-    from tracetorch.compiler.frontend.calls import call_function, get_iter
     if kwargs or len(args) not in (2, 3):
         raise Unsupported("functools.reduce(function, iterable[, initial])")
-    it = get_iter(tx, args[1])
+    it = dispatch.get_iter(tx, args[1])
     value = args[2] if len(args) == 3 else iterators.iter_next(tx, it)
     if value is None:
         raise Unsupported("functools.reduce() of an empty iterable raises TypeError")
@@ -50,7 +52,7 @@ def _reduce(tx, args, kwargs):
         item = iterators.iter_next(tx, it)
         if item is None:
             return value
-        value = call_function(tx, args[0], [value, item], {})
+        value = dispatch.call_function(tx, args[0], [value, item], {})
 
 
 BUILTINS = {functools.reduce: _reduce}
@@ -85,39 +87,36 @@ def _count(tx, args, kwargs):
 
 
 def _islice(tx, args, kwargs):
-    from tracetorch.compiler.frontend.calls import get_iter, specialize
     if kwargs or not 2 <= len(args) <= 4:
         raise Unsupported("itertools.islice(iterable, [start,] stop[, step])")
-    bounds = [specialize(tx, a) for a in args[1:]]
+    bounds = [symbolic.specialize(tx, a) for a in args[1:]]
     if not _consts(bounds):
         raise Unsupported("itertools.islice() with non-constant bounds")
     s = slice(*[b.as_constant() for b in bounds])
     start, stop, step = s.start or 0, s.stop, s.step or 1
     if start < 0 or (stop is not None and stop < 0) or step < 1:
         raise Unsupported("itertools.islice() with negative bounds raises ValueError")
-    return V.LazyIteratorVariable("islice", None, [get_iter(tx, args[0])], start=start,
+    return V.LazyIteratorVariable("islice", None, [dispatch.get_iter(tx, args[0])], start=start,
                                   stop=stop, step=step)
 
 
 def _accumulate(tx, args, kwargs):
-    from tracetorch.compiler.frontend.calls import get_iter
     if len(args) not in (1, 2) or set(kwargs) - {"initial", "func"}:
         raise Unsupported("itertools.accumulate(iterable[, func], *, initial)")
     fn = args[1] if len(args) > 1 else kwargs.get("func")
     if fn is not None and fn.is_constant() and fn.as_constant() is None:
         fn = None
-    return V.LazyIteratorVariable("accumulate", fn, [get_iter(tx, args[0])],
+    return V.LazyIteratorVariable("accumulate", fn, [dispatch.get_iter(tx, args[0])],
                                   initial=kwargs.get("initial"))
 
 
 def _combinatoric(real):
     def make(tx, args, kwargs):
-        from tracetorch.compiler.frontend.calls import specialize, unpack
         if real is itertools.product:
             if set(kwargs) - {"repeat"}:
                 raise Unsupported("itertools.product() keywords")
-            pools = [unpack(tx, a) for a in args]
-            repeat = specialize(tx, kwargs.get("repeat", V.ConstantVariable(1)))
+            pools = [dispatch.unpack(tx, a) for a in args]
+            repeat = symbolic.specialize(tx, kwargs.get("repeat", V.ConstantVariable(1)))
             if not repeat.is_constant():
                 raise Unsupported("itertools.product() with a non-constant repeat")
             pools = pools * repeat.as_constant()
@@ -126,8 +125,8 @@ def _combinatoric(real):
         else:
             if kwargs or not args:
                 raise Unsupported(f"itertools.{real.__name__}() keywords")
-            pool = unpack(tx, args[0])       # CPython takes tuple(iterable) at creation
-            rest = [specialize(tx, a) for a in args[1:]]
+            pool = dispatch.unpack(tx, args[0])       # CPython takes tuple(iterable) at creation
+            rest = [symbolic.specialize(tx, a) for a in args[1:]]
             if not _consts(rest):
                 raise Unsupported(f"itertools.{real.__name__}() with a non-constant r")
             picks = real(range(len(pool)), *[r.as_constant() for r in rest])
@@ -148,16 +147,14 @@ def _operator_object(real):
 
 
 def _call_itemgetter(tx, getter, args, kwargs):
-    from tracetorch.compiler.frontend.calls import get_item
     if kwargs or len(args) != 1:
         raise Unsupported("itemgetter called with other than one argument")
     keys = getter.__reduce__()[1]
-    got = [get_item(tx, args[0], V.ConstantVariable(k)) for k in keys]
+    got = [dispatch.get_item(tx, args[0], V.ConstantVariable(k)) for k in keys]
     return got[0] if len(keys) == 1 else V.TupleVariable(got)
 
 
 def _call_attrgetter(tx, getter, args, kwargs):
-    from tracetorch.compiler.frontend.attributes import get_attr
     if kwargs or len(args) != 1:
         raise Unsupported("attrgetter called with other than one argument")
     names = getter.__reduce__()[1]
@@ -165,14 +162,12 @@ def _call_attrgetter(tx, getter, args, kwargs):
     for dotted in names:
         v = args[0]
         for part in dotted.split("."):
-            v = get_attr(tx, v, part)
+            v = dispatch.get_attr(tx, v, part)
         got.append(v)
     return got[0] if len(names) == 1 else V.TupleVariable(got)
 
 
 def _call_methodcaller(tx, caller, args, kwargs):
-    from tracetorch.compiler.frontend.attributes import get_attr
-    from tracetorch.compiler.frontend.calls import call_function
     if kwargs or len(args) != 1:
         raise Unsupported("methodcaller called with other than one argument")
     ctor, margs = caller.__reduce__()
@@ -181,8 +176,8 @@ def _call_methodcaller(tx, caller, args, kwargs):
         mkw = dict(ctor.keywords)
         margs = tuple(ctor.args) + tuple(margs)
     name, margs = margs[0], margs[1:]
-    method = get_attr(tx, args[0], name)
-    return call_function(tx, method, [V.ConstantVariable(a) for a in margs],
+    method = dispatch.get_attr(tx, args[0], name)
+    return dispatch.call_function(tx, method, [V.ConstantVariable(a) for a in margs],
                          {k: V.ConstantVariable(v) for k, v in mkw.items()})
 
 
@@ -192,14 +187,12 @@ CALLABLE_CONSTANTS = {operator.itemgetter: _call_itemgetter, operator.attrgetter
 
 # ---- collections ---------------------------------------------------------------------------
 def _deque(tx, args, kwargs):
-    from tracetorch.compiler.frontend.calls import unpack
     if len(args) > 1 or kwargs:
         raise Unsupported("collections.deque with maxlen")
-    return V.DequeVariable(unpack(tx, args[0]) if args else [])
+    return V.DequeVariable(dispatch.unpack(tx, args[0]) if args else [])
 
 
 def _defaultdict(tx, args, kwargs):
-    from tracetorch.compiler.frontend.calls import unpack
     factory = args[0] if args else V.ConstantVariable(None)
     items = {}
     if len(args) > 1:
@@ -207,8 +200,8 @@ def _defaultdict(tx, args, kwargs):
         if isinstance(src, V.DictVariable):
             items.update(src.items)
         else:
-            for pair in unpack(tx, src):
-                k, v = unpack(tx, pair)
+            for pair in dispatch.unpack(tx, src):
+                k, v = dispatch.unpack(tx, pair)
                 if not k.is_constant():
                     raise Unsupported("defaultdict with a non-constant key")
                 items[k.as_constant()] = v
@@ -221,8 +214,7 @@ def _defaultdict(tx, args, kwargs):
 
 
 def _ordered_dict(tx, args, kwargs):
-    from tracetorch.compiler.frontend.builtin_calls import call_builtin
-    d = call_builtin(tx, dict, args, kwargs)
+    d = dispatch.call_type(tx, dict, args, kwargs)
     d.dict_cls = collections.OrderedDict
     return d
 
@@ -248,8 +240,7 @@ def missing_key(tx, d, key):
     factory = getattr(d, "default_factory", None)
     if factory is None or (factory.is_constant() and factory.as_constant() is None):
         return None
-    from tracetorch.compiler.frontend.calls import call_function
-    value = call_function(tx, factory, [], {})
+    value = dispatch.call_function(tx, factory, [], {})
     tx.ctx.side_effects.mutate(tx, d)
     d.items[key.as_constant()] = value
     return value
@@ -273,7 +264,6 @@ def _dataclass_replace(obj, /, **changes):
 def _dataclass_fields(tx, args, kwargs):
     """dataclasses.fields(obj or class): the class's Field objects, fixed when the class was
     made (the object's class is guarded by its type)."""
-    from tracetorch.compiler.frontend.builtin_calls import python_type
     if kwargs or len(args) != 1:
         raise Unsupported("dataclasses.fields(obj)")
     v = args[0]

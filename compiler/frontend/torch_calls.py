@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from tracetorch import logs
+from tracetorch.compiler.frontend import dispatch
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.errors import Unsupported
 
@@ -81,6 +82,23 @@ def _cloned_grad_mode(fn):
     return None
 
 
+@dispatch.call_function.first
+def _answered_at_trace_time(tx, fn, args, kwargs):
+    """A predicate about the tracing itself (is_compiling(), ...) called with no arguments,
+    whatever kind of callee stands for it: its answer under capture."""
+    real = getattr(fn, "fn", None)
+    if real is not None and not args and not kwargs:
+        known, answer = trace_time_answer(real)
+        if known:
+            return V.ConstantVariable(answer)
+    return dispatch.NOT_HANDLED
+
+
+@dispatch.call_function.register(V.TorchFunctionVariable)
+def _call_torch_function(tx, fn, args, kwargs):
+    return call_torch(tx, fn.fn, args, kwargs)
+
+
 def call_torch(tx, fn, args, kwargs):
     out = tx.output
     if any(isinstance(a, V.NDArrayVariable) for a in list(args) + list(kwargs.values())):
@@ -123,14 +141,12 @@ def call_torch(tx, fn, args, kwargs):
     if fn is torch.is_tensor:
         return V.ConstantVariable(isinstance(args[0], V.TensorVariable))
     if fn in (torch.Size,):
-        from tracetorch.compiler.frontend.builtin_calls import call_type
-        return call_type(tx, fn, args, kwargs)
+        return dispatch.call_type(tx, fn, args, kwargs)
     if fn in _MODE_STACK_QUERIES:
         raise Unsupported(f"torch._C.{name} reads the dispatch mode stack, which capture itself "
                           "changes: it runs eagerly at call time")
     if name in _SIDE_EFFECT_NAMES or name.startswith("set_") or name.startswith("_set"):
         raise Unsupported(f"torch.{name} has effects outside the graph")
     if isinstance(fn, type):
-        from tracetorch.compiler.frontend.builtin_calls import call_type
-        return call_type(tx, fn, args, kwargs)
+        return dispatch.call_type(tx, fn, args, kwargs)
     return out.call("call_function", fn, tuple(args), dict(kwargs))
