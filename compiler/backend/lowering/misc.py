@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import sympy
 import torch
 
@@ -17,7 +19,16 @@ def _const_node(ctx, value):
     if isinstance(value, sympy.Basic) and not value.is_number:
         fn = lambda idx: ops.index_expr(value, dtype)  # noqa: E731
     else:
-        v = bool(value) if dtype == torch.bool else (float(value) if dtype.is_floating_point else int(value))
+        if dtype == torch.bool:
+            v = bool(value)
+        elif dtype.is_floating_point:
+            v = float(value)
+        elif isinstance(value, float) and not math.isfinite(value):
+            # an integer fill of inf/nan (a decomposition's -inf start on an empty integer tensor):
+            # the value ATen's float -> integer conversion gives, where int() would raise
+            v = int(torch.tensor(value, dtype=torch.float64).to(dtype).item())
+        else:
+            v = int(value)
         fn = lambda idx: ops.constant(v, dtype)  # noqa: E731
     return ir.Pointwise(ctx.size, fn, dtype, ctx.device, origins=ctx.origins)
 

@@ -19,8 +19,15 @@ from tracetorch.compiler.backend.ir import ops
 from tracetorch.compiler.backend.lowering.registry import NotLowerable, aten, inlined_origins, register_lowering
 
 
-def _acc(dtype):
-    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+def _acc(dtype, device):
+    """ATen's accumulator type for cumsum/cumprod (at::acc_type): on the CPU a float32 scan runs
+    in double (a running product past float32's range that a later 0 brings back is 0 there, not
+    inf * 0 = nan), on CUDA in float32; fp16/bf16 in float32 on both."""
+    if dtype in (torch.float16, torch.bfloat16):
+        return torch.float32
+    if dtype == torch.float32 and torch.device(device).type == "cpu":
+        return torch.float64
+    return dtype
 
 
 def _norm_dim(ctx, x, dim):
@@ -71,7 +78,7 @@ def _cast_loader(x, dtype):
 
 def _single_scan(ctx, x, dim, combine):
     out = ctx.dtype
-    acc = _acc(out)
+    acc = _acc(out, ctx.device)
     d = _norm_dim(ctx, x, dim)
     src = _cast_loader(x, acc)
     if d is not None:

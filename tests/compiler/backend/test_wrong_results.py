@@ -184,6 +184,14 @@ def inplace_refs_at_dynamic_sizes(a):       # in-place ops whose references fail
     return v, w
 
 
+def scan_overflow_then_zero(x):             # CPU scans accumulate float32 in double (ATen's acc_type)
+    return torch.cumprod(x, 0), torch.cumsum(x * 1e19, 0) - torch.cumsum(x * 1e19, 0).flip(0)
+
+
+def empty_integer_softmax(a):               # the decomposition's -inf fill in an integer dtype
+    return torch.softmax(a, 0), a * 2
+
+
 CASES = {
     "1_writeback_order": (writeback_before_reader, lambda: [torch.zeros(3), torch.tensor(1.)]),
     "2_output_overwritten": (fused_output_overwritten, lambda: [torch.tensor([1., 2.])]),
@@ -226,6 +234,8 @@ CASES = {
     "returned_input_no_op_views": (returned_input_kept_through_no_op_views,
                                    lambda: [torch.randn(3, 4, 5), torch.randn(5)]),
     "inplace_dynamic": (inplace_refs_at_dynamic_sizes, lambda: [torch.randn(4, 3)]),
+    "scan_overflow": (scan_overflow_then_zero, lambda: [torch.tensor([1e20, 1e20, 1e20, 0.0, 2.0, -1e20, 3e19])]),
+    "empty_int_softmax": (empty_integer_softmax, lambda: [torch.zeros(0, 3, dtype=torch.int64)]),
 }
 #: cases run again at other sizes (dynamic shapes after the automatic recompile)
 RESIZE = {"index_fill_": [(5, 2), (6, 3)], "inplace_dynamic": [(5, 2), (6, 3)], "cat_view_slice_flip": [(3, 5), (9, 2)], "strided_slices": [(9, 3), (11, 2)], "sym_max": [(2,), (7,)]}
