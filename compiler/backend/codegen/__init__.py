@@ -2,6 +2,7 @@
 
 Modules, in the order data flows through them:
     common          the interface between the scheduler's KernelGroups and a code generator
+    op_tables       the op dispatcher both languages share (each gives op tables + special ops)
     cpp             C++/OpenMP: one KernelGroup -> one `extern "C"` function
     cpp_ops         the op vocabulary as C++ lines
     cpp_dims        merging adjacent loop dimensions of pointwise kernels

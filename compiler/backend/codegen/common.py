@@ -69,40 +69,55 @@ def provenance_comment(provenance: list, prefix: str = "# ") -> str:
     return "\n".join(lines)
 
 
-class PythonIndexPrinter:
-    """Prints sympy index expressions as Python/Triton integer expressions (indices >= 0)."""
+class IndexPrinter:
+    """Prints sympy index expressions as integer expressions of a language. Indices are
+    non-negative, so floor division and modulo are the language's own division and `%`; a
+    language subclass sets the spellings (the one printer both code generators share)."""
+
+    floordiv = "//"
+    mul = " * "
+    max_fn, min_fn = "max", "min"
 
     def __call__(self, expr) -> str:
         return self.doprint(sympy.sympify(expr))
 
+    def integer(self, v: int) -> str:
+        return str(v)
+
+    def unsupported(self, e) -> Exception:
+        return NotImplementedError(f"cannot print index expression {e!r}")
+
     def doprint(self, e) -> str:
         if isinstance(e, sympy.Integer):
-            return str(int(e))
+            return self.integer(int(e))
         if isinstance(e, sympy.Symbol):
             return e.name
         if isinstance(e, ir.FloorDiv):
-            return f"({self.doprint(e.args[0])} // {self.doprint(e.args[1])})"
+            return f"({self.doprint(e.args[0])} {self.floordiv} {self.doprint(e.args[1])})"
         if isinstance(e, ir.ModularIndexing):
             a, d, m = (self.doprint(x) for x in e.args)
-            return f"(({a} // {d}) % {m})" if e.args[1] != 1 else f"({a} % {m})"
+            return f"(({a} {self.floordiv} {d}) % {m})" if e.args[1] != 1 else f"({a} % {m})"
         if isinstance(e, sympy.Add):
             return "(" + " + ".join(self.doprint(a) for a in e.args) + ")"
         if isinstance(e, sympy.Mul):
-            return "(" + " * ".join(self.doprint(a) for a in e.args) + ")"
+            return "(" + self.mul.join(self.doprint(a) for a in e.args) + ")"
         if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
-            return "(" + " * ".join([self.doprint(e.base)] * int(e.exp)) + ")"
-        if isinstance(e, sympy.Max):
-            return self._fold("max", e.args)
-        if isinstance(e, sympy.Min):
-            return self._fold("min", e.args)
-        raise NotImplementedError(f"cannot print index expression {e!r}")
-
-    def _fold(self, fn, args):
-        out = self.doprint(args[0])
-        for a in args[1:]:
-            out = f"{fn}({out}, {self.doprint(a)})"
-        return out
+            return "(" + self.mul.join([self.doprint(e.base)] * int(e.exp)) + ")"
+        if isinstance(e, (sympy.Max, sympy.Min)):
+            fn = self.max_fn if isinstance(e, sympy.Max) else self.min_fn
+            out = self.doprint(e.args[0])
+            for a in e.args[1:]:
+                out = f"{fn}({out}, {self.doprint(a)})"
+            return out
+        raise self.unsupported(e)
 
 
-def dtype_is_low_precision(dtype: torch.dtype) -> bool:
-    return dtype in (torch.float16, torch.bfloat16)
+class PythonIndexPrinter(IndexPrinter):
+    """Python and Triton spelling (the wrapper's sizes, Triton kernels' indices)."""
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float16/bfloat16 values are computed in float32 and rounded only where the graph converts
+    or stores (both code generators, as Inductor does)."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+

@@ -236,7 +236,8 @@ class CppCodegen(KernelCodegen):
         return GeneratedKernel(
             name=group.name, source=source, language="cpp", call_args=call_args,
             launch={"parallel": "openmp over outer loops", "size_args": [s.name for s in group.size_symbols],
-                    "float_args": [s.name for s in group.size_symbols if ir.is_float_symbol(s)], "outer_ranges": [str(r) for r in group.ranges],
+                    "float_args": [s.name for s in group.size_symbols if ir.is_float_symbol(s)],
+                    "outer_ranges": [str(r) for r in group.ranges],
                     "reduction_ranges": [str(r) for r in group.reduction_ranges]},
             provenance=list(group.provenance), group=group)
 

@@ -109,7 +109,8 @@ def loops(codegen, k, group: ir.KernelGroup, xs, rs) -> list[str]:
             k.code.append(f"{slot} {_OPS[rt]}= static_cast<{t}>({v});")
         else:
             nan = f" {acc}_nan[{xl} - xb] |= (tt_v != tt_v);" if adt.is_floating_point else ""
-            k.code.append(f"{{ auto tt_v = static_cast<{t}>({v}); {slot} = (tt_v {_OPS[rt]} {slot}) ? tt_v : {slot};{nan} }}")
+            k.code.append(f"{{ auto tt_v = static_cast<{t}>({v}); "
+                          f"{slot} = (tt_v {_OPS[rt]} {slot}) ? tt_v : {slot};{nan} }}")
     k.pop()
     body += ["    " * (rdepth + 1) + c for c in k.code]
     body.append("    " * rdepth + "}")
@@ -124,7 +125,8 @@ def loops(codegen, k, group: ir.KernelGroup, xs, rs) -> list[str]:
             continue
         acc, adt = accs[n.name]
         if n.data.reduction_type in ("max", "min") and adt.is_floating_point:
-            k.code.append(f"if ({acc}_nan[{xl} - xb]) {acc}[{xl} - xb] = std::numeric_limits<{ctype(adt)}>::quiet_NaN();")
+            k.code.append(f"if ({acc}_nan[{xl} - xb]) "
+                          f"{acc}[{xl} - xb] = std::numeric_limits<{ctype(adt)}>::quiet_NaN();")
         k.store(n.name, n.store_index(xs), CppVar(f"{acc}[{xl} - xb]", adt))
     k.pop()
     body += ["    " + c for c in k.code]

@@ -13,7 +13,8 @@ import sympy
 import torch
 
 from tracetorch.compiler.backend import ir
-from tracetorch.compiler.backend.codegen.common import CodegenUnsupported
+from tracetorch.compiler.backend.codegen.common import CodegenUnsupported, IndexPrinter, compute_dtype
+from tracetorch.compiler.backend.codegen.op_tables import TableOpsHandler
 
 CPP_TYPES = {
     torch.float32: "float", torch.float64: "double", torch.float16: "float", torch.bfloat16: "float",
@@ -31,7 +32,9 @@ PRELUDE = r"""
 #include <limits>
 #include <vector>
 // ---- tracetorch C++ prelude: dtype conversions and ops with torch semantics ----
-static inline float tt_bf16_to_float(uint16_t h) { uint32_t u = ((uint32_t)h) << 16; float f; std::memcpy(&f, &u, 4); return f; }
+static inline float tt_bf16_to_float(uint16_t h) {
+  uint32_t u = ((uint32_t)h) << 16; float f; std::memcpy(&f, &u, 4); return f;
+}
 static inline uint16_t tt_float_to_bf16(float f) {
   uint32_t u; std::memcpy(&u, &f, 4);
   if (std::isnan(f)) return 0x7fc0;
@@ -39,7 +42,9 @@ static inline uint16_t tt_float_to_bf16(float f) {
   return (uint16_t)(u >> 16);
 }
 static inline float tt_half_to_float(uint16_t h) { _Float16 v; std::memcpy(&v, &h, 2); return (float)v; }
-static inline uint16_t tt_float_to_half(float f) { _Float16 v = (_Float16)f; uint16_t h; std::memcpy(&h, &v, 2); return h; }
+static inline uint16_t tt_float_to_half(float f) {
+  _Float16 v = (_Float16)f; uint16_t h; std::memcpy(&h, &v, 2); return h;
+}
 static inline float tt_round_bf16(float f) { return tt_bf16_to_float(tt_float_to_bf16(f)); }
 static inline float tt_round_half(float f) { return tt_half_to_float(tt_float_to_half(f)); }
 // An int -> float conversion goes through TT_OPAQUE: with -fno-trapping-math GCC folds
@@ -63,12 +68,18 @@ template <typename I, typename F> static inline I tt_ftoi(F x) {
 }
 static int tt_div_error = 0;  // set by an integer division by zero (torch raises; C++ would trap)
 template <typename T> static inline T tt_den(T b) {
-  if constexpr (!std::is_floating_point<T>::value) { if (b == 0) { __atomic_store_n(&tt_div_error, 1, __ATOMIC_RELAXED); return 1; } }
+  if constexpr (!std::is_floating_point<T>::value) {
+    if (b == 0) { __atomic_store_n(&tt_div_error, 1, __ATOMIC_RELAXED); return 1; }
+  }
   return b;
 }
 template <typename T, typename U> static inline T tt_div(T a, U b_) { return a / tt_den(static_cast<T>(b_)); }
-template <typename T, typename U> static inline T tt_max(T a, U b_) { T b = static_cast<T>(b_); return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
-template <typename T, typename U> static inline T tt_min(T a, U b_) { T b = static_cast<T>(b_); return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
+template <typename T, typename U> static inline T tt_max(T a, U b_) {
+  T b = static_cast<T>(b_); return (a != a) ? a : ((b != b) ? b : (a > b ? a : b));
+}
+template <typename T, typename U> static inline T tt_min(T a, U b_) {
+  T b = static_cast<T>(b_); return (a != a) ? a : ((b != b) ? b : (a < b ? a : b));
+}
 template <typename T, typename U> static inline T tt_floordiv(T a, U b_) { T b = tt_den(static_cast<T>(b_));
   if constexpr (std::is_floating_point<T>::value) {
     // torch's rule, from the exact fmod: floor(a / b) rounds a / b first (1.0 // 0.1 would be 10)
@@ -81,7 +92,9 @@ template <typename T, typename U> static inline T tt_floordiv(T a, U b_) { T b =
   } else { T q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1; return q; }
 }
 template <typename T, typename U> static inline T tt_remainder(T a, U b_) { T b = tt_den(static_cast<T>(b_));
-  if constexpr (std::is_floating_point<T>::value) { T m = std::fmod(a, b); if (m != 0 && ((m < 0) != (b < 0))) m += b; return m; }
+  if constexpr (std::is_floating_point<T>::value) {
+    T m = std::fmod(a, b); if (m != 0 && ((m < 0) != (b < 0))) m += b; return m;
+  }
   else { T m = a % b; if (m != 0 && ((m < 0) != (b < 0))) m += b; return m; }
 }
 template <typename T, typename U> static inline T tt_fmod(T a, U b_) { T b = tt_den(static_cast<T>(b_));
@@ -106,18 +119,55 @@ static inline int64_t tt_index_nowrap(int64_t v, int64_t size, int* status) {  /
 }
 template <typename T> static inline T tt_sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
 template <typename T> static inline T tt_relu(T x) { return (x != x || x > T(0)) ? x : T(0); }
-template <typename T> static inline bool tt_isnan(T x) { if constexpr (std::is_floating_point<T>::value) return std::isnan(x); else return false; }
+template <typename T> static inline bool tt_isnan(T x) {
+  if constexpr (std::is_floating_point<T>::value) return std::isnan(x); else return false;
+}
 // signbit through copysign: GCC 12 crashes (internal compiler error) vectorizing std::signbit
-template <typename T> static inline bool tt_signbit(T x) { if constexpr (std::is_floating_point<T>::value) return std::copysign(T(1), x) < T(0); else return x < T(0); }
-template <typename T> static inline bool tt_isinf(T x) { if constexpr (std::is_floating_point<T>::value) return std::isinf(x); else return false; }
+template <typename T> static inline bool tt_signbit(T x) {
+  if constexpr (std::is_floating_point<T>::value) return std::copysign(T(1), x) < T(0); else return x < T(0);
+}
+template <typename T> static inline bool tt_isinf(T x) {
+  if constexpr (std::is_floating_point<T>::value) return std::isinf(x); else return false;
+}
 static inline double tt_erfinv(double y) {
   // Giles' approximation refined by two Newton steps
   if (y <= -1) return y == -1 ? -INFINITY : NAN;
   if (y >= 1) return y == 1 ? INFINITY : NAN;
   double w = -std::log((1.0 - y) * (1.0 + y)), x;
-  if (w < 6.25) { w -= 3.125; x = -3.6444120640178196996e-21; x = -1.685059138182016589e-19 + x*w; x = 1.2858480715256400167e-18 + x*w; x = 1.115787767802518096e-17 + x*w; x = -1.333171662854620906e-16 + x*w; x = 2.0972767875968561637e-17 + x*w; x = 6.6376381343583238325e-15 + x*w; x = -4.0545662729752068639e-14 + x*w; x = -8.1519341976054721522e-14 + x*w; x = 2.6335093153082322977e-12 + x*w; x = -1.2975133253453532498e-11 + x*w; x = -5.4154120542946279317e-11 + x*w; x = 1.051212273321532285e-09 + x*w; x = -4.1126339803469836976e-09 + x*w; x = -2.9070369957882005086e-08 + x*w; x = 4.2347877827932403518e-07 + x*w; x = -1.3654692000834678645e-06 + x*w; x = -1.3882523362786468719e-05 + x*w; x = 0.0001867342080340571352 + x*w; x = -0.00074070253416626697512 + x*w; x = -0.0060336708714301490533 + x*w; x = 0.24015818242558961693 + x*w; x = 1.6536545626831027356 + x*w; }
-  else if (w < 16.0) { w = std::sqrt(w) - 3.25; x = 2.2137376921775787049e-09; x = 9.0756561938885390979e-08 + x*w; x = -2.7517406297064545428e-07 + x*w; x = 1.8239629214389227755e-08 + x*w; x = 1.5027403968909827627e-06 + x*w; x = -4.013867526981545969e-06 + x*w; x = 2.9234449089955446044e-06 + x*w; x = 1.2475304481671778723e-05 + x*w; x = -4.7318229009055733981e-05 + x*w; x = 6.8284851459573175448e-05 + x*w; x = 2.4031110387097893999e-05 + x*w; x = -0.0003550375203628474796 + x*w; x = 0.00095328937973738049703 + x*w; x = -0.0016882755560235047313 + x*w; x = 0.0024914420961078508066 + x*w; x = -0.0037512085075692412107 + x*w; x = 0.005370914553590063617 + x*w; x = 1.0052589676941592334 + x*w; x = 3.0838856104922207635 + x*w; }
-  else { w = std::sqrt(w) - 5.0; x = -2.7109920616438573243e-11; x = -2.5556418169965252055e-10 + x*w; x = 1.5076572693500548083e-09 + x*w; x = -3.7894654401267369937e-09 + x*w; x = 7.6157012080783393804e-09 + x*w; x = -1.4960026627149240478e-08 + x*w; x = 2.9147953450901080826e-08 + x*w; x = -6.7711997758452339498e-08 + x*w; x = 2.2900482228026654717e-07 + x*w; x = -9.9298272942317002539e-07 + x*w; x = 4.5260625972231537039e-06 + x*w; x = -1.9681778105531670567e-05 + x*w; x = 7.5995277030017761139e-05 + x*w; x = -0.00021503011930044477347 + x*w; x = -0.00013871931833623122026 + x*w; x = 1.0103004648645343977 + x*w; x = 4.8499064014085844221 + x*w; }
+  if (w < 6.25) {
+    w -= 3.125; x = -3.6444120640178196996e-21; x = -1.685059138182016589e-19 + x*w;
+    x = 1.2858480715256400167e-18 + x*w; x = 1.115787767802518096e-17 + x*w;
+    x = -1.333171662854620906e-16 + x*w; x = 2.0972767875968561637e-17 + x*w;
+    x = 6.6376381343583238325e-15 + x*w; x = -4.0545662729752068639e-14 + x*w;
+    x = -8.1519341976054721522e-14 + x*w; x = 2.6335093153082322977e-12 + x*w;
+    x = -1.2975133253453532498e-11 + x*w; x = -5.4154120542946279317e-11 + x*w;
+    x = 1.051212273321532285e-09 + x*w; x = -4.1126339803469836976e-09 + x*w;
+    x = -2.9070369957882005086e-08 + x*w; x = 4.2347877827932403518e-07 + x*w;
+    x = -1.3654692000834678645e-06 + x*w; x = -1.3882523362786468719e-05 + x*w;
+    x = 0.0001867342080340571352 + x*w; x = -0.00074070253416626697512 + x*w;
+    x = -0.0060336708714301490533 + x*w; x = 0.24015818242558961693 + x*w; x = 1.6536545626831027356 + x*w;
+  }
+  else if (w < 16.0) {
+    w = std::sqrt(w) - 3.25; x = 2.2137376921775787049e-09; x = 9.0756561938885390979e-08 + x*w;
+    x = -2.7517406297064545428e-07 + x*w; x = 1.8239629214389227755e-08 + x*w;
+    x = 1.5027403968909827627e-06 + x*w; x = -4.013867526981545969e-06 + x*w;
+    x = 2.9234449089955446044e-06 + x*w; x = 1.2475304481671778723e-05 + x*w;
+    x = -4.7318229009055733981e-05 + x*w; x = 6.8284851459573175448e-05 + x*w;
+    x = 2.4031110387097893999e-05 + x*w; x = -0.0003550375203628474796 + x*w;
+    x = 0.00095328937973738049703 + x*w; x = -0.0016882755560235047313 + x*w;
+    x = 0.0024914420961078508066 + x*w; x = -0.0037512085075692412107 + x*w; x = 0.005370914553590063617 + x*w;
+    x = 1.0052589676941592334 + x*w; x = 3.0838856104922207635 + x*w;
+  }
+  else {
+    w = std::sqrt(w) - 5.0; x = -2.7109920616438573243e-11; x = -2.5556418169965252055e-10 + x*w;
+    x = 1.5076572693500548083e-09 + x*w; x = -3.7894654401267369937e-09 + x*w;
+    x = 7.6157012080783393804e-09 + x*w; x = -1.4960026627149240478e-08 + x*w;
+    x = 2.9147953450901080826e-08 + x*w; x = -6.7711997758452339498e-08 + x*w;
+    x = 2.2900482228026654717e-07 + x*w; x = -9.9298272942317002539e-07 + x*w;
+    x = 4.5260625972231537039e-06 + x*w; x = -1.9681778105531670567e-05 + x*w;
+    x = 7.5995277030017761139e-05 + x*w; x = -0.00021503011930044477347 + x*w;
+    x = -0.00013871931833623122026 + x*w; x = 1.0103004648645343977 + x*w; x = 4.8499064014085844221 + x*w;
+  }
   x *= y;
   for (int k = 0; k < 2; k++) { double err = std::erf(x) - y; x -= err / (2.0 / std::sqrt(M_PI) * std::exp(-x * x)); }
   return x;
@@ -158,39 +208,18 @@ def cpp_constant(value, dtype) -> str:
     return f"static_cast<{t}>({int(value)}LL)"
 
 
-class CppIndexPrinter:
+class CppIndexPrinter(IndexPrinter):
     """sympy index -> C++ int64 expression (indices are non-negative, so `/` and `%` are floor)."""
 
-    def __call__(self, e) -> str:
-        return self.p(sympy.sympify(e))
+    floordiv = "/"
+    mul = "*"
+    max_fn, min_fn = "std::max<int64_t>", "std::min<int64_t>"
 
-    def p(self, e) -> str:
-        if isinstance(e, sympy.Integer):
-            return f"{int(e)}LL" if abs(int(e)) > 2**31 - 1 else str(int(e))
-        if isinstance(e, sympy.Symbol):
-            return e.name
-        if isinstance(e, ir.FloorDiv):
-            return f"({self.p(e.args[0])} / {self.p(e.args[1])})"
-        if isinstance(e, ir.ModularIndexing):
-            a, d, m = (self.p(x) for x in e.args)
-            return f"(({a} / {d}) % {m})" if e.args[1] != 1 else f"({a} % {m})"
-        if isinstance(e, sympy.Add):
-            return "(" + " + ".join(self.p(a) for a in e.args) + ")"
-        if isinstance(e, sympy.Mul):
-            return "(" + "*".join(self.p(a) for a in e.args) + ")"
-        if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
-            return "(" + "*".join([self.p(e.base)] * int(e.exp)) + ")"
-        if isinstance(e, sympy.Max):
-            return self._fold("std::max<int64_t>", e.args)
-        if isinstance(e, sympy.Min):
-            return self._fold("std::min<int64_t>", e.args)
-        raise CodegenUnsupported(f"cannot print index expression {e!r} in C++")
+    def integer(self, v: int) -> str:
+        return f"{v}LL" if abs(v) > 2**31 - 1 else str(v)
 
-    def _fold(self, fn, args):
-        out = self.p(args[0])
-        for a in args[1:]:
-            out = f"{fn}({out}, {self.p(a)})"
-        return out
+    def unsupported(self, e) -> Exception:
+        return CodegenUnsupported(f"cannot print index expression {e!r} in C++")
 
 
 cpp_index = CppIndexPrinter()
@@ -208,9 +237,7 @@ _UNARY_FLOAT = {
 }
 _UNARY_ANY = {
     "neg": "(-{x})", "abs": "std::abs({x})", "sign": "tt_sign({x})", "square": "({x} * {x})",
-    "relu": "tt_relu({x})",
-}
-_UNARY_BOOL = {
+    "relu": "tt_relu({x})", "bitwise_not": "(~{x})",
     "logical_not": "(!{x})", "isnan": "tt_isnan({x})", "isinf": "tt_isinf({x})", "signbit": "tt_signbit({x})",
 }
 _BINARY = {
@@ -221,31 +248,28 @@ _BINARY = {
     "bitwise_and": "({a} & {b})", "bitwise_or": "({a} | {b})", "bitwise_xor": "({a} ^ {b})",
     "left_shift": "({a} << {b})", "right_shift": "({a} >> {b})",
 }
-_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _LOGICAL = {"logical_and": "&&", "logical_or": "||", "logical_xor": "!="}
 
 
-class CppOpsHandler(ir.OpsHandler):
-    """Emits C++ for ops into `self.code` (a list of lines, the current scope).
+class CppOpsHandler(TableOpsHandler):
+    """C++ for the ops: the tables above through the shared dispatcher (op_tables.py), and the
+    ops that are more than one expression. Lines go through the CppKernel (`kernel.emit`)."""
 
-    `load_hook(name, index) -> CppVar | None` lets the kernel generator intercept loads of
-    buffers kept in locals; `relu_bug` is config.testing.inject_relu_bug."""
+    UNARY_FLOAT, UNARY, BINARY, LOGICAL = _UNARY_FLOAT, _UNARY_ANY, _BINARY, _LOGICAL
+    RELU_COMPILE_ERROR = "tt_injected_compile_error({x}) +* ;"
 
-    def __init__(self, kernel):
-        self.kernel = kernel  # the CppKernel being generated (owns tmp numbering, CSE, buffers)
-
-    # helpers -----------------------------------------------------------------------------
-    def _emit(self, expr: str, dtype: torch.dtype) -> CppVar:
+    def value(self, expr: str, dtype: torch.dtype, *operands) -> CppVar:
         return self.kernel.emit(expr, dtype)
 
-    def load(self, name, index):
-        return self.kernel.load(name, index)
+    def type_name(self, dtype: torch.dtype) -> str:
+        return ctype(dtype)
 
-    def store(self, name, index, value):
-        self.kernel.store(name, index, value)
+    def report_injected_error(self, x) -> None:
+        self.kernel.code.append(f"if ({x} == {x}) {{ __atomic_store_n(&tt_status, 1, __ATOMIC_RELAXED); }}"
+                                "  // injected runtime error (testing.inject_relu_bug)")
 
     def constant(self, value, dtype):
-        cdt = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+        cdt = compute_dtype(dtype)
         v = CppVar(cpp_constant(value, cdt), cdt)
         self.kernel.invariant.add(v.name)   # fixed for every loop (a divisor may become a reciprocal)
         return v
@@ -253,7 +277,7 @@ class CppOpsHandler(ir.OpsHandler):
     def index_expr(self, expr, dtype):
         if ir.has_float_symbols(expr):
             return self._float_scalar(expr, dtype)
-        return self._emit(f"static_cast<{ctype(dtype)}>({cpp_index(expr)})", dtype)
+        return self.value(f"static_cast<{ctype(dtype)}>({cpp_index(expr)})", dtype)
 
     def _float_scalar(self, expr, dtype):
         """A runtime float scalar (a double kernel argument) as a value of dtype: converted as
@@ -261,87 +285,37 @@ class CppOpsHandler(ir.OpsHandler):
         if not isinstance(expr, sympy.Symbol):
             raise CodegenUnsupported(f"float scalar expression {expr} (only float symbols reach kernels)")
         if dtype == torch.bool:
-            return self._emit(f"({expr.name} != 0)", torch.bool)
-        cdt = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-        return self._emit(f"static_cast<{ctype(cdt)}>({expr.name})", cdt)
+            return self.value(f"({expr.name} != 0)", torch.bool)
+        cdt = compute_dtype(dtype)
+        return self.value(f"static_cast<{ctype(cdt)}>({expr.name})", cdt)
 
     def to_dtype(self, x, dtype):
         if dtype == torch.bool:
-            return self._emit(f"({x} != 0)", torch.bool)
+            return self.value(f"({x} != 0)", torch.bool)
         src = f"TT_OPAQUE({x})" if is_float(dtype) and not is_float(x.dtype) else str(x)
         if dtype == torch.float16:
-            return self._emit(f"tt_round_half(static_cast<float>({src}))", torch.float32)
+            return self.value(f"tt_round_half(static_cast<float>({src}))", torch.float32)
         if dtype == torch.bfloat16:
-            return self._emit(f"tt_round_bf16(static_cast<float>({src}))", torch.float32)
+            return self.value(f"tt_round_bf16(static_cast<float>({src}))", torch.float32)
         if src != str(x):
-            return self._emit(f"static_cast<{ctype(dtype)}>({src})", dtype)
+            return self.value(f"static_cast<{ctype(dtype)}>({src})", dtype)
         if is_float(x.dtype) and not is_float(dtype):
-            return self._emit(f"tt_ftoi<{ctype(dtype)}>({x})", dtype)
-        return self._emit(f"static_cast<{ctype(dtype)}>({x})", dtype)
+            return self.value(f"tt_ftoi<{ctype(dtype)}>({x})", dtype)
+        return self.value(f"static_cast<{ctype(dtype)}>({x})", dtype)
 
-    def where(self, c, a, b):
+    def where(self, cond, a, b):
         dt = a.dtype
-        return self._emit(f"({c} ? {a} : static_cast<{ctype(dt)}>({b}))", dt)
-
-    def masked(self, mask, body, other):
-        return self.kernel.masked(mask, body, other)
+        return self.value(f"({cond} ? {a} : static_cast<{ctype(dt)}>({b}))", dt)
 
     def indirect_indexing(self, x, size, wrap_neg=True):
         fn = "tt_index" if wrap_neg else "tt_index_nowrap"
-        v = self._emit(f"{fn}(static_cast<int64_t>({x}), {cpp_index(size)}, &tt_status)", torch.int64)
+        v = self.value(f"{fn}(static_cast<int64_t>({x}), {cpp_index(size)}, &tt_status)", torch.int64)
         return sympy.Symbol(v.name, integer=True)
 
-    def __getattr__(self, name):
-        if name == "relu":
-            return self._relu
-        if name in _UNARY_FLOAT or name in _UNARY_ANY or name in _UNARY_BOOL or name == "bitwise_not":
-            def unary(x):
-                t = ctype(x.dtype)
-                if name == "bitwise_not":
-                    return self._emit(f"(!{x})" if x.dtype == torch.bool else f"(~{x})", x.dtype)
-                if name in _UNARY_BOOL:
-                    return self._emit(_UNARY_BOOL[name].format(x=x), torch.bool)
-                if name in _UNARY_ANY:
-                    if name == "abs" and x.dtype == torch.bool:
-                        return x
-                    return self._emit(_UNARY_ANY[name].format(x=x, t=t), x.dtype)
-                if not is_float(x.dtype):
-                    if name in ("floor", "ceil", "trunc", "round"):
-                        return x
-                    raise CodegenUnsupported(f"ops.{name} on {x.dtype}")
-                return self._emit(_UNARY_FLOAT[name].format(x=x, t=t), x.dtype)
-            return unary
-        if name in _BINARY:
-            def binary(a, b):
-                if (name == "truediv" and is_float(a.dtype) and getattr(b, "dtype", None) == a.dtype
-                        and str(a) not in self.kernel.invariant):
-                    rcp = self.kernel.reciprocal(b)
-                    if rcp is not None:   # only b is fixed for the reduction loop: multiply instead
-                        return self._emit(f"({rcp[1]} ? {a} * {rcp[0]} : {a} / {b})", a.dtype)
-                return self._emit(_BINARY[name].format(a=a, b=b), a.dtype)
-            return binary
-        if name in _COMPARE:
-            return lambda a, b: self._emit(f"({a} {_COMPARE[name]} {b})", torch.bool)
-        if name in _LOGICAL:
-            return lambda a, b: self._emit(f"(({a} != 0) {_LOGICAL[name]} ({b} != 0))", torch.bool)
-        return super().__getattr__(name)
-
-    def _relu(self, x):
-        from tracetorch.compiler import config
-        bug = _inject_relu_bug(config)
-        if bug == "compile_error":
-            return self._emit(f"tt_injected_compile_error({x}) +* ;", x.dtype)
-        if bug == "runtime_error":
-            self.kernel.code.append(f"if ({x} == {x}) {{ __atomic_store_n(&tt_status, 1, __ATOMIC_RELAXED); }}"
-                                    "  // injected runtime error (testing.inject_relu_bug)")
-            return self._emit(f"tt_relu({x})", x.dtype)
-        if bug == "accuracy":
-            return self._emit(f"({x} + 1)", x.dtype)
-        return self._emit(f"tt_relu({x})", x.dtype)
-
-
-def _inject_relu_bug(config):
-    try:
-        return config.testing.inject_relu_bug
-    except AttributeError:
-        return None
+    def truediv(self, a, b):
+        if (is_float(a.dtype) and getattr(b, "dtype", None) == a.dtype
+                and str(a) not in self.kernel.invariant):
+            rcp = self.kernel.reciprocal(b)
+            if rcp is not None:   # only b is fixed for the reduction loop: multiply instead
+                return self.value(f"({rcp[1]} ? {a} * {rcp[0]} : {a} / {b})", a.dtype)
+        return self.binary("truediv", a, b)

@@ -7,7 +7,9 @@ overlaps that wait with the current row's loops (layernorm 1024x1024 float: abou
 one core):
 
     for (int64_t x0 = 0; x0 < 1024; x0++) {
-        if (x0 + 1 < 1024) { for (int64_t tt_p = 0; tt_p < 1024; tt_p += 16) __builtin_prefetch(&in[tt_p + 1024*(x0 + 1)]); }
+        if (x0 + 1 < 1024) {
+            for (int64_t tt_p = 0; tt_p < 1024; tt_p += 16) __builtin_prefetch(&in[tt_p + 1024*(x0 + 1)]);
+        }
         ...
 """
 

@@ -120,7 +120,8 @@ class RowCache:
             elif per_row:
                 # one buffer per thread, grown to the largest row seen, kept between calls
                 decls.append(f"static thread_local std::vector<{t}> {buf}_store; "
-                             f"if ((int64_t){buf}_store.size() < {cpp_index(size)}) {buf}_store.resize({cpp_index(size)}); "
+                             f"if ((int64_t){buf}_store.size() < {cpp_index(size)}) "
+                             f"{buf}_store.resize({cpp_index(size)}); "
                              f"{t}* {buf} = {buf}_store.data();")
             else:
                 decls.append(f"std::vector<{t}> {buf}_store({cpp_index(size)}); {t}* {buf} = {buf}_store.data();")
@@ -132,8 +133,9 @@ class RowCache:
         When the one loop that reloads a cached value also writes an output element at each
         point, that element can hold the value until it is overwritten, provided every reload
         in that iteration comes before the store (a second reload after it read the output's
-        new value: `v = hypot(..); return v.mean() + v, v` returned the sum as v). Writing it in the earlier loop also brings the output's cache
-        lines in while that loop is busy computing (exp), so the last loop only streams."""
+        new value: `v = hypot(..); return v.mean() + v, v` returned the sum as v). Writing it in
+        the earlier loop also brings the output's cache lines in while that loop is busy
+        computing (exp), so the last loop only streams."""
         group = self.group
         write_count: dict[str, int] = {}
         for name, _, _ in self.stores:
@@ -147,9 +149,9 @@ class RowCache:
             (block,) = consumers
             for (name, index, b), seq in zip(self.stores, self.store_seq):
                 layout = group.layouts[name]
-                if (b == block and self.last_reload.get(var, 0) < seq and name not in used and write_count[name] == 1 and name not in group.inputs
-                        and name not in read_anywhere and CPP_STORAGE.get(layout.dtype) == t
-                        and _dense(layout)):
+                if (b == block and self.last_reload.get(var, 0) < seq and name not in used
+                        and write_count[name] == 1 and name not in group.inputs and name not in read_anywhere
+                        and CPP_STORAGE.get(layout.dtype) == t and _dense(layout)):
                     aliases[buf] = f"{name}[{index}]"
                     used.add(name)
                     break

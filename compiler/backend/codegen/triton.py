@@ -23,17 +23,20 @@ import torch
 
 from tracetorch.compiler.backend import indexing, ir
 from tracetorch.compiler.backend.codegen.common import (CodegenUnsupported, GeneratedKernel, KernelCodegen,
-                                             provenance_comment)
+                                             compute_dtype, provenance_comment)
 from tracetorch.compiler.backend.codegen import triton_online, triton_scatter
 from tracetorch.compiler.backend.codegen.triton_kernel import (R, X, TritonKernelBuilder, _is_int, _opt,
                                                     _print)
-from tracetorch.compiler.backend.codegen.triton_ops import TVar, compute_dtype, tl_type
+from tracetorch.compiler.backend.codegen.triton_ops import TVar, tl_type
 from tracetorch.compiler.backend.runtime.triton_compile import ptr_type
 
 
 # ---------------------------------------------------------------------------------- nodes
 
 _NEUTRAL = {"sum": "0", "prod": "1"}
+# how a looped reduction folds one masked tile ({v}) into its accumulator ({a})
+_ACC_UPDATE = {"sum": "{a} + {v}", "prod": "{a} * {v}", "max": "th.maximum({a}, {v})",
+               "min": "th.minimum({a}, {v})", "any": "{a} | {v}", "all": "{a} & {v}"}
 
 
 def _extreme(dtype, lowest: bool) -> str:
@@ -245,18 +248,8 @@ class TritonCodegen(KernelCodegen):
             return masked
         if not update:
             return masked
-        if rt == "sum":
-            k.line(f"{a} = {a} + {masked}")
-        elif rt == "prod":
-            k.line(f"{a} = {a} * {masked}")
-        elif rt == "max":
-            k.line(f"{a} = th.maximum({a}, {masked})")
-        elif rt == "min":
-            k.line(f"{a} = th.minimum({a}, {masked})")
-        elif rt == "any":
-            k.line(f"{a} = {a} | {masked}")
-        elif rt == "all":
-            k.line(f"{a} = {a} & {masked}")
+        if rt in _ACC_UPDATE:
+            k.line(f"{a} = " + _ACC_UPDATE[rt].format(a=a, v=masked))
         else:
             idx = k.emit("tl.broadcast_to(rindex, [XBLOCK, RBLOCK]).to(tl.int64)", torch.int64, full)
             k.line(f"{a}, {a}_idx = th.{rt}_combine({a}, {a}_idx, {masked}, {idx})")

@@ -13,9 +13,8 @@ import sympy
 import torch
 
 from tracetorch.compiler.backend import ir
-from tracetorch.compiler.backend.codegen.common import CodegenUnsupported, PythonIndexPrinter
-from tracetorch.compiler.backend.codegen.triton_ops import (TVar, TritonOpsHandler, compute_dtype,
-                                                 triton_constant, tl_type)
+from tracetorch.compiler.backend.codegen.common import CodegenUnsupported, PythonIndexPrinter, compute_dtype
+from tracetorch.compiler.backend.codegen.triton_ops import TVar, TritonOpsHandler, triton_constant, tl_type
 
 _print = PythonIndexPrinter()
 X, R = "x", "r"

@@ -150,7 +150,8 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
                  "from torch.nn.functional import scaled_dot_product_attention",
                  "from tracetorch.compiler.backend.runtime.cpp_build import load_cpp_module",
                  "from tracetorch.compiler.backend.runtime.wrapper_support import ensure_layout, write_back",
-                 "import tracetorch.compiler.aot.decompose  # registers torch.ops.tracetorch.sdpa (attention kept whole)",
+                 "import tracetorch.compiler.aot.decompose"
+                 "  # registers torch.ops.tracetorch.sdpa (attention kept whole)",
                  "aten = torch.ops.aten",
                  "constants = {}  # get_attr tensors (weights), bound by the loader", ""]
     for p in preludes:
