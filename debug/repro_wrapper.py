@@ -25,6 +25,7 @@ import types
 
 import torch
 import torch.fx as fx
+from torch._subclasses.fake_tensor import FakeTensor
 
 from tracetorch import logs
 from tracetorch.debug import accuracy, graph_code, repro_writer, run_dir
@@ -81,13 +82,9 @@ def _importable(fn, depth: int) -> str | None:
     return None
 
 
-def _is_fake(v) -> bool:
-    return type(v).__name__ == "FakeTensor"
-
-
 def _real_or_generated(values: list) -> list:
     """Example inputs may be fake tensors (no data): regenerate those from their metadata."""
-    if any(_is_fake(v) for v in values):
+    if any(isinstance(v, FakeTensor) for v in values):
         return input_specs.make_inputs([input_specs.value_spec(v) for v in values], 0)
     return values
 

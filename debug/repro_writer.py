@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime
 import os
 import pprint
-import sys
 
 import torch
 
@@ -129,7 +128,3 @@ def save_real_inputs(path: str, values: list, root: torch.nn.Module, renames: di
     data = {"inputs": [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in values],
             "state": state}
     torch.save(data, path)
-
-
-def python_executable() -> str:
-    return sys.executable or "python"

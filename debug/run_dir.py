@@ -56,11 +56,6 @@ def get_run_dir() -> str:
         return path
 
 
-def peek_run_dir() -> str | None:
-    """The run folder if this process already has one (never creates it)."""
-    return _run_dir if _run_pid == os.getpid() else None
-
-
 def subdir(*parts: str) -> str:
     path = os.path.join(get_run_dir(), *parts)
     os.makedirs(path, exist_ok=True)

@@ -36,7 +36,6 @@ class _Everything:
 _ON = frozenset()                     # artifact names some consumer wants, or an _Everything
 
 _LOGS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_STRUCTLOG_DIR = None
 
 
 @dataclass(eq=False)

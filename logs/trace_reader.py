@@ -23,7 +23,6 @@ payload does not match its md5 is kept (nothing lost) and listed in `Trace.damag
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import re
@@ -32,22 +31,8 @@ from json.decoder import JSONDecoder
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from tracetorch.logs.compile_ids import CompileId
 from tracetorch.logs.sanitize import clean, clean_deep, needs_cleaning
-
-try:  # share the compile id type with the writer when `logs` provides it
-    from tracetorch.logs.compile_ids import CompileId  # type: ignore[assignment]
-except ImportError:  # `logs` not built yet (or mid-import): same fields, same str()
-
-    @dataclasses.dataclass(frozen=True, order=True)
-    class CompileId:  # type: ignore[no-redef]
-        frame_id: int
-        frame_compile_id: int
-        attempt: int = 0
-
-        def __str__(self) -> str:
-            base = f"{self.frame_id}/{self.frame_compile_id}"
-            return f"{base}_{self.attempt}" if self.attempt else base
-
 
 __all__ = ["CompileId", "Trace", "TraceEvent", "TraceError", "read_trace", "find_trace_files"]
 

@@ -56,13 +56,16 @@ def md5(text: str) -> str:
 
 class TraceWriter:
     """Writes one trace file. `path` is a file, or with `directory` a folder in which the file
-    `trace_<pid>.log` (`trace_rank_<r>_<pid>.log` under torch.distributed) is created lazily."""
+    `trace_<pid>.log` (`trace_rank_<r>_<pid>.log` under torch.distributed) is created lazily.
+    `prefix(when, pathname, lineno) -> str`, when given, makes each line's glog prefix in place
+    of the clock, pid and caller: a trace that must be the same on every run (tui/synthetic.py)."""
 
-    def __init__(self, path: str | None = None, *, directory: str | None = None):
+    def __init__(self, path: str | None = None, *, directory: str | None = None, prefix=None):
         if (path is None) == (directory is None):
             raise ValueError("TraceWriter needs exactly one of path= or directory=")
         self.path = path
         self.directory = directory
+        self._prefix = prefix or self._glog_prefix
         self._file = None
         self._pid = None
         self._strings: dict[str, int] = {}
@@ -156,7 +159,7 @@ class TraceWriter:
             envelope["has_payload"] = md5(payload)
         self._raw(self._prefix(when, pathname, lineno), envelope, payload)
 
-    def _prefix(self, when: float, pathname: str, lineno: int) -> str:
+    def _glog_prefix(self, when: float, pathname: str, lineno: int) -> str:
         from tracetorch.logs.render import relative_path
         t = datetime.datetime.fromtimestamp(when)
         return (f"V{t:%m%d %H:%M:%S}.{t.microsecond:06d} {os.getpid()} "

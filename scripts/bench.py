@@ -34,7 +34,6 @@ from scripts import harness  # noqa: E402
 from scripts import workloads as W  # noqa: E402
 
 VARIANTS = ["eager", "ours_backend", "ours_compile", "inductor"]
-COMPILED = VARIANTS[1:]
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # Relative-norm error ||out - eager|| / ||eager|| allowed per dtype (compiled code may reorder sums).
 REL_TOL = {torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 5e-3}

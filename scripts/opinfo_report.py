@@ -61,17 +61,6 @@ def op_name(op) -> str:
     return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
 
 
-def find_ops(names=None):
-    db = op_db()
-    if not names:
-        return list(db)
-    by = {op_name(op): op for op in db}
-    missing = [n for n in names if n not in by]
-    if missing:
-        raise KeyError(f"not in op_db: {missing}")
-    return [by[n] for n in names]
-
-
 # ------------------------------------------------------------------ fallback detection
 
 class FallbackRecorder:

@@ -5,16 +5,16 @@ resume frame, a recompile caused by a shape change, guards, FX graphs, IR before
 fused kernels with provenance, metrics, and (optionally) a failed compile. `scale` repeats the
 pattern over more frames and pads with fusion decisions, to build 100,000-event traces.
 
-Records go through `logs.trace_writer.TraceWriter` when it exists (the real writer, with its
-clock fixed), else through a minimal local writer of the same format. Times, pids and paths are
+Records go through logs' own `TraceWriter`, with a fixed line prefix: times, pids and paths are
 fixed, so the output is deterministic (snapshot tests depend on that).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
+
+from tracetorch.logs.compile_ids import CompileId
+from tracetorch.logs.trace_writer import TraceWriter, encode_payload
 
 USER_FILE = "/work/demo/model.py"
 USER_SOURCE = '''def forward(self, x):
@@ -28,94 +28,37 @@ FIRST_LINE = 10
 
 
 def _cid(f, c, a=0):
-    return (f, c, a)
+    return CompileId(f, c, a)
 
 
-def _fixed_prefix(tick: int, path: str = "compiler/frontend/capture.py", line: int = 1) -> str:
-    s, us = divmod(tick, 1000)
-    return f"V1122 12:{(s // 60) % 60:02d}:{s % 60:02d}.{us * 1000:06d} 4242 {path}:{line}]"
+class _FixedPrefix:
+    """Each line's glog prefix from a tick counter, not the clock, pid and caller: the same trace
+    on every run."""
 
+    def __init__(self):
+        self.tick = 0
 
-class _LocalWriter:
-    """The wire format, for when logs' writer is not available."""
-
-    def __init__(self, fh):
-        self.fh, self.strings, self.tick = fh, {}, 0
-
-    def intern(self, filename):
-        if filename not in self.strings:
-            self.strings[filename] = len(self.strings)
-            self._line({"str": [filename, self.strings[filename]]}, None)
-        return self.strings[filename]
-
-    def _line(self, env, payload):
+    def __call__(self, when, pathname, lineno) -> str:
         self.tick += 1
-        text = f"{_fixed_prefix(self.tick)} {json.dumps(env)}"
-        if payload is not None:
-            text += "".join(f"\n\t{ln}" for ln in payload.split("\n"))
-        self.fh.write(text + "\n")
-
-    def write(self, key, meta, payload, cid, stack=None):
-        if isinstance(meta, dict) and isinstance(meta.get("stack"), list):
-            meta = {**meta, "stack": [{**fr, "filename": self.intern(fr["filename"])}
-                                      for fr in meta["stack"]]}
-        env = {key: meta}
-        if cid is not None:
-            env.update(frame_id=cid[0], frame_compile_id=cid[1], attempt=cid[2])
-        elif stack is not None:
-            env["stack"] = [{**fr, "filename": self.intern(fr["filename"])} for fr in stack]
-        if payload is not None:
-            env["has_payload"] = hashlib.md5(payload.encode()).hexdigest()
-        self._line(env, payload)
-
-
-def _logs_writer(path: Path):
-    """logs' own TraceWriter with a fixed clock and pid (deterministic output), or None."""
-    try:
-        from tracetorch.logs.compile_ids import CompileId
-        from tracetorch.logs.trace_writer import TraceWriter
-    except ImportError:
-        return None
-
-    class FixedClockWriter(TraceWriter):
-        tick = 0
-
-        def _prefix(self, when, pathname, lineno):
-            FixedClockWriter.tick += 1
-            return _fixed_prefix(FixedClockWriter.tick)
-
-        def write4(self, key, meta, payload, cid, stack=None):
-            self.write(key, meta, payload, CompileId(*cid) if cid else None, "", 0, 0.0, stack)
-
-    w = FixedClockWriter(path=str(path))
-    FixedClockWriter.tick = 0
-    return w
+        s, us = divmod(self.tick, 1000)
+        return f"V1122 12:{(s // 60) % 60:02d}:{s % 60:02d}.{us * 1000:06d} 4242 compiler/frontend/capture.py:1]"
 
 
 class _Writer:
-    """Records of the synthetic program, through logs' writer when it exists."""
+    """Records of the synthetic program, written by logs' TraceWriter (logs owns the format)."""
 
-    def __init__(self, path: Path, fh):
-        self.real = _logs_writer(path)
-        self.local = _LocalWriter(fh) if self.real is None else None
+    def __init__(self, path: Path):
+        self.trace = TraceWriter(path=str(path), prefix=_FixedPrefix())
 
     def record(self, key, meta, payload=None, cid=None, stack=None):
-        if isinstance(payload, list):  # the writer's layout for lists: one item per line
-            payload = "[\n" + ",\n".join(json.dumps(i) for i in payload) + "\n]"
-        elif payload is not None and not isinstance(payload, str):
-            payload = json.dumps(payload, indent=0)
-        if self.real is not None:
-            self.real.write4(key, meta, payload, cid, stack)
-        else:
-            self.local.write(key, meta, payload, cid, stack)
+        self.trace.write(key, meta, encode_payload(payload), cid, "", 0, 0.0, stack)
 
     def artifact(self, name, payload, cid, stack=None, **fields):
         enc = "string" if isinstance(payload, str) else "json"
         self.record("artifact", {"name": name, "encoding": enc, **fields}, payload, cid, stack)
 
     def close(self):
-        if self.real is not None:
-            self.real.close()
+        self.trace.close()
 
 
 def _graph(nodes):
@@ -200,27 +143,22 @@ def write_synthetic_trace(path: str | Path, *, scale: int = 1, fail: bool = Fals
     `pad_events` = extra fusion-decision records spread over the compiles (for big traces)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        path.unlink()  # logs' writer appends
-    with path.open("w", encoding="utf-8") as fh:
-        w = _Writer(path, fh)
-        if w.local is not None:  # logs' writer writes its own version record
-            w.record("artifact", {"name": "tracetorch_version", "encoding": "json"},
-                     {"tracetorch_version": "0.1.0"}, None)
-        for k in range(scale):
-            f0, f1 = 2 * k, 2 * k + 1
-            _compile(w, f0, 0, name="forward", line=FIRST_LINE, kernels=True, breaks=True,
-                     recompile_of=None, fail=False)
-            _compile(w, f1, 0, name="__resume_at_40_forward", line=FIRST_LINE,
-                     kernels=True, breaks=False, recompile_of=None, fail=False)
-            _compile(w, f0, 1, name="forward", line=FIRST_LINE, kernels=True, breaks=True,
-                     recompile_of=f"{f0}/0", fail=False)
-            for p in range(pad_events // max(scale, 1)):
-                w.artifact("fusion_decision", {"nodes": [f"buf{p}", f"buf{p + 1}"], "fused": p % 3 != 0,
-                                               "reason": "score" if p % 3 else "different sizes"},
-                           _cid(f0, 1))
-        if fail:
-            _compile(w, 2 * scale, 0, name="broken", line=40, kernels=False, breaks=False,
-                     recompile_of=None, fail=True)
-        w.close()
+    path.write_text("", encoding="utf-8")  # logs' writer appends: start from an empty file
+    w = _Writer(path)
+    for k in range(scale):
+        f0, f1 = 2 * k, 2 * k + 1
+        _compile(w, f0, 0, name="forward", line=FIRST_LINE, kernels=True, breaks=True,
+                 recompile_of=None, fail=False)
+        _compile(w, f1, 0, name="__resume_at_40_forward", line=FIRST_LINE,
+                 kernels=True, breaks=False, recompile_of=None, fail=False)
+        _compile(w, f0, 1, name="forward", line=FIRST_LINE, kernels=True, breaks=True,
+                 recompile_of=f"{f0}/0", fail=False)
+        for p in range(pad_events // max(scale, 1)):
+            w.artifact("fusion_decision", {"nodes": [f"buf{p}", f"buf{p + 1}"], "fused": p % 3 != 0,
+                                           "reason": "score" if p % 3 else "different sizes"},
+                       _cid(f0, 1))
+    if fail:
+        _compile(w, 2 * scale, 0, name="broken", line=40, kernels=False, breaks=False,
+                 recompile_of=None, fail=True)
+    w.close()
     return path
