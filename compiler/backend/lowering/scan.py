@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+import sympy
 import torch
 
 from tracetorch.compiler.backend import ir
@@ -82,10 +83,38 @@ def _single_scan(ctx, x, dim, combine):
     d = _norm_dim(ctx, x, dim)
     src = _cast_loader(x, acc)
     if d is not None:
-        [src] = log_step_scan(ctx, x.get_size(), d, [src], [acc], combine, static_length(x, d),
-                              origins=ctx.origins | inlined_origins(x))
+        length = static_length(x, d)
+        if length <= SEQUENTIAL_MAX:
+            src = _sequential(src, d, length, combine)
+        else:
+            [src] = log_step_scan(ctx, x.get_size(), d, [src], [acc], combine, length,
+                                  origins=ctx.origins | inlined_origins(x))
     fn = src if acc == out else (lambda idx: ops.to_dtype(src(idx), out))
     return ir.Pointwise(x.get_size(), fn, out, ctx.device, origins=ctx.origins, cost=1)
+
+
+#: scans up to this length combine in eager's order (one element after the other)
+SEQUENTIAL_MAX = 64
+
+
+def _sequential(src, dim, length, combine):
+    """Element i is ((x0 . x1) . x2) ... . xi, ATen's order: a log-step scan adds in another order,
+    which under cancellation is another value (cumsum of [x, 1e30, -1e30, y] is y eagerly and
+    x + y or 0 in a tree). One pointwise node of `length` combines per element (quadratic work, for
+    short dims only)."""
+    def fn(idx):
+        pos = ops.index_expr(idx[dim], torch.int64)
+        value = None
+        for j in range(length):
+            at = list(idx)
+            at[dim] = sympy.Integer(j)
+            v = src(at)
+            if value is None:
+                value = v
+            else:
+                value = ops.where(ops.le(ops.constant(j, torch.int64), pos), combine([value], [v])[0], value)
+        return value
+    return fn
 
 
 @register_lowering(aten.cumsum.default)

@@ -188,6 +188,10 @@ def scan_overflow_then_zero(x):             # CPU scans accumulate float32 in do
     return torch.cumprod(x, 0), torch.cumsum(x * 1e19, 0) - torch.cumsum(x * 1e19, 0).flip(0)
 
 
+def scan_order_under_cancellation(x):      # a short scan combines in eager's order
+    return torch.cumsum(x, 0), torch.cumsum(x.half(), 0), torch.cumprod(x[:4], 0)
+
+
 def empty_integer_softmax(a):               # the decomposition's -inf fill in an integer dtype
     return torch.softmax(a, 0), a * 2
 
@@ -235,6 +239,7 @@ CASES = {
                                    lambda: [torch.randn(3, 4, 5), torch.randn(5)]),
     "inplace_dynamic": (inplace_refs_at_dynamic_sizes, lambda: [torch.randn(4, 3)]),
     "scan_overflow": (scan_overflow_then_zero, lambda: [torch.tensor([1e20, 1e20, 1e20, 0.0, 2.0, -1e20, 3e19])]),
+    "scan_order": (scan_order_under_cancellation, lambda: [torch.tensor([0.25, 1e30, -1e30, 0.5, 3.0, -1e30, 1e30, 7.0])]),
     "empty_int_softmax": (empty_integer_softmax, lambda: [torch.zeros(0, 3, dtype=torch.int64)]),
 }
 #: cases run again at other sizes (dynamic shapes after the automatic recompile)
