@@ -5,6 +5,9 @@ root on sys.path) or `import harness` (scripts/ on sys.path).
 Timing rules (docs: speed lives in scripts, reported as medians of side-by-side runs): on CUDA
 `triton.testing.do_bench` times with device events and returns the median; on the CPU the call
 runs at least `min_calls` times and then until `budget_s` seconds or `max_calls` calls.
+
+torch is imported inside the functions that need it: run_suite.py's parent process uses
+`geomean` and must not import torch (each model runs in a subprocess of its own).
 """
 from __future__ import annotations
 
@@ -13,22 +16,23 @@ import statistics
 import time
 from collections import Counter
 
-import torch
-
 
 def sync(device) -> None:
     """Wait for queued device work (device: a name like "cuda" or a torch.device)."""
+    import torch
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
 
 
 def median_ms(fn, device, *, warmup_ms: float = 100, rep_ms: float = 300, min_calls: int = 5,
-              max_calls: int = 200, budget_s: float = 1.0) -> float:
-    """Median milliseconds of one call of `fn` (after a warm-up call)."""
+              max_calls: int = 200, budget_s: float = 1.0, warmup_calls: int = 1) -> float:
+    """Median milliseconds of one call of `fn` (on the CPU after `warmup_calls` untimed calls)."""
+    import torch
     if torch.device(device).type == "cuda":
         import triton.testing
         return triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")
-    fn()
+    for _ in range(warmup_calls):
+        fn()
     times, start = [], time.perf_counter()
     while len(times) < min_calls or (time.perf_counter() - start < budget_s and len(times) < max_calls):
         t0 = time.perf_counter()

@@ -14,6 +14,7 @@ and torch.compile/inductor measured side by side in the same process. Writes <ou
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -22,6 +23,8 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+
+import harness  # scripts/ is on sys.path (python scripts/run_suite.py); torch-free
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -132,9 +135,9 @@ def format_progress(row):
 
 
 def geomean(values):
-    import math
-    values = [v for v in values if v]
-    return round(math.exp(sum(math.log(v) for v in values) / len(values)), 3) if values else None
+    """harness.geomean rounded for the report; None where no model has the value."""
+    g = harness.geomean(values)
+    return None if math.isnan(g) else round(g, 3)
 
 
 def summarize(rows):

@@ -8,14 +8,13 @@ eager's own error in the same dtype (plus a floor), so that a reordered sum is n
 import contextlib
 import copy
 import json
-import statistics
 import sys
 import time
 import traceback
 
 import torch
 
-from harness import EventCounter  # scripts/ is on sys.path in the worker
+import harness  # scripts/ is on sys.path in the worker
 
 ERROR_MULTIPLIER = 3.0
 ERROR_FLOOR = {torch.float32: 1e-5, torch.float64: 1e-9, torch.bfloat16: 2e-2, torch.float16: 2e-3}
@@ -70,15 +69,10 @@ def accuracy(result, eager, reference, dtype):
 
 
 def median_ms(fn, device, repeat):
-    if device == "cuda":
-        import triton.testing
-        return round(triton.testing.do_bench(fn, rep=max(20, repeat * 5), return_mode="median"), 4)
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return round(statistics.median(times) * 1e3, 4)
+    """--repeat timed calls on the CPU (the model has already run: no warm-up call); on CUDA
+    do_bench for max(20, 5 * repeat) ms."""
+    return round(harness.median_ms(fn, device, warmup_ms=25, rep_ms=max(20, repeat * 5), min_calls=repeat,
+                                   max_calls=repeat, budget_s=0, warmup_calls=0), 4)
 
 
 @contextlib.contextmanager
@@ -127,7 +121,7 @@ def measure(args):
         eager = model(*inputs)
         reference = reference_model(*to_double(inputs))
 
-    counter = EventCounter()
+    counter = harness.EventCounter()
     logs.add_sink(counter)
     compiled = compiler.compile(model, backend=args.backend)
     start = time.perf_counter()
