@@ -32,25 +32,12 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = ("compile_error", "runtime_error", "accuracy")
 
+# The debug tests' model (7 * blocks + 2 graph nodes, one relu in block relu_at): one copy for the
+# tests and this benchmark. The trigger scripts run with PYTHONPATH=REPO (see _env).
 MODEL = '''
 import torch
 
-
-class ReluDeep(torch.nn.Module):
-    """`blocks` blocks of 7 ops, one relu in block `relu_at`: 7 * blocks + 2 graph nodes."""
-
-    def __init__(self, blocks, relu_at, width=8):
-        super().__init__()
-        self.blocks, self.relu_at = blocks, relu_at
-        self.w = torch.nn.Parameter(torch.randn(width, width) * 0.3)
-
-    def forward(self, x):
-        for i in range(self.blocks):
-            x = torch.sin(x) * 0.5 + x @ self.w
-            if i == self.relu_at:
-                x = torch.relu(x)
-            x = x / (1 + x.abs())
-        return x.sum(1)
+from tests.debug.models import ReluDeep
 '''
 
 OURS_TRIGGER = MODEL + '''

@@ -19,6 +19,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+# the model suite's attention (GPT-2's causal SDPA): one definition for the suite and the workloads
+from scripts.models.transformers_zoo import CausalSelfAttention
+
 
 @dataclasses.dataclass
 class Workload:
@@ -115,23 +118,6 @@ class GeluMLP(nn.Module):
     def forward(self, x):
         # The bias add + gelu is the epilogue a fusing backend puts in one kernel after the matmul.
         return self.proj(F.gelu(self.fc(x), approximate="tanh"))
-
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, d, heads):
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(d, 3 * d)
-        self.proj = nn.Linear(d, d)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(x).split(d, dim=2)
-        q = q.view(b, t, self.heads, d // self.heads).transpose(1, 2)
-        k = k.view(b, t, self.heads, d // self.heads).transpose(1, 2)
-        v = v.view(b, t, self.heads, d // self.heads).transpose(1, 2)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.proj(y.transpose(1, 2).contiguous().view(b, t, d))
 
 
 class TransformerBlock(nn.Module):
