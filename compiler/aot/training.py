@@ -22,6 +22,7 @@ import torch.utils._pytree as pytree
 
 from tracetorch import logs
 from tracetorch.compiler import config
+from tracetorch.compiler.aot.aliases import returned_inputs
 from tracetorch.compiler.aot.autograd_function import CompiledFunction, TrainingRuntime
 from tracetorch.compiler.aot.joint import JointGraph, TrainingUnsupported, trace_joint, training_decompositions
 from tracetorch.compiler.aot.partition import Partition, partition_joint
@@ -266,7 +267,11 @@ def _make_runner(gm, joint: JointGraph, runtime: TrainingRuntime, access: _Param
     apply = CompiledFunction.apply
     # the common case: every output leaf is a graph output, in order, returned as a flat
     # tuple/list (or a single tensor): no per-call pytree work
-    direct = all(kind == "graph" and value == k for k, (kind, value) in enumerate(leaf_kinds))
+    # outputs that eager returns as the caller's input object (`a.add_(b)`, `a.contiguous()`):
+    # handed back as that input, already updated by the write-back, unless the graph's value
+    # carries autograd history the input does not (then the new tensor is the one to return)
+    returned = returned_inputs(gm)
+    direct = not returned and all(kind == "graph" and value == k for k, (kind, value) in enumerate(leaf_kinds))
     flat_type = spec.type if direct and spec.type in (tuple, list) and \
         spec.num_children == spec.num_leaves == len(leaf_kinds) else None
     single = direct and spec.num_children == 0 and spec.num_leaves == len(leaf_kinds) == 1
@@ -291,6 +296,10 @@ def _make_runner(gm, joint: JointGraph, runtime: TrainingRuntime, access: _Param
                                               base.storage_offset() + a.relative_offset))
             else:
                 leaves.append(value)
+        for pos, k in returned.items():
+            leaf = leaves[pos]
+            if isinstance(leaf, torch.Tensor) and not leaf.requires_grad:
+                leaves[pos] = args[k]
         return pytree.tree_unflatten(leaves, spec)
 
     run.runtime = runtime

@@ -301,3 +301,44 @@ def test_compiled_matches_eager(case, codegen, backend_cache_dir):
     events = [str(ev.fields.get("reason")) for ev in eagerly]
     allowed = [e for e in events if codegen == "triton" and any(f"ops.{m} " in e for m in INTERP_MISSING)]
     assert events == allowed, events
+
+
+class _WithWeight(torch.nn.Module):
+    def __init__(self, body):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(3, 4))
+        self.body = body
+
+    def forward(self, a, b):
+        return self.body(self.w, a, b)
+
+
+TRAINING = {   # the training path (a parameter requires grad): returned inputs and in-place aliases
+    "type_as_mutated": lambda w, a, b: (a.type_as(b).add_(b), (w * a).sum()),
+    "type_as_read_after": lambda w, a, b: (lambda v: (a.div_(2), (v * w).sum()))(a.type_as(a)),
+    "inplace_returns_input": lambda w, a, b: (a.add_(b), (w * 2).sum()),
+    "contiguous_of_input": lambda w, a, b: (a.contiguous(), (w * b).sum()),
+    "unsqueeze_input": lambda w, a, b: (a.unsqueeze_(0), (a * w).sum()),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TRAINING))
+def test_training_path_matches_eager(case, backend_cache_dir):
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    m = _WithWeight(TRAINING[case])
+    a, b = torch.randn(3, 4), torch.randn(3, 4)
+    e_in, c_in = [a.clone(), b.clone()], [a.clone(), b.clone()]
+    with config.patch(**{"backend.fallback_on_error": False}):
+        expected = m(*e_in)
+        expected[-1].backward()
+        e_grad, m.w.grad = m.w.grad, None
+        got = torch.compile(m, backend=compiler.backend)(*c_in)
+        got[-1].backward()
+    _same([x.detach() for x in expected], [x.detach() for x in got])
+    _same(e_in, c_in)
+    torch.testing.assert_close(m.w.grad, e_grad)
+    for e_out, c_out in zip(expected, got):
+        for e_arg, c_arg in zip(e_in, c_in):
+            if e_out is e_arg:
+                assert c_out is c_arg, "an output that eager returns as an input must be that input"
