@@ -74,6 +74,10 @@ SECTIONS: dict[str, dict[str, Option]] = {
                                    "optimization), 'channels_last' everywhere, 'off' as eager "
                                    "(default: no measured gain on the suite's small-batch CNNs yet)",
                             choices=("auto", "channels_last", "off")),
+        "pad_gemm": _opt("auto", "pad matrix products whose N or K is not a multiple of 8 "
+                                 "(cuBLAS's 16-bit tensor-core kernels need aligned rows): 'auto' "
+                                 "= 16-bit products on CUDA, 'always' (any device and dtype), 'off'",
+                         choices=("auto", "always", "off")),
         "verify_schedule": _opt(False, "check every schedule's kernel-group invariants "
                                        "(scheduler/verify.py; the tests turn it on)"),
         "cudagraphs": _opt(False, "record each compiled inference graph into a CUDA graph and "

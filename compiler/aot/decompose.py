@@ -86,9 +86,33 @@ def _sdpa_fake(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
     return query.new_empty(shape)
 
 
+def torch_would_run_math(query, key, value, attn_mask, dropout_p, is_causal, scale) -> bool:
+    """Would scaled_dot_product_attention take ATen's unfused math path on these inputs?
+
+    ATen's own choice (`_fused_sdp_choice`) on the traced values. On CUDA it answers for fake
+    tensors as for real ones (the query's dispatch keys name the device); for CPU fake tensors it
+    always says math, although the real call takes the CPU flash kernel, so only CUDA asks."""
+    if query.device.type != "cuda":
+        return False
+    try:
+        choice = torch._fused_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale=scale)
+    except Exception:          # an input it cannot judge: keep the whole op (torch picks at run time)
+        return False
+    return choice == int(torch.nn.attention.SDPBackend.MATH)
+
+
 def sdpa_call(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """Attention kept whole, unless ATen would run its math path: that path is a chain of unfused
+    ATen kernels (measured on an H100, T5-small bf16 8x256, torch.profiler: float32 adds, copies,
+    softmax, isneginf and bool reductions, about 1.3 ms of device time per call where inductor,
+    which traces the math path into fused kernels, spends about 0.3), so it is traced into its
+    decomposition here too, and the backend fuses it."""
     if enable_gqa:
         return NotImplemented
+    if torch_would_run_math(query, key, value, attn_mask, dropout_p, is_causal, scale):
+        # ATen's math path itself (a composite of matmuls, softmax and masking), traced through
+        return aten._scaled_dot_product_attention_math.default(
+            query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale)[0]
     return torch.ops.tracetorch.sdpa.default(query, key, value, attn_mask, dropout_p, is_causal, scale)
 
 

@@ -11,6 +11,7 @@ Modules, in the order data flows through them:
     compile      the inner compiler: graph -> IR -> schedule -> code -> callable
     cache        the on-disk compiled-graph cache
     conv_layout  channels-last activations for convolution graphs
+    pad_gemm     matrix products padded to tensor-core-aligned sizes
     lowering     aten -> loop IR
     ir           every IR node type
     ops          the op vocabulary and its handlers

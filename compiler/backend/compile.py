@@ -106,7 +106,9 @@ def generate(gm, example_inputs):
     """(output code, number of kernels) for the graph."""
     from tracetorch.compiler.backend.codegen.wrapper import generate_wrapper
     from tracetorch.compiler.backend.conv_layout import use_channels_last
+    from tracetorch.compiler.backend.pad_gemm import pad_products
     use_channels_last(gm)
+    pad_products(gm)
     graph = lower_graph(gm, example_inputs)
     sched = schedule(graph)
     codegen = pick_codegen(graph.device)

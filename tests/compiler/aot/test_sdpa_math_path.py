@@ -1,0 +1,66 @@
+"""Attention that ATen would run on its unfused math path is traced into its decomposition (which
+our backend fuses); otherwise it stays one tracetorch::sdpa node. ATen only answers the question
+for CUDA tensors during tracing, so these CPU tests stand in ATen's answer."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tracetorch import compiler
+from tracetorch.compiler.aot import decompose
+from tracetorch.compiler.aot.inference import aot_module
+
+
+def _attention(q, k, v, bias):
+    # T5's form: an additive float bias (position bias + mask) and no scaling
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=1.0) * 2
+
+
+def _graphs(fn, args):
+    seen = []
+
+    def inner(gm, example_inputs):
+        seen.append(gm)
+        return gm.forward
+    compiled = aot_module(torch.fx.symbolic_trace(fn), list(args), inner)
+    return compiled, seen[0]
+
+
+def _targets(gm):
+    return {n.target for n in gm.graph.nodes if n.op == "call_function"}
+
+
+def _inputs(dtype=torch.float32):
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 6, 8, generator=g, dtype=dtype) for _ in range(3))
+    bias = torch.randn(2, 4, 6, 6, generator=g, dtype=dtype)
+    bias[:, :, :, -1] = float("-inf")         # masked keys, as a padding mask writes them
+    return q, k, v, bias
+
+
+@pytest.mark.parametrize("math_path", [False, True])
+def test_attention_kept_whole_unless_aten_would_run_math(monkeypatch, math_path):
+    monkeypatch.setattr(decompose, "torch_would_run_math", lambda *a: math_path)
+    args = _inputs()
+    compiled, gm = _graphs(_attention, args)
+    kept = torch.ops.tracetorch.sdpa.default in _targets(gm)
+    assert kept is not math_path
+    torch.testing.assert_close(compiled(*args), _attention(*args))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_math_path_decomposition_matches_eager_end_to_end(monkeypatch, dtype):
+    """Through the whole backend (fused kernels), on fresh values at the second call."""
+    monkeypatch.setattr(decompose, "torch_would_run_math", lambda *a: True)
+    fn = compiler.compile(_attention)
+    for seed_shift in (0, 1):
+        args = [t + seed_shift for t in _inputs(dtype)]
+        tol = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {}
+        torch.testing.assert_close(fn(*args), _attention(*args), **tol)
+
+
+def test_cpu_values_never_asked():
+    """CPU fake tensors always get 'math' from ATen (the real CPU call takes the flash kernel),
+    so the question is asked for CUDA tensors only."""
+    q, k, v, bias = _inputs()
+    assert decompose.torch_would_run_math(q, k, v, bias, 0.0, False, 1.0) is False

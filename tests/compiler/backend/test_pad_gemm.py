@@ -1,0 +1,75 @@
+"""Matrix products padded to aligned sizes (pad_gemm.py) compute what eager computes, return
+eager's strides, and are padded only where asked. The GPU is where padding pays; on the CPU
+config.backend.pad_gemm="always" runs the same rewrite."""
+
+import logging
+
+import pytest
+import torch
+
+from tracetorch import compiler
+from tracetorch.logs.testing import capture
+from tracetorch.compiler import config
+from tracetorch.compiler.backend import pad_gemm
+
+
+def _run(fn, args, mode):
+    with config.patch({"backend.pad_gemm": mode, "backend.cache_enabled": False}), \
+            capture(names={"gemm_padded"}, level=logging.INFO) as events:
+        out = torch.compile(fn, backend=compiler.backend)(*args)
+        torch._dynamo.reset()
+    return out, events
+
+
+def _lm_head(h, w):
+    return h @ w.t()                 # a GPT's output head: N = vocabulary, not a multiple of 8
+
+
+def _addmm(b, x, w):
+    return torch.addmm(b, x, w).relu()
+
+
+def _bmm_then_use(a, b):
+    return torch.bmm(a, b).sum(-1)    # the sliced product feeds a reduction inside the graph
+
+
+def _odd_k(a, b):
+    return a @ b
+
+
+CASES = [
+    ("lm_head", _lm_head, lambda: (torch.randn(64, 768), torch.randn(50257 // 64, 768)), (0, 7)),
+    ("addmm_bias", _addmm, lambda: (torch.randn(1003), torch.randn(128, 512), torch.randn(512, 1003)), (0, 5)),
+    ("bmm_internal", _bmm_then_use, lambda: (torch.randn(4, 128, 256), torch.randn(4, 256, 1001)), (0, 7)),
+    ("odd_k", _odd_k, lambda: (torch.randn(256, 1001), torch.randn(1001, 512)), (7, 0)),
+]
+
+
+@pytest.mark.parametrize("name,fn,make,pads", CASES, ids=[c[0] for c in CASES])
+def test_padded_products_match_eager(name, fn, make, pads):
+    args = make()
+    out, events = _run(fn, args, "always")
+    ref = fn(*args)
+    torch.testing.assert_close(out, ref, atol=1e-3, rtol=1e-4)
+    assert out.stride() == ref.stride(), "a padded graph output must keep eager's strides"
+    padded = [(e.fields["pad_k"], e.fields["pad_n"]) for e in events]
+    assert padded and set(padded) == {pads}
+
+
+def test_not_padded_when_off_or_small_or_aligned():
+    args = (torch.randn(64, 768), torch.randn(50257 // 64, 768))
+    for mode in ("off", "auto"):          # auto: CPU float32 products are left alone
+        out, events = _run(_lm_head, args, mode)
+        torch.testing.assert_close(out, _lm_head(*args), atol=1e-3, rtol=1e-4)
+        assert not events
+    small = (torch.randn(4, 8), torch.randn(5, 8))              # launch-bound: not worth it
+    aligned = (torch.randn(64, 768), torch.randn(1024, 768))    # nothing to pad
+    for a in (small, aligned):
+        out, events = _run(_lm_head, a, "always")
+        torch.testing.assert_close(out, _lm_head(*a))
+        assert not events
+
+
+def test_growth_limit():
+    """Padding a dimension of 9 to 16 nearly doubles the work: left alone."""
+    assert pad_gemm.MAX_GROWTH * 9 < pad_gemm._pad_to(9) - 9
