@@ -270,7 +270,8 @@ def main():
             results[prog.name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
         r = results[prog.name]
         print(f"{prog.name:55s} " + (f"graphs={r['graphs']} breaks={r['breaks']} (explain {r['explain_breaks']}) "
-                                     f"recompiles={r['recompiles']} (backend graphs={r['backend_graphs']}) {r['break_reasons'][:2]}" if "error" not in r else r["error"]),
+                                     f"recompiles={r['recompiles']} (backend graphs={r['backend_graphs']}) "
+                                     f"{r['break_reasons'][:2]}" if "error" not in r else r["error"]),
               flush=True)
     if a.write:
         old = {}

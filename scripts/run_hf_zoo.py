@@ -5,8 +5,8 @@
     python scripts/run_hf_zoo.py --out scripts/results/hf_zoo_cpu
 
 Models run in worker subprocesses, a few per worker (imports are paid once per worker; a crash
-costs the rest of that worker's rows, reported as errors), --jobs workers at a time. Per model: graphs and graph breaks, ours
-(compiler.explain) and Dynamo's (torch._dynamo.explain) on the same keyword call in eval mode;
+costs the rest of that worker's rows, reported as errors), --jobs workers at a time. Per model: graphs and graph
+breaks, ours (compiler.explain) and Dynamo's (torch._dynamo.explain) on the same keyword call in eval mode;
 the largest output error of a positional and a keyword call against eager; a training step with
 labels: the loss error and the largest parameter-gradient error (relative to the gradient's
 largest magnitude); the time of the first compiled call. Writes <out>.json and <out>.md.

@@ -177,7 +177,8 @@ def test_env_vars_are_converted_to_the_option_type(clean_config, tmp_path):
      r"unknown option 'frontend.cache_size_limt'. Did you mean 'cache_size_limit'"),
     ("TRACE_FRONTEND_CACHE_SIZE_LIMIT", "three", r"TRACE_FRONTEND_CACHE_SIZE_LIMIT='three': "
      r"frontend.cache_size_limit expects an int"),
-    ("TRACE_BACKEND_FUSION", "maybe", r"TRACE_BACKEND_FUSION='maybe': backend.fusion expects a bool \(1/0, true/false, yes/no, on/off\)"),
+    ("TRACE_BACKEND_FUSION", "maybe", r"TRACE_BACKEND_FUSION='maybe': backend.fusion expects a bool "
+     r"\(1/0, true/false, yes/no, on/off\)"),
     ("TRACE_REPRO_AFTER", "dynamo", r"expects 'frontend' or 'backend' or None"),
     ("TRACE_TRITON_NUM_WARPS_CHOICES", "2,x", r"expects a list of ints with each item >= 1 \(comma-separated\)"),
 ])

@@ -102,7 +102,8 @@ def test_reduction_nan_and_ties():
 
 def views(x, y):
     return (x.permute(2, 0, 1) + 1, x.reshape(6, 4).sin(), x.view(2, 12)[:, 3:9] * 2, x[:, 1].cos(), x[..., -1],
-            x.unsqueeze(1).expand(2, 5, 3, 4) * 1.0, x.transpose(0, 2).contiguous(), x.flatten(), torch.cat([x, x * 2], 1),
+            x.unsqueeze(1).expand(2, 5, 3, 4) * 1.0, x.transpose(0, 2).contiguous(), x.flatten(),
+            torch.cat([x, x * 2], 1),
             torch.stack([x, y], 0) + 0, x.unbind(0)[1] + 1, torch.chunk(x, 2, -1)[1] * 3, x.narrow(1, 1, 2).exp(),
             torch.nn.functional.pad(x, (1, 2, 0, 1), value=0.5), x.repeat(1, 2, 1) + 0, x.squeeze(0) + 0,
             y.reshape(3, 2, 4).permute(1, 0, 2).reshape(6, 4) + 1, x.mT + 0, x[:, :, 1::2] * 1)

@@ -108,7 +108,8 @@ def test_integer_mean_floors_on_cpp():
     index = torch.randint(0, 4, (6, 3))
     src = torch.randint(-9, 9, (6, 3))
     with config.patch(**{"backend.cpu_codegen": "cpp"}):
-        check(lambda x, i, s: (x.scatter_reduce(0, i, s, "mean"), x.scatter_reduce(0, i, s, "mean", include_self=False)),
+        check(lambda x, i, s: (x.scatter_reduce(0, i, s, "mean"),
+                               x.scatter_reduce(0, i, s, "mean", include_self=False)),
               [x, index, src])
 
 def test_scatter_integer_and_zero_dim(codegen):
@@ -178,7 +179,8 @@ def test_put(codegen):
     uniq_idx = torch.tensor([[0, -1, 5], [6, 10, 2]])
     check(lambda x, i, j, s: (x.put(i, s, accumulate=True), x.put(j, s), x.put(j, s.reshape(6), accumulate=True),
                               x.t().put(j[0], s[1])), [x, acc_idx, uniq_idx, torch.randn(2, 3)])
-    check(lambda x, i, s: (x.put(i, s), x.put(i, s, accumulate=True)), [torch.randn(()), torch.tensor(0), torch.randn(1)])
+    check(lambda x, i, s: (x.put(i, s), x.put(i, s, accumulate=True)),
+          [torch.randn(()), torch.tensor(0), torch.randn(1)])
 
 def test_index_put_accumulate_bfloat16(codegen):
     x = torch.randn(6, 3).bfloat16()
@@ -232,7 +234,8 @@ def test_out_of_range_index_raises(codegen, case):
     x = torch.randn(5, 3)
     if case != "index_put":               # scatter does not wrap negative indices
         bad = 5 if case == "scatter_add" else -1
-        fn, args = (lambda x, i: x.scatter_add(0, i, torch.ones_like(x[:2]))), [x, torch.tensor([[0, 1, bad], [0, 0, 0]])]
+        fn = lambda x, i: x.scatter_add(0, i, torch.ones_like(x[:2]))
+        args = [x, torch.tensor([[0, 1, bad], [0, 0, 0]])]
     else:
         fn, args = (lambda x, i: torch.index_put(x, (i,), torch.ones(3), accumulate=True)), [x, torch.tensor([1, -6])]
     _eager_raises(fn, args)

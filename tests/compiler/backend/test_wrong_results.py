@@ -234,16 +234,19 @@ CASES = {
     "t_input": (transpose_input_in_place, lambda: [torch.randn(3, 4)]),
     "unsqueeze_input": (unsqueeze_input_in_place, lambda: [torch.randn(3, 4)]),
     "expanded_partial_write": (expanded_input_partial_write,
-                               lambda: [torch.randn(1, 3).expand(4, 3), torch.tensor([True, False, True]).expand(4, 3)]),
+                               lambda: [torch.randn(1, 3).expand(4, 3),
+                                        torch.tensor([True, False, True]).expand(4, 3)]),
     "returned_input_no_op_views": (returned_input_kept_through_no_op_views,
                                    lambda: [torch.randn(3, 4, 5), torch.randn(5)]),
     "inplace_dynamic": (inplace_refs_at_dynamic_sizes, lambda: [torch.randn(4, 3)]),
     "scan_overflow": (scan_overflow_then_zero, lambda: [torch.tensor([1e20, 1e20, 1e20, 0.0, 2.0, -1e20, 3e19])]),
-    "scan_order": (scan_order_under_cancellation, lambda: [torch.tensor([0.25, 1e30, -1e30, 0.5, 3.0, -1e30, 1e30, 7.0])]),
+    "scan_order": (scan_order_under_cancellation,
+                   lambda: [torch.tensor([0.25, 1e30, -1e30, 0.5, 3.0, -1e30, 1e30, 7.0])]),
     "empty_int_softmax": (empty_integer_softmax, lambda: [torch.zeros(0, 3, dtype=torch.int64)]),
 }
 #: cases run again at other sizes (dynamic shapes after the automatic recompile)
-RESIZE = {"index_fill_": [(5, 2), (6, 3)], "inplace_dynamic": [(5, 2), (6, 3)], "cat_view_slice_flip": [(3, 5), (9, 2)], "strided_slices": [(9, 3), (11, 2)], "sym_max": [(2,), (7,)]}
+RESIZE = {"index_fill_": [(5, 2), (6, 3)], "inplace_dynamic": [(5, 2), (6, 3)], "cat_view_slice_flip": [(3, 5), (9, 2)],
+          "strided_slices": [(9, 3), (11, 2)], "sym_max": [(2,), (7,)]}
 
 
 def _same(e, c):

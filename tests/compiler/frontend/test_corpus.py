@@ -1,7 +1,7 @@
 """The frontend corpus (tests/compiler/frontend/corpus/): every program run eagerly and
 compiled over several calls with changing inputs; results (and mutated inputs) must match, and
-the graphs / distinct graph-break sites (corpus.break_sites) of the first call and the recompiles over all calls must equal
-TorchDynamo's (corpus/dynamo_counts.json, written by scripts/check_corpus_vs_dynamo.py).
+the graphs / distinct graph-break sites (corpus.break_sites) of the first call and the recompiles
+over all calls must equal TorchDynamo's (corpus/dynamo_counts.json, written by scripts/check_corpus_vs_dynamo.py).
 """
 import json
 import os
@@ -25,7 +25,8 @@ def expected_counts(prog):
     for key in ("graphs", "breaks", "recompiles"):
         value = getattr(prog, key)
         if value is None:
-            assert d is not None, f"{prog.name}: no Dynamo counts recorded; run scripts/check_corpus_vs_dynamo.py --write"
+            assert d is not None, (f"{prog.name}: no Dynamo counts recorded; "
+                                   "run scripts/check_corpus_vs_dynamo.py --write")
             value = d[key]
         out.append(value)
     return tuple(out)

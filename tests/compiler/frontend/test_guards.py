@@ -191,7 +191,8 @@ def test_render_is_dynamo_like():
                           Guard("L['n']", "CONSTANT_MATCH", 2)])
     assert text.startswith("GUARDS:")
     assert "+- GuardManager: source=L['x']" in text
-    assert "TENSOR_MATCH: check_tensor(L['x'], Tensor, torch.float32, device=cpu, requires_grad=False, size=['s?', 4], stride=[4, 1])  # a.py:3" in text
+    assert ("TENSOR_MATCH: check_tensor(L['x'], Tensor, torch.float32, device=cpu, requires_grad=False, "
+            "size=['s?', 4], stride=[4, 1])  # a.py:3") in text
     assert "CONSTANT_MATCH: L['n'] == 2" in text
 
 

@@ -75,7 +75,8 @@ def mismatch(expected, actual) -> str | None:
         if expected == actual or (math.isnan(expected) and math.isnan(actual)):
             return None
         return f"{actual!r} != {expected!r}"
-    if type(expected) is not type(actual) and not (isinstance(expected, (int, float)) and isinstance(actual, (int, float))):
+    both_numbers = isinstance(expected, (int, float)) and isinstance(actual, (int, float))
+    if type(expected) is not type(actual) and not both_numbers:
         return f"type {type(actual).__name__} != {type(expected).__name__}"
     return None if expected == actual else f"{actual!r} != {expected!r}"
 

@@ -89,7 +89,8 @@ def scalar_binary(rng, pick):
 
 def add_alpha(rng, pick):
     a, b = pick(ANY), pick(ANY)
-    return a and b and f"{{out}} = torch.{rng.choice(['add', 'sub'])}({a}, {b}, alpha={rng.choice([2, -1, 0.5, True])!r})"
+    return a and b and (f"{{out}} = torch.{rng.choice(['add', 'sub'])}({a}, {b}, "
+                        f"alpha={rng.choice([2, -1, 0.5, True])!r})")
 
 
 def div_mode(rng, pick):
@@ -224,7 +225,8 @@ def new_value(rng, pick):
     if a is None:
         return None
     forms = ["torch.ones_like({a})", "torch.zeros_like({a}) + 1", "torch.full_like({a}, 3)",
-             "torch.arange({a}.numel()).view({a}.shape)", "torch.arange({a}.shape[0] if {a}.dim() else 1, dtype=torch.float32)",
+             "torch.arange({a}.numel()).view({a}.shape)",
+             "torch.arange({a}.shape[0] if {a}.dim() else 1, dtype=torch.float32)",
              "torch.linspace(0, 1, {a}.numel() + 1)", "{a}.new_zeros({a}.shape[::-1])",
              "torch.tensor(2.5) * {a}", "torch.empty_like({a}).fill_(1.5)", "torch.zeros(3, 1) + {a}.sum()"]
     return f"{{out}} = {rng.choice(forms).replace('{a}', a)}"
