@@ -6,13 +6,14 @@ import inspect
 import types
 
 import torch
-
-from tracetorch.compiler.frontend import dispatch
+from tracetorch.compiler.frontend import dispatch, exceptions
 from tracetorch.compiler.frontend import variables as V
-from tracetorch.compiler.frontend.members import function_member, guard_class_function, static_member, type_member
-from tracetorch.compiler.frontend.symbolic import tensor_shape
+from tracetorch.compiler.frontend.builder import _wrap_foreign
 from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.members import function_member, guard_class_function, static_member, type_member
 from tracetorch.compiler.frontend.source import AttrSource, GetItemSource, is_torch_object
+from tracetorch.compiler.frontend.stdlib_calls import CLASS_POLYFILLS
+from tracetorch.compiler.frontend.symbolic import tensor_shape
 
 _TENSOR_CONST_ATTRS = {"dtype", "device", "requires_grad", "is_cuda", "layout", "is_leaf",
                        "is_sparse", "is_quantized", "is_meta", "is_nested", "is_mkldnn", "is_cpu",
@@ -44,7 +45,6 @@ def get_attr(tx, obj, name):
         torch_mod = is_torch_object(mod) or mod.__name__ in ("math", "operator", "builtins")
         source = AttrSource(obj.source, name) if obj.source is not None else None
         if torch_mod:
-            from tracetorch.compiler.frontend.builder import _wrap_foreign
             try:
                 return _wrap_foreign(tx, value)
             except Unsupported:
@@ -64,7 +64,6 @@ def get_attr(tx, obj, name):
             return V.ConstantVariable(obj.cls)
         return type_member(tx, obj, obj.cls, name)
     if isinstance(obj, V.ExceptionVariable):
-        from tracetorch.compiler.frontend import exceptions
         return exceptions.get_attr(tx, obj, name)
     if isinstance(obj, V.NamedTupleVariable):
         fields = getattr(obj.tuple_cls, "_fields", None) or getattr(obj.tuple_cls, "__match_args__", ())
@@ -96,7 +95,6 @@ def get_attr(tx, obj, name):
     if isinstance(obj, V.UserMethodVariable) and name == "__self__":
         return obj.obj
     if isinstance(obj, V.BuiltinVariable) and isinstance(obj.fn, type):
-        from tracetorch.compiler.frontend.stdlib_calls import CLASS_POLYFILLS
         poly = CLASS_POLYFILLS.get((obj.fn, name))
         if poly is not None:             # dict.fromkeys: a Python equivalent, inlined
             return V.UserFunctionVariable(poly)
@@ -190,7 +188,6 @@ def _type_attr(tx, cv, name):
             tx.output.add_guard(AttrSource(cv.source, name), "CONSTANT_MATCH", value)
         return V.ConstantVariable(value)
     if is_torch_object(cls):
-        from tracetorch.compiler.frontend.builder import _wrap_foreign
         return _wrap_foreign(tx, value)
     if isinstance(value, enum.Enum) and type(value) is cls:
         return V.ConstantVariable(value)        # a member of an Enum class: fixed

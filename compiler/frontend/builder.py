@@ -13,13 +13,18 @@ import enum
 import types
 
 import torch
-
-from tracetorch.compiler.frontend import numpy_calls
-from tracetorch.compiler.frontend import dispatch
+from tracetorch.compiler.frontend import dispatch, model_outputs, numpy_calls
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.dynamic import dynamic_scalar_value
 from tracetorch.compiler.frontend.errors import Unsupported
-from tracetorch.compiler.frontend.source import AttrSource, GetItemSource, GlobalSource, is_torch_object
+from tracetorch.compiler.frontend.source import (
+    AttrSource,
+    DictValueSource,
+    GetItemSource,
+    GlobalSource,
+    is_torch_object,
+)
+from tracetorch.compiler.frontend.stdlib_calls import BUILTINS
 
 _CONSTANT_TYPES = (bool, int, float, str, complex, type(None), bytes, torch.dtype,
                    torch.device, range, slice, type(Ellipsis), torch.memory_format, torch.layout)
@@ -116,7 +121,6 @@ def _wrap(tx, value, source, guard: bool = True):
         g("TYPE_MATCH", type(value))
         if guard and source is not None:
             out.add_guard(f"list({source.name()}.keys())", "CONSTANT_MATCH", keys)
-        from tracetorch.compiler.frontend.source import DictValueSource
         items = {k: wrap(tx, v, (GetItemSource(source, k) if plain else DictValueSource(source, i))
                          if source else None, guard)
                  for i, (k, v) in enumerate(value.items())}
@@ -165,7 +169,6 @@ def _wrap(tx, value, source, guard: bool = True):
         return V.MethodVariable(self_var, value.__name__)
     if source is None:
         raise Unsupported(f"object of type {type(value).__name__} with no source")
-    from tracetorch.compiler.frontend import model_outputs
     if guard and model_outputs.is_model_output_class(type(value)):
         return model_outputs.wrap_existing(tx, value, source)     # encoder_outputs passed in
     g("TYPE_MATCH", type(value))
@@ -176,7 +179,6 @@ _GRAD_CTORS = {torch.no_grad, torch.enable_grad, torch.set_grad_enabled}
 
 
 def _is_builtin(value):
-    from tracetorch.compiler.frontend.stdlib_calls import BUILTINS
     try:
         return value in _BUILTIN_FNS or value in BUILTINS or (getattr(value, "__module__", None) in ("_operator", "operator", "math")
                                          and isinstance(value, types.BuiltinFunctionType))

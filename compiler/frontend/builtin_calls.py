@@ -13,12 +13,26 @@ import types
 import weakref
 
 import torch
-
-from tracetorch.compiler.frontend import dispatch
-from tracetorch.compiler.frontend import symbolic
+from tracetorch.compiler.frontend import (
+    dispatch,
+    exceptions,
+    iterators,
+    model_outputs,
+    new_modules,
+    numpy_calls,
+    stdlib_calls,
+    symbolic,
+)
 from tracetorch.compiler.frontend import variables as V
-from tracetorch.compiler.frontend.symbolic import python_type
+from tracetorch.compiler.frontend.attributes import dict_subclass_read, generic_object_attr, plain_store
+from tracetorch.compiler.frontend.data_ops import make_slice
 from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.exceptions import as_string, raise_new, reraise
+from tracetorch.compiler.frontend.inline import call_module_forward
+from tracetorch.compiler.frontend.iterators import fold_result, make_lazy
+from tracetorch.compiler.frontend.source import LenSource, LocalSource
+from tracetorch.compiler.frontend.symbolic import python_type
+
 from tracetorch import logs
 
 log = logs.get_logger(__name__)
@@ -85,15 +99,12 @@ def call_builtin(tx, fn, args, kwargs):
     if fn in _LAZY_BUILTINS:
         return _LAZY_BUILTINS[fn](tx, args, kwargs)
     if isinstance(fn, type) and issubclass(fn, BaseException):
-        from tracetorch.compiler.frontend import exceptions
         return exceptions.construct(tx, fn, args, kwargs)
     if fn in (str, repr) and len(args) == 1 and isinstance(args[0], V.ExceptionVariable):
-        from tracetorch.compiler.frontend.exceptions import as_string
         text = as_string(args[0]) if fn is str else None
         if text is None:
             raise Unsupported(f"{fn.__name__}() of an exception")
         return V.ConstantVariable(text)
-    from tracetorch.compiler.frontend import stdlib_calls
     if fn in stdlib_calls.BUILTINS:
         return stdlib_calls.BUILTINS[fn](tx, args, kwargs)
     if fn is reversed:
@@ -101,7 +112,6 @@ def call_builtin(tx, fn, args, kwargs):
     if fn is iter:
         return dispatch.get_iter(tx, args[0])
     if fn is next:
-        from tracetorch.compiler.frontend import iterators
         if not iterators.is_iterator(args[0]):
             raise Unsupported(f"next() of {args[0]!r}")
         item = iterators.iter_next(tx, args[0])
@@ -109,7 +119,6 @@ def call_builtin(tx, fn, args, kwargs):
             return item
         if len(args) > 1:
             return args[1]
-        from tracetorch.compiler.frontend.exceptions import raise_new
         raise_new(StopIteration)
     if fn is list:
         return V.ListVariable(dispatch.unpack(tx, args[0]) if args else [])
@@ -139,17 +148,13 @@ def call_builtin(tx, fn, args, kwargs):
         return dispatch.get_attr(tx, args[0], name)
     if fn is object.__setattr__ and len(args) == 3 and not kwargs and args[1].is_constant() \
             and isinstance(args[0], V.UserObjectVariable):
-        from tracetorch.compiler.frontend.attributes import plain_store
         plain_store(tx, args[0], args[1].as_constant(), args[2])
         return V.ConstantVariable(None)
     if fn is object.__getattribute__ and len(args) == 2 and not kwargs and args[1].is_constant():
-        from tracetorch.compiler.frontend.attributes import generic_object_attr
         return generic_object_attr(tx, args[0], args[1].as_constant())
     if fn in (dict.get, dict.__getitem__, dict.__contains__) and args and not kwargs:
-        from tracetorch.compiler.frontend.attributes import dict_subclass_read
         return dict_subclass_read(tx, fn, args[0], args[1:])
     if fn is torch.nn.Module.__call__ and args and isinstance(args[0], V.NNModuleVariable):
-        from tracetorch.compiler.frontend.inline import call_module_forward
         return call_module_forward(tx, args[0], args[1:], kwargs)
     if fn is hasattr:
         return V.ConstantVariable(_hasattr(tx, args[0], args[1].as_constant()))
@@ -161,7 +166,6 @@ def call_builtin(tx, fn, args, kwargs):
         dispatch.store_attr(tx, args[0], args[1].as_constant(), args[2])
         return V.ConstantVariable(None)
     if fn is slice:
-        from tracetorch.compiler.frontend.data_ops import make_slice
         return make_slice(list(args))
     if fn is sum and not kwargs:
         items = dispatch.unpack(tx, args[0])
@@ -179,7 +183,6 @@ def call_builtin(tx, fn, args, kwargs):
             return symbolic.record(tx, torch.sym_max if fn is max else torch.sym_min, items)
         raise Unsupported(f"{fn.__name__}() over tensors (Python comparison of data)")
     if fn is abs and len(args) == 1 and isinstance(args[0], V.NDArrayVariable):
-        from tracetorch.compiler.frontend import numpy_calls
         return numpy_calls.operator_call(tx, "abs", [args[0]])
     if fn is abs and symbolic.graph_value(args[0]):
         return symbolic.record(tx, operator.abs, args)
@@ -207,12 +210,10 @@ def call_builtin(tx, fn, args, kwargs):
         truths = [dispatch.truthiness(tx, i) for i in items]
         return V.ConstantVariable(fn(truths))
     if fn in _PURE_ON_CONSTANTS and consts(args) and consts(kwargs.values()):
-        from tracetorch.compiler.frontend.iterators import fold_result
         try:
             return fold_result(fn(*[a.as_constant() for a in args],
                                   **{k: v.as_constant() for k, v in kwargs.items()}))
         except Exception as e:
-            from tracetorch.compiler.frontend.exceptions import reraise
             reraise(e, f"{fn.__name__}() raised {type(e).__name__}")
     if getattr(fn, "__module__", None) == "math" or fn in vars(math).values():
         if consts(args):
@@ -263,7 +264,6 @@ def _ordered_with_key(tx, fn, args, kwargs):
 def _lazy_map(tx, args, kwargs):
     if len(args) < 2 or kwargs:
         raise Unsupported("map() needs a function and at least one iterable")
-    from tracetorch.compiler.frontend.iterators import make_lazy
     return make_lazy(tx, "map", args[0], args[1:])
 
 
@@ -271,7 +271,6 @@ def _lazy_zip(tx, args, kwargs):
     if set(kwargs) - {"strict"}:
         raise Unsupported(f"zip() with keywords {sorted(kwargs)}")
     strict = bool(kwargs["strict"].as_constant()) if "strict" in kwargs else False
-    from tracetorch.compiler.frontend.iterators import make_lazy
     return make_lazy(tx, "zip", None, args, strict=strict)
 
 
@@ -279,7 +278,6 @@ def _lazy_filter(tx, args, kwargs):
     if len(args) != 2 or kwargs:
         raise Unsupported("filter() takes a function (or None) and one iterable")
     fn = None if _is_none(args[0]) else args[0]
-    from tracetorch.compiler.frontend.iterators import make_lazy
     return make_lazy(tx, "filter", fn, args[1:])
 
 
@@ -288,7 +286,6 @@ def _lazy_enumerate(tx, args, kwargs):
     start = symbolic.specialize(tx, start)
     if not start.is_constant():
         raise Unsupported("enumerate() with a non-constant start")
-    from tracetorch.compiler.frontend.iterators import make_lazy
     return make_lazy(tx, "enumerate", None, args[:1], start=start.as_constant())
 
 
@@ -306,7 +303,6 @@ def make_super(tx, args):
         raise Unsupported("super() with one argument")
     # zero-argument form: the __class__ cell and the first argument of the calling function
     if "__class__" not in tx.cells and "__class__" in getattr(tx, "freevar_values", {}):
-        from tracetorch.compiler.frontend.source import LocalSource
         tx.cells["__class__"] = dispatch.wrap(tx, tx.freevar_values["__class__"],
                                      LocalSource("__class__", is_cell=True))
     cell = tx.cells.get("__class__")
@@ -358,7 +354,6 @@ def _len(tx, v):
     if isinstance(v, V.NDArrayVariable) and not v.scalar:
         return _len(tx, v.tensor)         # an array's len() is its first dim, as a tensor's
     if isinstance(v, V.RuntimeStrVariable):
-        from tracetorch.compiler.frontend.source import LenSource
         return tx.output.add_scalar_input(len(v.value), LenSource(v.source))
     if v.is_constant():
         return V.ConstantVariable(len(v.as_constant()))
@@ -402,7 +397,6 @@ def _hasattr(tx, v, name):
     if v.is_constant():
         return hasattr(v.as_constant(), name)
     if isinstance(v, V.ModelOutputVariable):
-        from tracetorch.compiler.frontend import model_outputs
         return model_outputs.has_attr(v, name)
     if isinstance(v, (V.BaseListVariable, V.DictVariable, V.SetVariable, V.DictViewVariable,
                       V.LazyIteratorVariable, V.ListIteratorVariable, V.IteratorVariable)):
@@ -420,7 +414,6 @@ def call_type(tx, cls, args, kwargs):
         return call_builtin(tx, cls, args, kwargs)
     if cls is torch.Size:
         return V.SizeVariable(dispatch.unpack(tx, args[0]) if args else [])
-    from tracetorch.compiler.frontend import stdlib_calls
     if cls in stdlib_calls.TYPES:
         return stdlib_calls.TYPES[cls](tx, args, kwargs)
     if cls in (torch.device, torch.dtype) and consts(args):
@@ -461,13 +454,10 @@ def call_type(tx, cls, args, kwargs):
             raise Unsupported(f"{cls.__name__}() raised {type(e).__name__}") from None
         log.debug("folded_constant_object", cls=cls.__qualname__)
         return V.ConstantVariable(value)
-    from tracetorch.compiler.frontend import exceptions
     if exceptions.exception_class(cls):
         return exceptions.construct(tx, cls, args, kwargs)
-    from tracetorch.compiler.frontend import model_outputs
     if model_outputs.is_model_output_class(cls):
         return model_outputs.construct(tx, cls, args, kwargs)
-    from tracetorch.compiler.frontend import new_modules
     if new_modules.simple_module_class(cls):
         return new_modules.construct(tx, cls, args, kwargs)
     if new_modules.torch_module_class(cls):

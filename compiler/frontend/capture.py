@@ -15,18 +15,24 @@ import inspect
 import types
 
 import torch
-
-from tracetorch import logs
-from tracetorch.compiler.frontend import dispatch
-from tracetorch.compiler.frontend import handlers  # noqa: F401 (fills dispatch's tables)
+from tracetorch.compiler.frontend import (
+    dispatch,
+    dynamic,
+    emit_break,
+    handlers,  # noqa: F401 (fills dispatch's tables)
+)
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.bytecode_info import code_info, format_instruction
-from tracetorch.compiler.frontend.emit_break import CaptureResult
+from tracetorch.compiler.frontend.emit_break import RESUMABLE, CaptureResult
 from tracetorch.compiler.frontend.errors import FinishCapture, FullgraphError, RestartAnalysis, Unsupported
 from tracetorch.compiler.frontend.instructions import ReturnValue, Tracer
+from tracetorch.compiler.frontend.iterators import children
 from tracetorch.compiler.frontend.output_graph import OutputGraph
+from tracetorch.compiler.frontend.resume import RESUME_ORIGIN
 from tracetorch.compiler.frontend.side_effects import SideEffects
 from tracetorch.compiler.frontend.source import LocalSource
+
+from tracetorch import logs
 
 log = logs.get_logger(__name__)
 MAX_RESTARTS = 12
@@ -205,7 +211,6 @@ class RootTracer(Tracer):
             # itself: rather than break the graph, capture again with the scalars constant
             # (CONSTANT_MATCH, as before they were marked dynamic)
             self.plan.static_scalars = True
-            from tracetorch.compiler.frontend import dynamic
             dynamic.log.info("dynamic_scalars_specialized", function=self.fn.__qualname__,
                              sources=sorted(self.ctx.output.dynamic_scalars), reason=e.reason,
                              location=f"{gb.filename}:{gb.lineno}")
@@ -229,7 +234,6 @@ class RootTracer(Tracer):
         raise RestartAnalysis()
 
     def _cannot_resume_at(self, inst, via_call):
-        from tracetorch.compiler.frontend.emit_break import RESUMABLE
         if self.code.co_cellvars and self._closure_alive():
             return "a closure over this function's variables is alive"
         if inst.opname not in RESUMABLE:
@@ -264,7 +268,6 @@ class RootTracer(Tracer):
             elif isinstance(v, V.IteratorVariable):
                 todo += v.items
             elif isinstance(v, (V.LazyIteratorVariable, V.DictViewVariable, V.ListIteratorVariable)):
-                from tracetorch.compiler.frontend.iterators import children
                 todo += children(v)
             elif isinstance(v, V.DictVariable):
                 todo += list(v.items.values())
@@ -297,7 +300,6 @@ class RootTracer(Tracer):
     def entry_offset(self):
         """Where this code's own work starts: after RESUME (and, in a resume function, at the
         target of its prologue's jump). Stopping there means capturing nothing."""
-        from tracetorch.compiler.frontend.resume import RESUME_ORIGIN
         origin = RESUME_ORIGIN.get(self.code)
         if origin is not None:
             return origin[2]
@@ -308,7 +310,6 @@ class RootTracer(Tracer):
 
     # ---- running ----------------------------------------------------------------------------
     def capture(self) -> CaptureResult:
-        from tracetorch.compiler.frontend import emit_break
         try:
             self.run()
         except ReturnValue as r:

@@ -13,10 +13,12 @@ import types
 
 import torch
 from bytecode import CellVar, FreeVar, Instr
-
+from tracetorch.compiler.frontend import numpy_calls
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.bytecode_info import PY312
 from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.iterators import children, rebuild_lazy, rebuild_list_iter
+from tracetorch.compiler.frontend.model_outputs import check_rebuildable
 
 GRAPH_OUT = "___graph_out"
 
@@ -118,7 +120,6 @@ class PyCodegen:
                 return var.source.render()
             raise Unsupported(f"internal: {var!r} is neither a graph output nor sourced")
         if isinstance(var, V.NDArrayVariable):
-            from tracetorch.compiler.frontend import numpy_calls
             return numpy_calls.reconstruct(self, var, side_effects)
         if isinstance(var, V.ConstantVariable):
             if var.source is not None and not _plain_constant(var.value):
@@ -193,7 +194,6 @@ class PyCodegen:
         if isinstance(var, V.LazyIteratorVariable):
             return self._build_lazy_iterator(var, side_effects)
         if isinstance(var, V.ListIteratorVariable):
-            from tracetorch.compiler.frontend.iterators import rebuild_list_iter
             self.emit("PUSH_NULL")
             self.emit("LOAD_CONST", rebuild_list_iter)
             text = self.reconstruct(var.list, side_effects)
@@ -316,7 +316,6 @@ class PyCodegen:
 
     def _build_model_output(self, var, side_effects):
         """cls(**non-None fields): the real __init__/__post_init__ rebuild the dict part."""
-        from tracetorch.compiler.frontend.model_outputs import check_rebuildable
         key = id(var)
         if key in self._built:
             self.emit("LOAD_FAST", self._built[key])
@@ -345,7 +344,6 @@ class PyCodegen:
             self.emit("LOAD_CONST", ())
             self.emit("GET_ITER")
             return "iter(())"
-        from tracetorch.compiler.frontend.iterators import rebuild_lazy
         builtin = var.python_type()
         if var.kind not in ("map", "filter", "zip", "enumerate", "chain", "count"):
             raise Unsupported(f"cannot rebuild a partly consumed itertools.{var.kind} after the graph")
@@ -485,7 +483,6 @@ def _children(v) -> list:
     if isinstance(v, V.IteratorVariable):
         return list(v.items)
     if isinstance(v, (V.LazyIteratorVariable, V.DictViewVariable, V.ListIteratorVariable)):
-        from tracetorch.compiler.frontend.iterators import children
         return children(v)
     if isinstance(v, V.DictVariable):
         return list(v.items.values())
@@ -534,7 +531,6 @@ def collect_graph_values(values, out, seen=None):
         elif isinstance(v, V.IteratorVariable):
             collect_graph_values(v.items, out, seen)
         elif isinstance(v, (V.LazyIteratorVariable, V.DictViewVariable, V.ListIteratorVariable)):
-            from tracetorch.compiler.frontend.iterators import children
             collect_graph_values(children(v), out, seen)
         elif isinstance(v, V.DictVariable):
             collect_graph_values(list(v.items.values()), out, seen)

@@ -2,8 +2,7 @@
 instructions.Tracer): BINARY_OP, COMPARE_OP, BINARY_SUBSCR, BUILD_LIST/MAP/..., UNPACK_*."""
 from __future__ import annotations
 
-from tracetorch.compiler.frontend import dispatch
-from tracetorch.compiler.frontend import symbolic
+from tracetorch.compiler.frontend import dispatch, symbolic
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.errors import Unsupported
 

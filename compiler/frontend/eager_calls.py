@@ -17,11 +17,12 @@ import os
 import types
 
 import torch
+from bytecode import Bytecode, Instr, Label
+from tracetorch.compiler.frontend.bytecode_info import PY312, code_info
+from tracetorch.compiler.frontend.inline import _is_stdlib
+from tracetorch.compiler.frontend.resume import transformed_function
 
 from tracetorch import logs
-from tracetorch.compiler.frontend.bytecode_info import PY312
-
-from bytecode import Bytecode, Instr, Label
 
 log = logs.get_logger(__name__)
 
@@ -30,7 +31,6 @@ _COMPILER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os
 
 
 def _user_code(fn) -> bool:
-    from tracetorch.compiler.frontend.inline import _is_stdlib
     filename = fn.__code__.co_filename
     return not (filename.startswith(_TORCH_DIR) or filename.startswith(_COMPILER_DIR)
                 or _is_stdlib(filename))
@@ -181,7 +181,6 @@ def _plan(items, k):
 def route_calls(fn, make_compiled_callable):
     """(fn with every locatable call site routed through a CalleeRouter, the offsets of those
     CALL instructions in fn's code); fn itself when no call site could be located."""
-    from tracetorch.compiler.frontend.bytecode_info import code_info
     code = fn.__code__
     offsets = [i.offset for i in code_info(code).instructions]
     bc = Bytecode.from_code(code)
@@ -205,7 +204,6 @@ def route_calls(fn, make_compiled_callable):
         items[i:i + 1] = new
     out = Bytecode(items)
     out._copy_attr_from(bc)
-    from tracetorch.compiler.frontend.resume import transformed_function
     new_fn = transformed_function(fn, out.to_code())
     new_fn._tracetorch_routes_calls = True     # the runtime must keep it (not skip the frame)
     log.debug("eager_frame_calls_routed", function=fn.__qualname__, call_sites=len(plans))

@@ -12,17 +12,24 @@ import types
 
 import torch
 from bytecode import Instr, Label
-
-from tracetorch import logs
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.bytecode_info import PY312
-from tracetorch.compiler.frontend.graph_compile import compile_graph
 from tracetorch.compiler.frontend.codegen import GRAPH_OUT, PyCodegen
+from tracetorch.compiler.frontend.eager_calls import route_calls
 from tracetorch.compiler.frontend.errors import Unsupported
-from tracetorch.compiler.frontend.guards import Guard
+from tracetorch.compiler.frontend.graph_compile import compile_graph
+from tracetorch.compiler.frontend.guards import Guard, _signature_source
+from tracetorch.compiler.frontend.resume import (
+    STACK_ARG,
+    abstract_instr_at,
+    assemble,
+    make_function,
+    make_resume_code,
+    transformed_function,
+)
 from tracetorch.compiler.frontend.static_inputs import StaticInputCall
-from tracetorch.compiler.frontend.resume import (STACK_ARG, abstract_instr_at, assemble, make_function,
-                                      make_resume_code, transformed_function)
+
+from tracetorch import logs
 
 log = logs.get_logger(__name__)
 
@@ -242,7 +249,6 @@ def finish_stop(tx, inst, gb):
     if not tx.output.has_ops() and not tx.ctx.side_effects and _first_real(tx, inst):
         # nothing was captured before the stop point: run the whole frame eagerly, with the
         # functions it calls compiled on their own (as Dynamo's frame hook would)
-        from tracetorch.compiler.frontend.eager_calls import route_calls
         fn, routed = route_calls(tx.fn, tx.ctx.make_compiled_callable)
         if gb.call_offset is not None and gb.call_offset in routed:
             # the break is the callee's, which now compiles on its own and reports it there
@@ -383,7 +389,7 @@ class _MethodOf(V.UserMethodVariable):
 
 
 def _log_break(tx, gb, frame_skipped=False):
-    from tracetorch.logs.break_reasons import explain   # issue 18: id, explanation, hints
+    from tracetorch.logs.break_reasons import explain  # issue 18: id, explanation, hints
     why = explain(gb.reason)
     logs.artifact("graph_breaks", lambda: _break_text(gb, why, frame_skipped))
     logs.artifact("graph_break", lambda: {
@@ -408,7 +414,6 @@ def _break_text(gb, why=None, frame_skipped=False):
 
 
 def _render(tx, cg):
-    from tracetorch.compiler.frontend.guards import _signature_source
     head = f"def {tx.code.co_name}({_signature_source(tx.code)}):"
     return "\n".join([head] + ["    " + line for line in cg.lines])
 

@@ -21,12 +21,15 @@ import weakref
 from typing import Callable
 
 import torch
-
-from tracetorch import logs
 from tracetorch.compiler import hooks
 from tracetorch.compiler.errors import BackendCompilerFailed, CompilerError, RecompileLimitError
+from tracetorch.compiler.frontend import dynamic
 from tracetorch.compiler.frontend.cache import CacheEntry, FrameCache, next_compile_id
-from tracetorch.compiler.frontend.guards import Guard, GuardSet, frame_locals, render_guards
+from tracetorch.compiler.frontend.capture import capture_frame
+from tracetorch.compiler.frontend.dynamic import DynamicDims
+from tracetorch.compiler.frontend.guards import Guard, GuardSet, ambient_state, describe, frame_locals, render_guards
+
+from tracetorch import logs
 
 log = logs.get_logger(__name__)
 
@@ -48,7 +51,6 @@ class CompileOptions:
     dynamic_state: dict = dataclasses.field(default_factory=dict)  # code -> DynamicDims
 
     def dynamic_dims_for(self, code):
-        from tracetorch.compiler.frontend.dynamic import DynamicDims
         dims = self.dynamic_state.get(code)
         if dims is None:
             dims = self.dynamic_state[code] = DynamicDims(self.dynamic)
@@ -57,7 +59,6 @@ class CompileOptions:
 
 def _capture_frame(*args, **kwargs):
     """Indirection so tests can stand in for capture before/without it."""
-    from tracetorch.compiler.frontend.capture import capture_frame
     return capture_frame(*args, **kwargs)
 
 
@@ -275,7 +276,6 @@ def _global_state_guards(guards: list[Guard]) -> list[Guard]:
     if "DEFAULT_DTYPE" not in kinds:
         extra.append(Guard("", "DEFAULT_DTYPE", torch.get_default_dtype(), None))
     if "AMBIENT" not in kinds:    # autocast, deterministic algorithms, inference mode
-        from tracetorch.compiler.frontend.guards import ambient_state
         extra.append(Guard("", "AMBIENT", ambient_state(), None))
     return extra + list(guards)
 
@@ -364,14 +364,12 @@ def _log_guards(cache: FrameCache, gs: GuardSet) -> None:
         for g in gs.guards])
     symbolic = [g for g in gs.guards if g.kind == "SYMBOLIC"]
     if symbolic:
-        from tracetorch.compiler.frontend import dynamic
         for g in symbolic:
             dynamic.log.info("symbolic_guard", function=cache.name, guard=_describe(g),
                              user_location=g.user_location)
 
 
 def _describe(g: Guard) -> str:
-    from tracetorch.compiler.frontend.guards import describe
     return describe(g)
 
 

@@ -11,10 +11,11 @@ import dataclasses
 import time
 
 import torch
-
-from tracetorch import logs
 from tracetorch.compiler import hooks
 from tracetorch.compiler.frontend.eval_frame import CompileOptions
+from tracetorch.compiler.frontend.guards import describe
+
+from tracetorch import logs
 
 log = logs.get_logger(__name__)
 
@@ -76,7 +77,6 @@ class ExplainReport:
             lines += [f"  {r}" for r in self.recompiles]
         if self.guards:
             lines.append("Out Guards:")
-            from tracetorch.compiler.frontend.guards import describe
             for g in self.guards:
                 loc = f"  # {g.user_location}" if g.user_location else ""
                 lines.append(f"  {describe(g)}{loc}")
@@ -87,6 +87,7 @@ class ExplainReport:
 def _op_name(target) -> str:
     """torch.relu / torch.nn.functional.gelu / operator.add / Tensor.sin, not <built-in ...>."""
     import operator
+
     import torch.nn.functional as F
     if isinstance(target, str):
         return f"Tensor.{target}"

@@ -20,12 +20,14 @@ from __future__ import annotations
 import inspect
 
 import torch
-
-from tracetorch import logs
 from tracetorch.compiler.frontend import dispatch
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.instructions import ReturnValue
+from tracetorch.compiler.frontend.iterators import children
 from tracetorch.compiler.frontend.source import AttrSource, GetItemSource
+
+from tracetorch import logs
 
 log = logs.get_logger(__name__)
 
@@ -57,7 +59,6 @@ def consumed_immediately(tx) -> bool:
 
 def run_generator(tx, child, name):
     """Run an inlined generator function's child tracer to completion."""
-    from tracetorch.compiler.frontend.instructions import ReturnValue
     effects = tx.ctx.side_effects
     ops_before, touched_before = len(effects.ops), len(effects.touched)
     nodes_before = set(tx.output.graph.nodes)
@@ -106,7 +107,6 @@ def _reachable(tx, extra) -> set:
         elif isinstance(v, V.CellVariable) and v.contents is not None:
             todo.append(v.contents)
         elif isinstance(v, (V.LazyIteratorVariable, V.DictViewVariable, V.ListIteratorVariable)):
-            from tracetorch.compiler.frontend.iterators import children
             todo += children(v)
         elif isinstance(v, V.NDArrayVariable):
             todo.append(v.tensor)

@@ -12,13 +12,14 @@ import inspect
 import types
 
 import torch
+from tracetorch.compiler.frontend import dispatch, generators, model_outputs
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.builder import _CONSTANT_TYPES, _wrap_foreign
+from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.instructions import MAX_INLINE_DEPTH, ReturnValue, Tracer
+from tracetorch.compiler.frontend.source import AttrSource, DefaultSource, GetItemSource, GlobalSource
 
 from tracetorch import logs
-from tracetorch.compiler.frontend import generators
-from tracetorch.compiler.frontend import dispatch
-from tracetorch.compiler.frontend import variables as V
-from tracetorch.compiler.frontend.errors import Unsupported
-from tracetorch.compiler.frontend.source import AttrSource, DefaultSource, GetItemSource
 
 log = logs.get_logger(__name__)
 
@@ -59,11 +60,9 @@ def call_module_forward(tx, mv, args, kwargs):
 
 @dispatch.inline_call.default
 def inline_call(tx, fn, args, kwargs, callee=None):
-    from tracetorch.compiler.frontend.instructions import MAX_INLINE_DEPTH, ReturnValue, Tracer
     if tx.depth >= MAX_INLINE_DEPTH:
         raise Unsupported("inlining too deep (recursion?)")
     if isinstance(fn, V.UserFunctionVariable):
-        from tracetorch.compiler.frontend import model_outputs
         if model_outputs.is_init_of_new_output(fn.fn, args):
             return model_outputs.bind_generated_init(tx, args[0], args[1:], kwargs)
         if getattr(fn.fn, "_dynamo_marked_constant", False):
@@ -179,7 +178,6 @@ def _module_globals_source(tx, f_globals):
     if root.get(alias) is not module:
         root[alias] = module
         log.debug("install_module_global", alias=alias, module=module_name)
-    from tracetorch.compiler.frontend.source import GlobalSource
     return AttrSource(GlobalSource(alias), "__dict__")
 
 
@@ -195,7 +193,6 @@ def _free_var(tx, fn, i, name):
     except ValueError:
         raise Unsupported(f"closure variable {name!r} is empty") from None
     if fn.source is None:
-        from tracetorch.compiler.frontend.builder import _wrap_foreign
         return _wrap_foreign(tx, value)
     src = AttrSource(GetItemSource(AttrSource(fn.source, "__closure__"), i), "cell_contents")
     return dispatch.wrap(tx, value, src)
@@ -277,7 +274,6 @@ def _defaults(tx, fn):
 
 
 def _const_default(tx, value):
-    from tracetorch.compiler.frontend.builder import _CONSTANT_TYPES, _wrap_foreign
     if type(value) in _CONSTANT_TYPES:
         return V.ConstantVariable(value)
     if type(value) is tuple and all(type(v) in _CONSTANT_TYPES for v in value):

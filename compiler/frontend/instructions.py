@@ -8,19 +8,17 @@ into a graph break, an inlined one passes it outwards with its frame added to th
 """
 from __future__ import annotations
 
-
 import functools
 
-from tracetorch import logs
-from tracetorch.compiler.frontend import exceptions
-from tracetorch.compiler.frontend import iterators
-from tracetorch.compiler.frontend import dispatch
+from tracetorch.compiler.frontend import dispatch, exceptions, iterators
 from tracetorch.compiler.frontend import variables as V
-from tracetorch.compiler.frontend.builder import wrap_global
+from tracetorch.compiler.frontend.attributes import super_attr
+from tracetorch.compiler.frontend.builder import _wrap_foreign, wrap_global
 from tracetorch.compiler.frontend.bytecode_info import PY312, code_info, format_instruction
 from tracetorch.compiler.frontend.data_ops import DataOps
-from tracetorch.compiler.frontend.errors import (FinishCapture, FullgraphError, RestartAnalysis, Unsupported,
-                                                 UserFrame)
+from tracetorch.compiler.frontend.errors import FinishCapture, FullgraphError, RestartAnalysis, Unsupported, UserFrame
+
+from tracetorch import logs
 
 log = logs.get_logger(__name__)
 
@@ -200,7 +198,6 @@ class Tracer(DataOps):
         if callable(value) and not isinstance(value, (str, bytes)) and not (
                 isinstance(value, type) and value.__module__ == "builtins"):
             # objects our own generated prologues load (torch.no_grad, _set_grad_enabled, ...)
-            from tracetorch.compiler.frontend.builder import _wrap_foreign
             self.push(_wrap_foreign(self, value))
             return
         self.push(V.ConstantVariable(value))
@@ -301,7 +298,6 @@ class Tracer(DataOps):
         obj = self.pop()
         cls = self.pop()
         self.pop()
-        from tracetorch.compiler.frontend.attributes import super_attr
         if not cls.is_constant() or not isinstance(cls.as_constant(), type):
             raise Unsupported("super() with a non-class")
         value = super_attr(self, V.SuperVariable(cls.as_constant(), obj), inst.argval)

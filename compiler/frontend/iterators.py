@@ -22,10 +22,12 @@ import collections
 import itertools
 import operator
 
-from tracetorch import logs
 from tracetorch.compiler.frontend import dispatch
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.exceptions import raise_new
+
+from tracetorch import logs
 
 log = logs.get_logger(__name__)
 
@@ -81,7 +83,6 @@ def _next_zip(tx, it):
                     try:
                         list(zip(*shape, strict=True))
                     except ValueError as e:          # CPython's own message
-                        from tracetorch.compiler.frontend.exceptions import raise_new
                         raise_new(ValueError, *e.args)
             return None
         items.append(item)

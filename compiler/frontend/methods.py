@@ -3,13 +3,13 @@ methods of lists, dicts, tuples and constants (computed or mutated at trace time
 from __future__ import annotations
 
 import torch
-
-from tracetorch.compiler.frontend import dispatch
-from tracetorch.compiler.frontend import symbolic
+from tracetorch.compiler.frontend import dispatch, numpy_calls, symbolic
 from tracetorch.compiler.frontend import variables as V
-from tracetorch.compiler.frontend.symbolic import tensor_shape
-from tracetorch.compiler.frontend.builtin_calls import consts
+from tracetorch.compiler.frontend.attributes import object_dict_lookup
+from tracetorch.compiler.frontend.builtin_calls import call_builtin, consts
 from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.iterators import fold_result
+from tracetorch.compiler.frontend.symbolic import tensor_shape
 
 _TENSOR_METHODS_BREAK = {"item", "tolist", "numpy", "data_ptr", "__bool__", "backward",
                          "register_hook", "retain_grad", "storage", "untyped_storage",
@@ -46,7 +46,6 @@ def call_method(tx, obj, name, args, kwargs):
                 return V.ConstantVariable(value.join(p.as_constant() for p in parts))
         if consts(args) and consts(kwargs.values()) and isinstance(value, (str, int, float, bool, torch.dtype, tuple, torch.device, range)):
             method = getattr(value, name)
-            from tracetorch.compiler.frontend.iterators import fold_result
             try:
                 return fold_result(method(*[a.as_constant() for a in args],
                                           **{k: v.as_constant() for k, v in kwargs.items()}))
@@ -56,7 +55,6 @@ def call_method(tx, obj, name, args, kwargs):
         return tx.output.call("call_method", name, (obj, *args), dict(kwargs))
     if isinstance(obj, V.ObjectDictVariable) and name in ("get", "__getitem__", "__contains__") \
             and not kwargs and args:
-        from tracetorch.compiler.frontend.attributes import object_dict_lookup
         found, value = object_dict_lookup(tx, obj, args[0])
         if name == "__contains__":
             return V.ConstantVariable(found)
@@ -87,7 +85,6 @@ _NAMEDTUPLE_METHODS = {"_replace": _nt_replace, "_asdict": _nt_asdict}
 
 def tensor_method(tx, t, name, args, kwargs):
     if name == "numpy":
-        from tracetorch.compiler.frontend import numpy_calls
         return numpy_calls.tensor_numpy(tx, t, args, kwargs)
     if name in _TENSOR_METHODS_BREAK:
         raise Unsupported(f"Tensor.{name}() (needs the tensor's data in Python)")
@@ -206,7 +203,6 @@ def list_method(tx, lst, name, args, kwargs):
     if name in ("index", "count") and consts(args) and consts(lst.items):
         return V.ConstantVariable(getattr([i.as_constant() for i in lst.items], name)(*[a.as_constant() for a in args]))
     if name == "sort" and not args and set(kwargs) <= {"key", "reverse"}:
-        from tracetorch.compiler.frontend.builtin_calls import call_builtin
         ordered = call_builtin(tx, sorted, [V.ListVariable(list(lst.items))], dict(kwargs))
         se.mutate(tx, lst)
         lst.items[:] = ordered.items

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from tracetorch import logs
 from tracetorch.compiler.frontend import dispatch
 from tracetorch.compiler.frontend import variables as V
-from tracetorch.compiler.frontend.members import type_member
 from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.members import type_member
+from tracetorch.compiler.frontend.source import AttrSource
+
+from tracetorch import logs
 
 log = logs.get_logger(__name__)
 
@@ -167,7 +169,6 @@ def wrap_existing(tx, value, source):
     output carried across a graph break): modelled like one built in the frame, its fields
     read through its source; the key list is guarded; it is never mutated here (a mutation
     is a graph break) and is reloaded from its source where it escapes."""
-    from tracetorch.compiler.frontend.source import AttrSource
     out = tx.output
     out.add_guard(source, "TYPE_MATCH", type(value))
     keys = list(value.keys())

@@ -16,11 +16,11 @@ import inspect
 import types
 
 import torch
-
 from tracetorch.compiler.frontend import dispatch
 from tracetorch.compiler.frontend import variables as V
-from tracetorch.compiler.frontend.members import type_member
 from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.members import type_member
+from tracetorch.compiler.frontend.stdlib_calls import _python_value
 
 _Module = torch.nn.Module
 
@@ -53,7 +53,6 @@ def construct_torch(tx, cls, args, kwargs):
     modelled as a NewModuleVariable when it has no parameters, buffers or submodules and its
     state is plain values; rebuilt at runtime as a deep copy of the instance built now (its
     constructor is then not run again: a stateless module's construction has no effect)."""
-    from tracetorch.compiler.frontend.stdlib_calls import _python_value
     real_args = [_python_value(a) for a in args]
     real_kwargs = {k: _python_value(v) for k, v in kwargs.items()}
     with torch.random.fork_rng(devices=[]):

@@ -19,12 +19,11 @@ import operator
 import sys
 
 import torch
-
-from tracetorch.compiler.frontend import symbolic
+from tracetorch.compiler.frontend import dispatch, symbolic
 from tracetorch.compiler.frontend import variables as V
-from tracetorch.compiler.frontend.symbolic import tensor_shape
-from tracetorch.compiler.frontend import dispatch
 from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.source import NumpyTensorSource
+from tracetorch.compiler.frontend.symbolic import tensor_shape
 
 # functions that give back an array even when it is 0-d (others give a numpy scalar then)
 _ARRAY_RESULT = {"array", "asarray", "asanyarray", "ascontiguousarray", "copy", "reshape",
@@ -41,7 +40,7 @@ def _np():
 
 
 def _tnp():
-    import torch._numpy as tnp     # imported on first use: it costs ~0.1 s
+    import torch._numpy as tnp  # imported on first use: it costs ~0.1 s
     return tnp
 
 
@@ -183,7 +182,6 @@ def is_ndarray(value) -> bool:
 def wrap_ndarray(tx, value, source):
     """An array read from the frame (e.g. one that crossed a graph break into a resume
     function): traced as its tensor view, a graph input read as torch.from_numpy(source)."""
-    from tracetorch.compiler.frontend.source import NumpyTensorSource
     try:
         tensor = torch.from_numpy(value)
     except (TypeError, ValueError) as e:      # object dtype, negative strides, ...
@@ -332,7 +330,6 @@ def as_numpy_scalar(t):
 
 def reconstruct(cg, arr, side_effects):
     """Emit as_ndarray(<tensor>) / as_numpy_scalar(<tensor>)."""
-    from tracetorch.compiler.frontend.source import NumpyTensorSource
     src = arr.tensor.source
     if isinstance(src, NumpyTensorSource) and arr.tensor.node.op == "placeholder" and not arr.scalar:
         # an array read from the frame, unchanged: the same object, not a new view of it

@@ -16,13 +16,13 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
-
-from tracetorch import logs
+from tracetorch.compiler.frontend import dynamic
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.guards import Guard
 from tracetorch.compiler.frontend.source import shape_env_source
 
-from tracetorch.compiler.frontend.guards import Guard
+from tracetorch import logs
 
 log = logs.get_logger(__name__)
 
@@ -364,7 +364,6 @@ def to_fake_args(value):
 def _log_symbols(shape_env) -> None:
     """create_symbol, as PyTorch's +dynamo log: every symbol of the ShapeEnv with its value
     range and the source it stands for (component `dynamic`). Never breaks a compile."""
-    from tracetorch.compiler.frontend import dynamic
     try:
         sources = getattr(shape_env, "var_to_sources", {}) or {}
         hints = getattr(shape_env, "backed_var_to_val", None) or getattr(shape_env, "var_to_val", {}) or {}

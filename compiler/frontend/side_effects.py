@@ -8,9 +8,11 @@ they happened, right after the compiled graph: `lst[:] = [...]`, `d.clear(); d.u
 """
 from __future__ import annotations
 
-from tracetorch import logs
 from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend import variables as V_
 from tracetorch.compiler.frontend.errors import Unsupported
+
+from tracetorch import logs
 
 log = logs.get_logger(__name__)
 
@@ -75,7 +77,6 @@ class SideEffects:
     # ---- deferred calls --------------------------------------------------------------------
     def record_call(self, call):
         """A call with constant arguments made after the graph, in order (logging)."""
-        from tracetorch.compiler.frontend import variables as V_
         self.ops.append(("call", None, "<call>", V_.ConstantVariable(call)))
 
     # ---- globals ---------------------------------------------------------------------------

@@ -25,12 +25,13 @@ import itertools
 import operator
 import typing
 
-from tracetorch import logs
-from tracetorch.compiler.frontend import dispatch
-from tracetorch.compiler.frontend import symbolic
+from tracetorch.compiler.frontend import dispatch, iterators, symbolic
 from tracetorch.compiler.frontend import variables as V
-from tracetorch.compiler.frontend.symbolic import python_type
 from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.iterators import make_lazy
+from tracetorch.compiler.frontend.symbolic import python_type
+
+from tracetorch import logs
 
 log = logs.get_logger(__name__)
 
@@ -41,7 +42,6 @@ def _consts(vs):
 
 # ---- functools ------------------------------------------------------------------------------
 def _reduce(tx, args, kwargs):
-    from tracetorch.compiler.frontend import iterators
     if kwargs or len(args) not in (2, 3):
         raise Unsupported("functools.reduce(function, iterable[, initial])")
     it = dispatch.get_iter(tx, args[1])
@@ -61,7 +61,6 @@ BUILTINS = {functools.reduce: _reduce}
 # ---- itertools ------------------------------------------------------------------------------
 def _lazy(kind):
     def make(tx, args, kwargs):
-        from tracetorch.compiler.frontend.iterators import make_lazy
         return make_lazy(tx, kind, None, list(args), **_options(kind, args, kwargs))
     return make
 

@@ -4,10 +4,10 @@ tensor's shape as a SizeVariable, the Python type a Variable stands for."""
 from __future__ import annotations
 
 import torch
-
-from tracetorch import logs
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.errors import Unsupported
+
+from tracetorch import logs
 
 log = logs.get_logger(__name__)
 

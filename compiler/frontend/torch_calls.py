@@ -3,11 +3,11 @@ and the grad-mode context managers."""
 from __future__ import annotations
 
 import torch
-
-from tracetorch import logs
-from tracetorch.compiler.frontend import dispatch
+from tracetorch.compiler.frontend import dispatch, numpy_calls
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.errors import Unsupported
+
+from tracetorch import logs
 
 log = logs.get_logger(__name__)
 
@@ -102,7 +102,6 @@ def _call_torch_function(tx, fn, args, kwargs):
 def call_torch(tx, fn, args, kwargs):
     out = tx.output
     if any(isinstance(a, V.NDArrayVariable) for a in list(args) + list(kwargs.values())):
-        from tracetorch.compiler.frontend import numpy_calls
         result = numpy_calls.torch_call(tx, fn, args, kwargs)
         if result is None:
             raise Unsupported(f"torch.{getattr(fn, '__name__', fn)} with a numpy array argument")
