@@ -10,15 +10,15 @@ from __future__ import annotations
 import collections
 import functools
 import types
+import weakref
 
 import torch
 from bytecode import CellVar, FreeVar, Instr
-from tracetorch.compiler.frontend import numpy_calls
+from tracetorch.compiler.frontend import dispatch
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.bytecode_info import PY312
 from tracetorch.compiler.frontend.errors import Unsupported
-from tracetorch.compiler.frontend.iterators import children, rebuild_lazy, rebuild_list_iter
-from tracetorch.compiler.frontend.model_outputs import check_rebuildable
+from tracetorch.compiler.frontend.iterators import children
 
 GRAPH_OUT = "___graph_out"
 
@@ -100,266 +100,56 @@ class PyCodegen:
             self.lines.append(f"{tmp} = {text}  # read before the side effects below")
 
     def reconstruct(self, var, side_effects=None):
-        """Emit code pushing var's runtime value; return its readable rendering."""
+        """Emit code pushing var's runtime value; return its readable rendering. How a kind is
+        rebuilt is registered on dispatch.reconstruct, next to the kind (handler(cg, var,
+        side_effects)); the kinds kept in temporaries by those handlers reload themselves."""
         if id(var) in self._built and not isinstance(var, (V.ListVariable, V.DictVariable,
                                                            V.NewObjectVariable)):
             self.emit("LOAD_FAST", self._built[id(var)])
             return self._built[id(var)]
-        if isinstance(var, V.NullVariable):
-            self.emit("PUSH_NULL")
-            return "NULL"
-        if isinstance(var, (V.TensorVariable, V.SymNodeVariable)):
-            if var.node in self.graph_outputs:
-                i = self.graph_outputs[var.node]
-                self.emit("LOAD_FAST", GRAPH_OUT)
-                self.emit("LOAD_CONST", i)
-                self.emit("BINARY_SUBSCR")
-                return f"{GRAPH_OUT}[{i}]"
-            if var.source is not None:
-                var.source.reconstruct(self)
-                return var.source.render()
-            raise Unsupported(f"internal: {var!r} is neither a graph output nor sourced")
-        if isinstance(var, V.NDArrayVariable):
-            return numpy_calls.reconstruct(self, var, side_effects)
-        if isinstance(var, V.ConstantVariable):
-            if var.source is not None and not _plain_constant(var.value):
-                var.source.reconstruct(self)
-                return var.source.render()
-            self.emit("LOAD_CONST", var.value)
-            return repr(var.value) if _plain_constant(var.value) else _name_of(var.value)
-        if isinstance(var, (V.ListVariable, V.DictVariable)) and var.source is not None:
-            var.source.reconstruct(self)
-            return var.source.render()
-        if isinstance(var, (V.ListVariable, V.DictVariable)):
-            key = id(var)
-            if key in self._built:
-                self.emit("LOAD_FAST", self._built[key])
-                return self._built[key]
-            text = self._build_container(var, side_effects)
-            name = self.new_tmp()
-            self.emit("COPY", 1)
-            self.emit("STORE_FAST", name)
-            self._built[key] = name
-            self.lines.append(f"{name} = {text}")
-            return name
-        if isinstance(var, V.SizeVariable):
-            parts = []
-            self.emit("PUSH_NULL")
-            self.emit("LOAD_CONST", torch.Size)
-            for item in var.items:
-                parts.append(self.reconstruct(item, side_effects))
-            self.emit("BUILD_TUPLE", len(var.items))
-            self.call(1)
-            return f"torch.Size([{', '.join(parts)}])"
-        if isinstance(var, V.ModuleSliceVariable):
-            self.emit("PUSH_NULL")
-            self.emit("LOAD_CONST", var.module_cls)
-            parts = [self.reconstruct(item, side_effects) for item in var.items]
-            self.emit("BUILD_LIST", len(parts))
-            self.call(1)
-            return f"{var.module_cls.__name__}([{', '.join(parts)}])"
-        if isinstance(var, V.NamedTupleVariable):
-            cls = var.tuple_cls
-            self.emit("PUSH_NULL")
-            self.emit("LOAD_CONST", cls._make if hasattr(cls, "_make") else cls)
-            parts = [self.reconstruct(item, side_effects) for item in var.items]
-            self.emit("BUILD_TUPLE", len(var.items))
-            self.call(1)
-            return f"{cls.__name__}({', '.join(parts)})"
-        if isinstance(var, V.TupleVariable):
-            if var.source is not None:
-                var.source.reconstruct(self)
-                return var.source.render()
-            parts = [self.reconstruct(item, side_effects) for item in var.items]
-            self.emit("BUILD_TUPLE", len(var.items))
-            return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
-        if isinstance(var, V.SetVariable):
-            if var.source is not None:
-                var.source.reconstruct(self)
-                return var.source.render()
-            self.emit("PUSH_NULL")
-            self.emit("LOAD_CONST", set)
-            self.emit("LOAD_CONST", frozenset(var.values))
-            self.call(1)
-            return f"set({sorted(var.values, key=repr)!r})"
-        if isinstance(var, V.SliceVariable):
-            parts = [self.reconstruct(p, side_effects) for p in var.parts]
-            self.emit("BUILD_SLICE", len(var.parts))
-            return f"slice({', '.join(parts)})"
-        if isinstance(var, V.IteratorVariable):
-            parts = [self.reconstruct(p, side_effects) for p in var.remaining()]
-            self.emit("BUILD_TUPLE", len(parts))
-            self.emit("GET_ITER")
-            return f"iter(({', '.join(parts)}))"
-        if isinstance(var, V.LazyIteratorVariable):
-            return self._build_lazy_iterator(var, side_effects)
-        if isinstance(var, V.ListIteratorVariable):
-            self.emit("PUSH_NULL")
-            self.emit("LOAD_CONST", rebuild_list_iter)
-            text = self.reconstruct(var.list, side_effects)
-            self.emit("LOAD_CONST", var.index)
-            self.call(2)
-            return f"iter({text}) (at {var.index})"
-        if isinstance(var, V.DictViewVariable):
-            self.emit("PUSH_NULL")
-            self.emit("LOAD_CONST", getattr(var.dict.dict_cls, var.kind))
-            text = self.reconstruct(var.dict, side_effects)
-            self.call(1)
-            return f"{text}.{var.kind}()"
-        if var.source is not None:
-            var.source.reconstruct(self)
-            return var.source.render()
-        if isinstance(var, (V.UserFunctionVariable, V.BuiltinVariable, V.TorchFunctionVariable)):
-            fn = var.fn
-            self.emit("LOAD_CONST", fn)
-            return _name_of(fn)
-        if isinstance(var, V.MethodVariable):
-            text = self.reconstruct(var.obj, side_effects)
-            self.load_attr(var.name)
-            return f"{text}.{var.name}"
-        if isinstance(var, V.UserMethodVariable):
-            self.emit("PUSH_NULL")
-            self.emit("LOAD_CONST", types.MethodType)
-            self.emit("LOAD_CONST", var.fn)
-            text = self.reconstruct(var.obj, side_effects)
-            self.call(2)
-            return f"{text}.{var.fn.__name__}"
-        if isinstance(var, V.NewObjectVariable):
-            key = id(var)
-            if key in self._built:
-                self.emit("LOAD_FAST", self._built[key])
-                return self._built[key]
-            name = self.new_tmp()
-            self._built[key] = name
-            attrs = dict(var.attrs)
-            if isinstance(var, V.NewModuleVariable) and getattr(var, "prototype", None) is not None:
-                # a stateless torch.nn module built while tracing: a copy of it (new_modules.py)
-                import copy
-                self.emit("PUSH_NULL")
-                self.emit("LOAD_CONST", copy.deepcopy)
-                self.emit("LOAD_CONST", var.prototype)
-                self.call(1)
-                self.lines.append(f"{name} = copy.deepcopy(<{var.cls.__qualname__} built while tracing>)")
-                attrs = {k: v for k, v in attrs.items() if not (
-                    v.is_constant() and getattr(var.prototype, k, object()) is v.as_constant())}
-            elif isinstance(var, V.NewModuleVariable):
-                # cls() runs nn.Module.__init__, which has no other effect (new_modules.py)
-                self.emit("PUSH_NULL")
-                self.emit("LOAD_CONST", var.cls)
-                self.call(0)
-                self.lines.append(f"{name} = {var.cls.__qualname__}()")
-                if attrs.get("training") is not None and attrs["training"].is_constant() \
-                        and attrs["training"].as_constant() is True:
-                    del attrs["training"]
-            else:
-                self.emit("PUSH_NULL")
-                self.emit("LOAD_CONST", object.__new__)
-                self.emit("LOAD_CONST", var.cls)
-                self.call(1)
-                self.lines.append(f"{name} = object.__new__({var.cls.__qualname__})")
-            self.emit("STORE_FAST", name)
-            for attr, value in attrs.items():
-                text = self.reconstruct(value, side_effects)
-                self.emit("LOAD_FAST", name)
-                self.emit("STORE_ATTR", attr)
-                self.lines.append(f"{name}.{attr} = {text}")
-            self.emit("LOAD_FAST", name)
-            return name
-        if isinstance(var, V.ModelOutputVariable):
-            if var.source is not None:        # pre-existing (never mutated): the same object
-                var.source.reconstruct(self)
-                return var.source.render()
-            return self._build_model_output(var, side_effects)
-        if isinstance(var, V.ExceptionVariable):
-            self.emit("PUSH_NULL")
-            self.emit("LOAD_CONST", var.cls)
-            parts = [self.reconstruct(a, side_effects) for a in var.args]
-            self.call(len(parts))
-            return f"{var.cls.__name__}({', '.join(parts)})"
-        if isinstance(var, V.WeakRefVariable):
-            import weakref
-            self.emit("PUSH_NULL")
-            self.emit("LOAD_CONST", weakref.ref)
-            text = self.reconstruct(var.target, side_effects)
-            self.call(1)
-            return f"weakref.ref({text})"
-        if isinstance(var, V.PartialVariable):
-            self.emit("PUSH_NULL")
-            self.emit("LOAD_CONST", functools.partial)
-            parts = [self.reconstruct(var.fn, side_effects)]
-            parts += [self.reconstruct(a, side_effects) for a in var.args]
-            self.emit("BUILD_TUPLE", 1 + len(var.args))
-            for k, v in var.kwargs.items():
-                self.emit("LOAD_CONST", k)
-                parts.append(f"{k}={self.reconstruct(v, side_effects)}")
-            self.emit("BUILD_MAP", len(var.kwargs))
-            self.emit("CALL_FUNCTION_EX", 1)
-            return f"functools.partial({', '.join(parts)})"
-        if isinstance(var, V.NestedFunctionVariable):
-            if var.closure or var.kwdefaults is not None:
-                raise Unsupported("cannot rebuild a closure created in the traced frame")
-            self.emit("PUSH_NULL")
-            self.emit("LOAD_CONST", types.FunctionType)
-            self.emit("LOAD_CONST", var.code)
-            self.emit("LOAD_CONST", var.globals)
-            self.emit("LOAD_CONST", var.code.co_name)
-            if var.defaults is not None:
-                self.reconstruct(var.defaults, side_effects)
-            else:
-                self.emit("LOAD_CONST", None)
-            self.call(4)
-            return f"<function {var.qualname}>"
-        if isinstance(var, V.PythonModuleVariable):
-            self.emit("LOAD_CONST", var.value)
-            return var.value.__name__
-        raise Unsupported(f"cannot rebuild {var!r} after the graph")
+        return dispatch.reconstruct(self, var, side_effects)
 
-    def _build_model_output(self, var, side_effects):
-        """cls(**non-None fields): the real __init__/__post_init__ rebuild the dict part."""
+    def load_source(self, var):
+        """var's value reloaded from where it was read (an argument, a global, an attribute)."""
+        var.source.reconstruct(self)
+        return var.source.render()
+
+    def build_once(self, var, build):
+        """A value made in the frame that two places may hold (a list in two locals): built
+        once by build() into a temporary and loaded from there afterwards, so the rebuilt
+        frame shares one object where the original did."""
         key = id(var)
         if key in self._built:
             self.emit("LOAD_FAST", self._built[key])
             return self._built[key]
-        fields = check_rebuildable(var)
-        self.emit("PUSH_NULL")
-        self.emit("LOAD_CONST", var.cls)
-        self.emit("BUILD_TUPLE", 0)
-        parts = []
-        for k, v in fields.items():
-            self.emit("LOAD_CONST", k)
-            parts.append(f"{k}={self.reconstruct(v, side_effects)}")
-        self.emit("BUILD_MAP", len(fields))
-        self.emit("CALL_FUNCTION_EX", 1)
+        text = build()
         name = self.new_tmp()
         self.emit("COPY", 1)
         self.emit("STORE_FAST", name)
         self._built[key] = name
-        self.lines.append(f"{name} = {var.cls.__name__}({', '.join(parts)})")
+        self.lines.append(f"{name} = {text}")
         return name
 
-    def _build_lazy_iterator(self, var, side_effects):
-        """map(fn, *its) / filter(fn, it) / zip(*its, strict=) / enumerate(it, start) over what
-        is left of the inner iterators: the same builtin type, still lazy."""
-        if var.exhausted:
-            self.emit("LOAD_CONST", ())
-            self.emit("GET_ITER")
-            return "iter(())"
-        builtin = var.python_type()
-        if var.kind not in ("map", "filter", "zip", "enumerate", "chain", "count"):
-            raise Unsupported(f"cannot rebuild a partly consumed itertools.{var.kind} after the graph")
-        option = {"zip": var.strict, "count": (var.count, var.options.get("step", 1))}.get(
-            var.kind, var.count)
-        self.emit("PUSH_NULL")
-        self.emit("LOAD_CONST", rebuild_lazy)
-        self.emit("LOAD_CONST", var.kind)
-        self.emit("LOAD_CONST", option)
-        fn = var.fn if var.fn is not None else V.ConstantVariable(None)
-        parts = [self.reconstruct(fn, side_effects)]
-        parts += [self.reconstruct(it, side_effects) for it in var.iterators]
-        self.call(2 + len(parts))
-        extra = {"zip": f", strict={var.strict}", "enumerate": f", start={var.count}"}.get(var.kind, "")
-        shown = parts if var.kind in ("map", "filter") else parts[1:]
-        return f"{builtin.__name__}({', '.join(shown)}{extra})"
+    def build_object(self, var, side_effects, construct):
+        """An object made in the frame: construct() emits the bare instance and returns
+        (rendering, attributes to set); the temporary is named before the attributes are
+        rebuilt, so an attribute that refers back to the object finds it."""
+        key = id(var)
+        if key in self._built:
+            self.emit("LOAD_FAST", self._built[key])
+            return self._built[key]
+        name = self.new_tmp()
+        self._built[key] = name
+        text, attrs = construct()
+        self.lines.append(f"{name} = {text}")
+        self.emit("STORE_FAST", name)
+        for attr, value in attrs.items():
+            text = self.reconstruct(value, side_effects)
+            self.emit("LOAD_FAST", name)
+            self.emit("STORE_ATTR", attr)
+            self.lines.append(f"{name}.{attr} = {text}")
+        self.emit("LOAD_FAST", name)
+        return name
 
     def _build_container(self, var, side_effects):
         if isinstance(var, V.ListVariable):
@@ -454,6 +244,219 @@ class PyCodegen:
                 text = self.reconstruct(value)
                 self.emit("STORE_GLOBAL", name)
                 self.lines.append(f"global {name}; {name} = {text}")
+
+
+# ---- how each kind is rebuilt (dispatch.reconstruct); kinds owned by a module of their own
+# register there: NDArray (numpy_calls), iterators and views (iterators), ModelOutput
+# (model_outputs), NewModule (new_modules) -------------------------------------------------
+@dispatch.reconstruct.default
+def _from_source(cg, var, side_effects):
+    """Anything read from the frame and not rebuilt by a handler of its own: reloaded."""
+    if var.source is not None:
+        return cg.load_source(var)
+    raise Unsupported(f"cannot rebuild {var!r} after the graph")
+
+
+@dispatch.reconstruct.register(V.NullVariable)
+def _null(cg, var, side_effects):
+    cg.emit("PUSH_NULL")
+    return "NULL"
+
+
+@dispatch.reconstruct.register(V.TensorVariable, V.SymNodeVariable)
+def _graph_value(cg, var, side_effects):
+    if var.node in cg.graph_outputs:
+        i = cg.graph_outputs[var.node]
+        cg.emit("LOAD_FAST", GRAPH_OUT)
+        cg.emit("LOAD_CONST", i)
+        cg.emit("BINARY_SUBSCR")
+        return f"{GRAPH_OUT}[{i}]"
+    if var.source is not None:
+        return cg.load_source(var)
+    raise Unsupported(f"internal: {var!r} is neither a graph output nor sourced")
+
+
+@dispatch.reconstruct.register(V.ConstantVariable)
+def _constant(cg, var, side_effects):
+    if var.source is not None and not _plain_constant(var.value):
+        return cg.load_source(var)
+    cg.emit("LOAD_CONST", var.value)
+    return repr(var.value) if _plain_constant(var.value) else _name_of(var.value)
+
+
+@dispatch.reconstruct.register(V.ListVariable, V.DictVariable)
+def _container(cg, var, side_effects):
+    if var.source is not None:
+        return cg.load_source(var)
+    return cg.build_once(var, lambda: cg._build_container(var, side_effects))
+
+
+@dispatch.reconstruct.register(V.SizeVariable)
+def _size(cg, var, side_effects):
+    cg.emit("PUSH_NULL")
+    cg.emit("LOAD_CONST", torch.Size)
+    parts = [cg.reconstruct(item, side_effects) for item in var.items]
+    cg.emit("BUILD_TUPLE", len(var.items))
+    cg.call(1)
+    return f"torch.Size([{', '.join(parts)}])"
+
+
+@dispatch.reconstruct.register(V.ModuleSliceVariable)
+def _module_slice(cg, var, side_effects):
+    cg.emit("PUSH_NULL")
+    cg.emit("LOAD_CONST", var.module_cls)
+    parts = [cg.reconstruct(item, side_effects) for item in var.items]
+    cg.emit("BUILD_LIST", len(parts))
+    cg.call(1)
+    return f"{var.module_cls.__name__}([{', '.join(parts)}])"
+
+
+@dispatch.reconstruct.register(V.NamedTupleVariable)
+def _named_tuple(cg, var, side_effects):
+    cls = var.tuple_cls
+    cg.emit("PUSH_NULL")
+    cg.emit("LOAD_CONST", cls._make if hasattr(cls, "_make") else cls)
+    parts = [cg.reconstruct(item, side_effects) for item in var.items]
+    cg.emit("BUILD_TUPLE", len(var.items))
+    cg.call(1)
+    return f"{cls.__name__}({', '.join(parts)})"
+
+
+@dispatch.reconstruct.register(V.TupleVariable)
+def _tuple(cg, var, side_effects):
+    if var.source is not None:
+        return cg.load_source(var)
+    parts = [cg.reconstruct(item, side_effects) for item in var.items]
+    cg.emit("BUILD_TUPLE", len(var.items))
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+@dispatch.reconstruct.register(V.SetVariable)
+def _set(cg, var, side_effects):
+    if var.source is not None:
+        return cg.load_source(var)
+    cg.emit("PUSH_NULL")
+    cg.emit("LOAD_CONST", set)
+    cg.emit("LOAD_CONST", frozenset(var.values))
+    cg.call(1)
+    return f"set({sorted(var.values, key=repr)!r})"
+
+
+@dispatch.reconstruct.register(V.SliceVariable)
+def _slice(cg, var, side_effects):
+    parts = [cg.reconstruct(p, side_effects) for p in var.parts]
+    cg.emit("BUILD_SLICE", len(var.parts))
+    return f"slice({', '.join(parts)})"
+
+
+@dispatch.reconstruct.register(V.UserFunctionVariable, V.BuiltinVariable, V.TorchFunctionVariable)
+def _function(cg, var, side_effects):
+    if var.source is not None:
+        return cg.load_source(var)
+    cg.emit("LOAD_CONST", var.fn)
+    return _name_of(var.fn)
+
+
+@dispatch.reconstruct.register(V.PythonModuleVariable)
+def _python_module(cg, var, side_effects):
+    if var.source is not None:
+        return cg.load_source(var)
+    cg.emit("LOAD_CONST", var.value)
+    return var.value.__name__
+
+
+@dispatch.reconstruct.register(V.MethodVariable)
+def _method(cg, var, side_effects):
+    if var.source is not None:
+        return cg.load_source(var)
+    text = cg.reconstruct(var.obj, side_effects)
+    cg.load_attr(var.name)
+    return f"{text}.{var.name}"
+
+
+@dispatch.reconstruct.register(V.UserMethodVariable)
+def _user_method(cg, var, side_effects):
+    if var.source is not None:
+        return cg.load_source(var)
+    cg.emit("PUSH_NULL")
+    cg.emit("LOAD_CONST", types.MethodType)
+    cg.emit("LOAD_CONST", var.fn)
+    text = cg.reconstruct(var.obj, side_effects)
+    cg.call(2)
+    return f"{text}.{var.fn.__name__}"
+
+
+@dispatch.reconstruct.register(V.NewObjectVariable)
+def _new_object(cg, var, side_effects):
+    """object.__new__(cls) and its attributes set one by one (no __init__ runs twice)."""
+    if var.source is not None:
+        return cg.load_source(var)
+
+    def construct():
+        cg.emit("PUSH_NULL")
+        cg.emit("LOAD_CONST", object.__new__)
+        cg.emit("LOAD_CONST", var.cls)
+        cg.call(1)
+        return f"object.__new__({var.cls.__qualname__})", dict(var.attrs)
+    return cg.build_object(var, side_effects, construct)
+
+
+@dispatch.reconstruct.register(V.ExceptionVariable)
+def _exception(cg, var, side_effects):
+    if var.source is not None:
+        return cg.load_source(var)
+    cg.emit("PUSH_NULL")
+    cg.emit("LOAD_CONST", var.cls)
+    parts = [cg.reconstruct(a, side_effects) for a in var.args]
+    cg.call(len(parts))
+    return f"{var.cls.__name__}({', '.join(parts)})"
+
+
+@dispatch.reconstruct.register(V.WeakRefVariable)
+def _weakref(cg, var, side_effects):
+    if var.source is not None:
+        return cg.load_source(var)
+    cg.emit("PUSH_NULL")
+    cg.emit("LOAD_CONST", weakref.ref)
+    text = cg.reconstruct(var.target, side_effects)
+    cg.call(1)
+    return f"weakref.ref({text})"
+
+
+@dispatch.reconstruct.register(V.PartialVariable)
+def _partial(cg, var, side_effects):
+    if var.source is not None:
+        return cg.load_source(var)
+    cg.emit("PUSH_NULL")
+    cg.emit("LOAD_CONST", functools.partial)
+    parts = [cg.reconstruct(var.fn, side_effects)]
+    parts += [cg.reconstruct(a, side_effects) for a in var.args]
+    cg.emit("BUILD_TUPLE", 1 + len(var.args))
+    for k, v in var.kwargs.items():
+        cg.emit("LOAD_CONST", k)
+        parts.append(f"{k}={cg.reconstruct(v, side_effects)}")
+    cg.emit("BUILD_MAP", len(var.kwargs))
+    cg.emit("CALL_FUNCTION_EX", 1)
+    return f"functools.partial({', '.join(parts)})"
+
+
+@dispatch.reconstruct.register(V.NestedFunctionVariable)
+def _nested_function(cg, var, side_effects):
+    if var.source is not None:
+        return cg.load_source(var)
+    if var.closure or var.kwdefaults is not None:
+        raise Unsupported("cannot rebuild a closure created in the traced frame")
+    cg.emit("PUSH_NULL")
+    cg.emit("LOAD_CONST", types.FunctionType)
+    cg.emit("LOAD_CONST", var.code)
+    cg.emit("LOAD_CONST", var.globals)
+    cg.emit("LOAD_CONST", var.code.co_name)
+    if var.defaults is not None:
+        cg.reconstruct(var.defaults, side_effects)
+    else:
+        cg.emit("LOAD_CONST", None)
+    cg.call(4)
+    return f"<function {var.qualname}>"
 
 
 def replace_dict_contents(target: dict, new: dict) -> None:

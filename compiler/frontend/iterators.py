@@ -350,3 +350,60 @@ def set_binary(tx, symbol, a, b):
         return a
     out = fn(x if isinstance(x, (set, frozenset)) else set(x), y if isinstance(y, (set, frozenset)) else set(y))
     return V.SetVariable(out) if isinstance(out, set) else V.ConstantVariable(out)
+
+
+# ---- rebuilding iterators and views after the graph (dispatch.reconstruct) ----------------
+@dispatch.reconstruct.register(V.IteratorVariable)
+def _reconstruct_iterator(cg, var, side_effects):
+    """iter((remaining items,)): what is left to yield, in order."""
+    parts = [cg.reconstruct(p, side_effects) for p in var.remaining()]
+    cg.emit("BUILD_TUPLE", len(parts))
+    cg.emit("GET_ITER")
+    return f"iter(({', '.join(parts)}))"
+
+
+@dispatch.reconstruct.register(V.ListIteratorVariable)
+def _reconstruct_list_iterator(cg, var, side_effects):
+    """A live iterator over the rebuilt list, advanced to where the frame left it."""
+    cg.emit("PUSH_NULL")
+    cg.emit("LOAD_CONST", rebuild_list_iter)
+    text = cg.reconstruct(var.list, side_effects)
+    cg.emit("LOAD_CONST", var.index)
+    cg.call(2)
+    return f"iter({text}) (at {var.index})"
+
+
+@dispatch.reconstruct.register(V.DictViewVariable)
+def _reconstruct_dict_view(cg, var, side_effects):
+    """dict_cls.keys/values/items(<rebuilt dict>): still a live view of that dict."""
+    cg.emit("PUSH_NULL")
+    cg.emit("LOAD_CONST", getattr(var.dict.dict_cls, var.kind))
+    text = cg.reconstruct(var.dict, side_effects)
+    cg.call(1)
+    return f"{text}.{var.kind}()"
+
+
+@dispatch.reconstruct.register(V.LazyIteratorVariable)
+def _reconstruct_lazy(cg, var, side_effects):
+    """map(fn, *its) / filter(fn, it) / zip(*its, strict=) / enumerate(it, start) over what
+    is left of the inner iterators: the same builtin type, still lazy."""
+    if var.exhausted:
+        cg.emit("LOAD_CONST", ())
+        cg.emit("GET_ITER")
+        return "iter(())"
+    builtin = var.python_type()
+    if var.kind not in ("map", "filter", "zip", "enumerate", "chain", "count"):
+        raise Unsupported(f"cannot rebuild a partly consumed itertools.{var.kind} after the graph")
+    option = {"zip": var.strict, "count": (var.count, var.options.get("step", 1))}.get(
+        var.kind, var.count)
+    cg.emit("PUSH_NULL")
+    cg.emit("LOAD_CONST", rebuild_lazy)
+    cg.emit("LOAD_CONST", var.kind)
+    cg.emit("LOAD_CONST", option)
+    fn = var.fn if var.fn is not None else V.ConstantVariable(None)
+    parts = [cg.reconstruct(fn, side_effects)]
+    parts += [cg.reconstruct(it, side_effects) for it in var.iterators]
+    cg.call(2 + len(parts))
+    extra = {"zip": f", strict={var.strict}", "enumerate": f", start={var.count}"}.get(var.kind, "")
+    shown = parts if var.kind in ("map", "filter") else parts[1:]
+    return f"{builtin.__name__}({', '.join(shown)}{extra})"

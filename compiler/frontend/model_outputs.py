@@ -279,3 +279,25 @@ def check_rebuildable(mo):
             any(mo.items[k] is not mo.attrs[k] for k in expected):
         raise Unsupported(f"cannot rebuild a {mo.cls.__name__} whose items differ from its fields")
     return {f: mo.attrs[f] for f in expected}
+
+
+@dispatch.reconstruct.register(V.ModelOutputVariable)
+def reconstruct(cg, var, side_effects):
+    """Pre-existing (never mutated): the same object; made in the frame: cls(**non-None
+    fields), whose real __init__/__post_init__ rebuild the dict part."""
+    if var.source is not None:
+        return cg.load_source(var)
+    fields = check_rebuildable(var)
+
+    def build():
+        cg.emit("PUSH_NULL")
+        cg.emit("LOAD_CONST", var.cls)
+        cg.emit("BUILD_TUPLE", 0)
+        parts = []
+        for k, v in fields.items():
+            cg.emit("LOAD_CONST", k)
+            parts.append(f"{k}={cg.reconstruct(v, side_effects)}")
+        cg.emit("BUILD_MAP", len(fields))
+        cg.emit("CALL_FUNCTION_EX", 1)
+        return f"{var.cls.__name__}({', '.join(parts)})"
+    return cg.build_once(var, build)

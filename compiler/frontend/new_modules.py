@@ -12,6 +12,7 @@ Anything else stays an opaque object creation (a graph break).
 """
 from __future__ import annotations
 
+import copy
 import inspect
 import types
 
@@ -121,3 +122,31 @@ def call(tx, obj, args, kwargs):
         raise Unsupported(f"nn.Module {obj.cls.__name__} called with global module hooks registered")
     forward = inspect.getattr_static(obj.cls, "forward")
     return dispatch.inline_call(tx, V.UserFunctionVariable(forward), [obj] + list(args), kwargs, callee=obj)
+
+
+@dispatch.reconstruct.register(V.NewModuleVariable)
+def reconstruct(cg, var, side_effects):
+    """A module built while tracing escapes the frame: a stateless torch.nn module is a copy of
+    the instance made at trace time; a user module is cls() (nn.Module.__init__ has no other
+    effect), then the attributes it differs in are set."""
+    if var.source is not None:
+        return cg.load_source(var)
+
+    def construct():
+        attrs = dict(var.attrs)
+        if getattr(var, "prototype", None) is not None:
+            cg.emit("PUSH_NULL")
+            cg.emit("LOAD_CONST", copy.deepcopy)
+            cg.emit("LOAD_CONST", var.prototype)
+            cg.call(1)
+            attrs = {k: v for k, v in attrs.items() if not (
+                v.is_constant() and getattr(var.prototype, k, object()) is v.as_constant())}
+            return f"copy.deepcopy(<{var.cls.__qualname__} built while tracing>)", attrs
+        cg.emit("PUSH_NULL")
+        cg.emit("LOAD_CONST", var.cls)
+        cg.call(0)
+        training = attrs.get("training")
+        if training is not None and training.is_constant() and training.as_constant() is True:
+            del attrs["training"]
+        return f"{var.cls.__qualname__}()", attrs
+    return cg.build_object(var, side_effects, construct)

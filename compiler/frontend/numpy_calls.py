@@ -328,6 +328,7 @@ def as_numpy_scalar(t):
     return t.numpy()[()]
 
 
+@dispatch.reconstruct.register(V.NDArrayVariable)
 def reconstruct(cg, arr, side_effects):
     """Emit as_ndarray(<tensor>) / as_numpy_scalar(<tensor>)."""
     src = arr.tensor.source

@@ -2,7 +2,8 @@
 
 Every kind is declared here, in one place. They are mostly plain data; the behaviour
 (calling, attribute access, operators) lives in calls.py / attributes.py, and the way each
-kind is rebuilt at runtime lives in codegen.py.
+kind is rebuilt at runtime is registered on dispatch.reconstruct (codegen.py, or the module
+that owns the kind: iterators.py, numpy_calls.py, model_outputs.py, new_modules.py).
 
 `source` (see source.py) is set when the value was read from the frame (an argument, a
 global, an attribute of one) and not changed since: the generated code can reload it from
