@@ -480,7 +480,8 @@ def _name_of(value):
     return repr(value)
 
 
-def _children(v) -> list:
+def held_values(v) -> list:
+    """The Variables v holds directly (items, attributes, the object of a method...)."""
     if isinstance(v, V.BaseListVariable):
         return V.list_items_for_scan(v)
     if isinstance(v, V.IteratorVariable):
@@ -515,7 +516,7 @@ def reachable_variables(values) -> list:
             continue
         seen.add(id(v))
         out.append(v)
-        todo += _children(v)
+        todo += held_values(v)
     return out
 
 

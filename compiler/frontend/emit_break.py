@@ -6,6 +6,7 @@ before an instruction from which a resume function simply continues (`finish_sto
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import inspect
 import types
@@ -14,7 +15,12 @@ import torch
 from bytecode import Instr, Label
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.bytecode_info import PY312
-from tracetorch.compiler.frontend.codegen import GRAPH_OUT, PyCodegen
+from tracetorch.compiler.frontend.codegen import (
+    GRAPH_OUT,
+    PyCodegen,
+    held_values,
+    reachable_variables,
+)
 from tracetorch.compiler.frontend.eager_calls import route_calls
 from tracetorch.compiler.frontend.errors import Unsupported
 from tracetorch.compiler.frontend.graph_compile import compile_graph
@@ -171,7 +177,41 @@ def _live_locals(tx):
         cell = tx.cells.get(name)
         if isinstance(cell, V.CellVariable) and cell.contents is not None:
             names.append((name, _CellValue(cell.contents)))
-    return names
+    return _iterators_as_sequences(tx, names)
+
+
+def _iterators_as_sequences(tx, names):
+    """A list/tuple iterator made in the frame and held by one local only travels as a fresh
+    sequence of the items it has left, which the resume prologue turns back into an iterator
+    (GET_ITER): the resume function then traces its own iterator instead of receiving an
+    opaque one it cannot step (Dynamo rebuilds these iterators the same way). An iterator
+    over a list that something else can still reach (an argument, another local) keeps its
+    live rebuild, which sees that list change."""
+    roots = list(tx.stack) + _side_values(tx)
+    for _, v in names:
+        if v is not None:
+            roots.append(v.var if isinstance(v, _CellValue) else v)
+    held = collections.Counter(id(v) for v in roots)     # references to each value
+    for v in reachable_variables(roots):
+        held.update(id(c) for c in held_values(v))
+    out = []
+    for name, v in names:
+        if isinstance(v, V.IteratorVariable) and held[id(v)] == 1:
+            v = _IterLocal(v, v.remaining(), "BUILD_TUPLE")
+        elif isinstance(v, V.ListIteratorVariable) and held[id(v)] == 1 and \
+                v.list.source is None and held[id(v.list)] == 1:
+            v = _IterLocal(v, list(v.list.items[v.index:]), "BUILD_LIST")
+        out.append((name, v))
+    return out
+
+
+class _IterLocal:
+    """An iterator local passed as a sequence of its remaining items (see above)."""
+
+    def __init__(self, var, items, build):
+        self.var = var
+        self.items = items
+        self.build = build
 
 
 class _CellValue:
@@ -182,7 +222,7 @@ class _CellValue:
 
 
 def _unwrap_live(live):
-    return [v.var if isinstance(v, _CellValue) else v for _, v in live if v is not None]
+    return [v.var if isinstance(v, (_CellValue, _IterLocal)) else v for _, v in live if v is not None]
 
 
 def _store_locals(tx, cg, live):
@@ -192,6 +232,11 @@ def _store_locals(tx, cg, live):
         if isinstance(var, _CellValue):
             text = cg.reconstruct(var.var)
             cg.emit("STORE_DEREF", name)
+        elif isinstance(var, _IterLocal):
+            parts = [cg.reconstruct(i) for i in var.items]
+            cg.emit(var.build, len(parts))
+            cg.emit("STORE_FAST", name)
+            text = f"[{', '.join(parts)}]  # iter() again in the resume function"
         else:
             text = cg.reconstruct(var)
             cg.emit("STORE_FAST", name)
@@ -224,7 +269,8 @@ def _push_lower(tx, cg, lower):
 
 def _emit_resume(tx, cg, offset, layout, live, stack_texts):
     names = [n for n, _ in live]
-    code = make_resume_code(tx.code, offset, layout, names)
+    iter_locals = tuple(n for n, v in live if isinstance(v, _IterLocal))
+    code = make_resume_code(tx.code, offset, layout, names, iter_locals)
     resume = tx.ctx.make_compiled_callable(make_function(code, tx.fn))
     n = sum(1 for k in layout if k in ("value", "iter"))
     cg.emit("BUILD_TUPLE", n)

@@ -355,22 +355,28 @@ def set_binary(tx, symbol, a, b):
 # ---- rebuilding iterators and views after the graph (dispatch.reconstruct) ----------------
 @dispatch.reconstruct.register(V.IteratorVariable)
 def _reconstruct_iterator(cg, var, side_effects):
-    """iter((remaining items,)): what is left to yield, in order."""
-    parts = [cg.reconstruct(p, side_effects) for p in var.remaining()]
-    cg.emit("BUILD_TUPLE", len(parts))
-    cg.emit("GET_ITER")
-    return f"iter(({', '.join(parts)}))"
+    """iter((remaining items,)): what is left to yield, in order. An iterator is stateful:
+    two places holding it (two locals) get one object (build_once), as in the frame."""
+    def build():
+        parts = [cg.reconstruct(p, side_effects) for p in var.remaining()]
+        cg.emit("BUILD_TUPLE", len(parts))
+        cg.emit("GET_ITER")
+        return f"iter(({', '.join(parts)}))"
+    return cg.build_once(var, build)
 
 
 @dispatch.reconstruct.register(V.ListIteratorVariable)
 def _reconstruct_list_iterator(cg, var, side_effects):
-    """A live iterator over the rebuilt list, advanced to where the frame left it."""
-    cg.emit("PUSH_NULL")
-    cg.emit("LOAD_CONST", rebuild_list_iter)
-    text = cg.reconstruct(var.list, side_effects)
-    cg.emit("LOAD_CONST", var.index)
-    cg.call(2)
-    return f"iter({text}) (at {var.index})"
+    """A live iterator over the rebuilt list, advanced to where the frame left it (one object
+    however many places hold it)."""
+    def build():
+        cg.emit("PUSH_NULL")
+        cg.emit("LOAD_CONST", rebuild_list_iter)
+        text = cg.reconstruct(var.list, side_effects)
+        cg.emit("LOAD_CONST", var.index)
+        cg.call(2)
+        return f"iter({text}) (at {var.index})"
+    return cg.build_once(var, build)
 
 
 @dispatch.reconstruct.register(V.DictViewVariable)
@@ -386,7 +392,12 @@ def _reconstruct_dict_view(cg, var, side_effects):
 @dispatch.reconstruct.register(V.LazyIteratorVariable)
 def _reconstruct_lazy(cg, var, side_effects):
     """map(fn, *its) / filter(fn, it) / zip(*its, strict=) / enumerate(it, start) over what
-    is left of the inner iterators: the same builtin type, still lazy."""
+    is left of the inner iterators: the same builtin type, still lazy; one object however
+    many places hold it."""
+    return cg.build_once(var, lambda: _build_lazy(cg, var, side_effects))
+
+
+def _build_lazy(cg, var, side_effects):
     if var.exhausted:
         cg.emit("LOAD_CONST", ())
         cg.emit("GET_ITER")

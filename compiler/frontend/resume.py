@@ -47,10 +47,11 @@ def abstract_instr_at(code, offset):
     raise Unsupported(f"internal: no instruction at offset {offset}")
 
 
-def make_resume_code(code, offset, layout, local_names):
+def make_resume_code(code, offset, layout, local_names, iter_locals=()):
     """A code object that resumes `code` at `offset` with the stack described by `layout`
-    ("null" / "value" / "iter" per slot, bottom first) and the locals `local_names`."""
-    key = (code, offset, tuple(layout), tuple(local_names))
+    ("null" / "value" / "iter" per slot, bottom first) and the locals `local_names`; the
+    locals in `iter_locals` arrive as sequences and are made iterators again (GET_ITER)."""
+    key = (code, offset, tuple(layout), tuple(local_names), tuple(iter_locals))
     if key in _resume_cache:
         return _resume_cache[key]
     bc, pos = abstract_instr_at(code, offset)
@@ -73,6 +74,9 @@ def make_resume_code(code, offset, layout, local_names):
         if kind == "iter":
             prologue.append(Instr("GET_ITER", lineno=line))
         j += 1
+    for name in iter_locals:
+        prologue += [Instr("LOAD_FAST", name, lineno=line), Instr("GET_ITER", lineno=line),
+                     Instr("STORE_FAST", name, lineno=line)]
     prologue.append(Instr("JUMP_FORWARD", label, lineno=line))
     new = Bytecode(prefix + prologue + rest)
     new._copy_attr_from(bc)

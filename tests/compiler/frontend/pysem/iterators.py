@@ -211,3 +211,39 @@ def short_circuit_genexpr_with_side_effects():
         return x + int(found), seen, first
     return f
 P(short_circuit_genexpr_with_side_effects)
+
+
+@case("iterators", args=lambda i: (torch.full((2,), float(i + 1)), [i, i + 1, i + 2, 3]))
+def tuple_and_range_iterators_across_break():
+    # iterators made in the frame over a tuple (holding tensors) and a range, partly
+    # consumed, then finished after a break; the input list's values change per call
+    def f(x, xs):
+        it = iter((x, x * 2, x * 3, tuple(xs)))
+        r = iter(range(xs[0], xs[0] + 4))
+        first = next(it)
+        skipped = next(r)
+        brk()
+        second = next(it)
+        return first + second, list(it), list(r), skipped
+    return f
+P(tuple_and_range_iterators_across_break)
+
+
+@case("iterators", args=lambda i: (torch.full((2,), float(i + 1)), [i, i + 1, i + 2]))
+def list_iterator_sees_list_changed_after_break():
+    # the list is also a local (and the argument): the iterator must stay live across the
+    # break and see the append made after it; a second local holds the same iterator
+    def f(x, xs):
+        own = [x, x + 1, x + 2]
+        it = iter(own)
+        alias = it
+        arg_it = iter(xs)
+        a = next(it)
+        next(arg_it)
+        brk()
+        own.append(x * 10)
+        xs.append(len(xs))
+        b = next(alias)
+        return a + b, list(it), list(arg_it)
+    return f
+P(list_iterator_sees_list_changed_after_break)
