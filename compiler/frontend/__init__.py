@@ -20,6 +20,8 @@ Capture side (frontend-capture), in the order data flows:
   builder.py        wrapping real values into variables, with their guards
   calls.py          operators, subscripts, iteration, the call dispatcher
   builtin_calls.py  Python builtins (len, isinstance, range, zip, super, ...), class instantiation
+  builtins_numbers.py, builtins_containers.py, builtins_objects.py  the builtins' handlers,
+                    registered by function (@dispatch.builtin(len)), grouped by theme
   methods.py        methods of tensors, lists, dicts, tuples and constants
   torch_calls.py    torch.* / torch.nn.functional.* calls, grad-mode context managers
   attributes.py     attribute reads/writes (tensors, modules, objects, Python modules)

@@ -24,9 +24,6 @@ _TENSOR_CONST_ATTRS = {"dtype", "device", "requires_grad", "is_cuda", "layout", 
 
 @dispatch.get_attr.default
 def get_attr(tx, obj, name):
-    hook = getattr(type(obj), "var_getattr", None)     # kinds that answer for themselves
-    if hook is not None:
-        return hook(obj, tx, name)
     se = tx.ctx.side_effects
     pending = se.pending_attr(obj, name)
     if pending is not None:
@@ -253,7 +250,7 @@ def generic_object_attr(tx, ov, name):
     value = ov.value
     cls = type(value)
     if not isinstance(ov, V.UserObjectVariable):
-        return get_attr(tx, ov, name)
+        return dispatch.get_attr(tx, ov, name)
     if name == "__dict__" and type(getattr(value, "__dict__", None)) is dict:
         return V.ObjectDictVariable(ov)
     static = inspect.getattr_static(cls, name, _MISSING)
@@ -314,9 +311,6 @@ def _data_descriptor(cls, name):
 
 @dispatch.store_attr.default
 def store_attr(tx, obj, name, value):
-    hook = getattr(type(obj), "var_setattr", None)
-    if hook is not None:
-        return hook(obj, tx, name, value)
     if isinstance(obj, V.NewObjectVariable):
         data = _data_descriptor(obj.cls, name)
         if isinstance(data, property) and isinstance(data.fset, types.FunctionType):

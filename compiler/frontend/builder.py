@@ -47,131 +47,243 @@ def wrap(tx, value, source, guard: bool = True):
 
 
 def _wrap(tx, value, source, guard: bool = True):
+    """The Variable kind for value: the first of _FIRST_RULES that applies, else the wrapper
+    of its exact type (_BY_TYPE), else the first of _RULES that applies, else a plain object.
+    A wrapper may return NOT_HANDLED to let the later rules decide."""
+    for applies, wrapper in _FIRST_RULES:
+        if applies(tx, value, source, guard):
+            return wrapper(tx, value, source, guard)
+    wrapper = _BY_TYPE.get(type(value))
+    if wrapper is not None:
+        out = wrapper(tx, value, source, guard)
+        if out is not dispatch.NOT_HANDLED:
+            return out
+    for applies, wrapper in _RULES:
+        if applies(tx, value, source, guard):
+            return wrapper(tx, value, source, guard)
+    return _wrap_object(tx, value, source, guard)
+
+
+def _guard(tx, source, guard, kind, expected):
+    if guard and source is not None:
+        tx.output.add_guard(source, kind, expected)
+
+
+def _items(tx, value, source, guard):
+    return [wrap(tx, v, GetItemSource(source, i) if source else None, guard)
+            for i, v in enumerate(value)]
+
+
+# ---- rules before the exact-type table: kinds decided by isinstance, identity or the capture's
+# state (a dynamic int is a graph input, not the CONSTANT_MATCH its type would give) ----------
+def _wrap_tensor(tx, value, source, guard):
+    if type(value) not in (torch.Tensor, torch.nn.Parameter):
+        raise Unsupported(f"tensor subclass {type(value).__name__}")
+    if source is None:
+        raise Unsupported("a tensor with no source (created outside the traced code)")
+    return tx.output.add_input(value, source)
+
+
+def _wrap_grad_ctor(tx, value, source, guard):
+    _guard(tx, source, guard, "ID_MATCH", value)
+    return V.TorchFunctionVariable(value, source)
+
+
+def _wrap_ndarray(tx, value, source, guard):
+    _guard(tx, source, guard, "TYPE_MATCH", type(value))
+    return numpy_calls.wrap_ndarray(tx, value, source)
+
+
+def _wrap_module(tx, value, source, guard):
+    if source is None:
+        raise Unsupported("an nn.Module with no source")
+    _guard(tx, source, guard, "ID_MATCH", value)
+    return V.NNModuleVariable(value, source)
+
+
+def _wrap_by_identity(tx, value, source, guard):
+    _guard(tx, source, guard, "ID_MATCH", value)
+    return V.ConstantVariable(value, source)
+
+
+def _dynamic(tx, source, guard):
     out = tx.output
+    return out.dynamic_scalars and guard and source is not None \
+        and source.name() in out.dynamic_scalars
 
-    def g(kind, expected):
-        if guard and source is not None:
-            out.add_guard(source, kind, expected)
 
-    if isinstance(value, torch.Tensor):
-        if type(value) not in (torch.Tensor, torch.nn.Parameter):
-            raise Unsupported(f"tensor subclass {type(value).__name__}")
-        if source is None:
-            raise Unsupported("a tensor with no source (created outside the traced code)")
-        return out.add_input(value, source)
-    if any(value is c for c in _GRAD_CTORS):
-        g("ID_MATCH", value)
-        return V.TorchFunctionVariable(value, source)
-    if numpy_calls.is_ndarray(value) and source is not None and guard:
-        g("TYPE_MATCH", type(value))
-        return numpy_calls.wrap_ndarray(tx, value, source)
-    if isinstance(value, torch.nn.Module):
-        if source is None:
-            raise Unsupported("an nn.Module with no source")
-        g("ID_MATCH", value)
-        return V.NNModuleVariable(value, source)
-    if isinstance(value, enum.Enum):
-        g("ID_MATCH", value)
-        return V.ConstantVariable(value, source)
-    if out.dynamic_scalars and guard and source is not None and dynamic_scalar_value(value) \
-            and source.name() in out.dynamic_scalars:
-        return out.add_scalar_input(value, source)     # automatic dynamic (frontend/dynamic.py)
-    if out.dynamic_scalars and guard and source is not None and type(value) is str \
-            and source.name() in out.dynamic_scalars:
-        g("TYPE_MATCH", str)          # a str left unspecialized after its value changed
-        return V.RuntimeStrVariable(value, source)
-    if isinstance(value, _CONSTANT_TYPES) and type(value) in _CONSTANT_TYPES:
-        g("CONSTANT_MATCH", value)
-        return V.ConstantVariable(value, source)
-    if isinstance(value, torch.Size):
-        g("TYPE_MATCH", torch.Size)
-        items = [wrap(tx, v, GetItemSource(source, i) if source else None, guard)
-                 for i, v in enumerate(value)]
-        return V.SizeVariable(items, source)
-    if type(value) is list and source is not None and guard:
-        g("TYPE_MATCH", list)
+def _wrap_dynamic_scalar(tx, value, source, guard):
+    return tx.output.add_scalar_input(value, source)     # automatic dynamic (frontend/dynamic.py)
+
+
+def _wrap_runtime_str(tx, value, source, guard):
+    _guard(tx, source, guard, "TYPE_MATCH", str)   # a str left unspecialized after it changed
+    return V.RuntimeStrVariable(value, source)
+
+
+_FIRST_RULES = (
+    (lambda tx, value, source, guard: isinstance(value, torch.Tensor), _wrap_tensor),
+    (lambda tx, value, source, guard: any(value is c for c in _GRAD_CTORS), _wrap_grad_ctor),
+    (lambda tx, value, source, guard: numpy_calls.is_ndarray(value) and source is not None
+     and guard, _wrap_ndarray),
+    (lambda tx, value, source, guard: isinstance(value, torch.nn.Module), _wrap_module),
+    (lambda tx, value, source, guard: isinstance(value, enum.Enum), _wrap_by_identity),
+    (lambda tx, value, source, guard: _dynamic(tx, source, guard)
+     and dynamic_scalar_value(value), _wrap_dynamic_scalar),
+    (lambda tx, value, source, guard: _dynamic(tx, source, guard) and type(value) is str,
+     _wrap_runtime_str),
+)
+
+
+# ---- by exact type --------------------------------------------------------------------------
+def _wrap_constant(tx, value, source, guard):
+    _guard(tx, source, guard, "CONSTANT_MATCH", value)
+    return V.ConstantVariable(value, source)
+
+
+def _wrap_list(tx, value, source, guard):
+    if source is not None and guard:
+        _guard(tx, source, guard, "TYPE_MATCH", list)
 
         def materialize(value=value, source=source):
-            out.add_guard(source, "LENGTH_CHECK", len(value))
+            tx.output.add_guard(source, "LENGTH_CHECK", len(value))
             return [wrap(tx, v, GetItemSource(source, i)) for i, v in enumerate(value)]
         return V.LazyListVariable(materialize, source, tx.ctx.side_effects.materialized)
-    if type(value) in (tuple, list):
-        g("TYPE_MATCH", type(value))
-        g("LENGTH_CHECK", len(value))
-        items = [wrap(tx, v, GetItemSource(source, i) if source else None, guard)
-                 for i, v in enumerate(value)]
-        cls = V.TupleVariable if type(value) is tuple else V.ListVariable
-        return cls(items, source)
-    if isinstance(value, tuple) and hasattr(type(value), "_fields"):
-        g("TYPE_MATCH", type(value))
-        items = [wrap(tx, v, GetItemSource(source, i) if source else None, guard)
-                 for i, v in enumerate(value)]
-        return V.NamedTupleVariable(items, type(value), source)
-    if type(value) in (set, frozenset) and all(type(v) in _CONSTANT_TYPES for v in value):
-        # a copy: the guard must compare with the contents seen now, not the live set
-        g("CONSTANT_MATCH", set(value) if type(value) is set else value)
-        if type(value) is frozenset:
-            return V.ConstantVariable(value, source)
-        return V.SetVariable(value, source)
-    if type(value) in (dict, collections.OrderedDict):
-        keys = list(value.keys())
-        plain = all(isinstance(k, (str, int)) and type(k) in (str, int) for k in keys)
-        if not plain and not all(_identity_key(k) for k in keys):
-            raise Unsupported("dict with keys that are not str/int, types or typing forms")
-        g("TYPE_MATCH", type(value))
-        if guard and source is not None:
-            out.add_guard(f"list({source.name()}.keys())", "CONSTANT_MATCH", keys)
-        items = {k: wrap(tx, v, (GetItemSource(source, k) if plain else DictValueSource(source, i))
-                         if source else None, guard)
-                 for i, (k, v) in enumerate(value.items())}
-        return V.DictVariable(items, source, dict_cls=type(value))
-    if isinstance(value, types.ModuleType):
-        g("ID_MATCH", value)
-        return V.PythonModuleVariable(value, source)
-    if isinstance(value, type):
-        g("ID_MATCH", value)
+    return _wrap_sequence(tx, value, source, guard)
+
+
+def _wrap_sequence(tx, value, source, guard):
+    _guard(tx, source, guard, "TYPE_MATCH", type(value))
+    _guard(tx, source, guard, "LENGTH_CHECK", len(value))
+    cls = V.TupleVariable if type(value) is tuple else V.ListVariable
+    return cls(_items(tx, value, source, guard), source)
+
+
+def _wrap_set(tx, value, source, guard):
+    if not all(type(v) in _CONSTANT_TYPES for v in value):
+        return dispatch.NOT_HANDLED
+    # a copy: the guard must compare with the contents seen now, not the live set
+    _guard(tx, source, guard, "CONSTANT_MATCH", set(value) if type(value) is set else value)
+    if type(value) is frozenset:
         return V.ConstantVariable(value, source)
-    if numpy_calls.is_numpy_callable(value):
-        g("ID_MATCH", value)
-        return V.NumpyFunctionVariable(value, source)
-    if callable(value) and _is_builtin(value):
-        g("ID_MATCH", value)
-        return V.BuiltinVariable(value, source)
-    if callable(value) and is_torch_object(value) and not isinstance(value, types.FunctionType):
-        g("ID_MATCH", value)
+    return V.SetVariable(value, source)
+
+
+def _wrap_dict(tx, value, source, guard):
+    keys = list(value.keys())
+    plain = all(isinstance(k, (str, int)) and type(k) in (str, int) for k in keys)
+    if not plain and not all(_identity_key(k) for k in keys):
+        raise Unsupported("dict with keys that are not str/int, types or typing forms")
+    _guard(tx, source, guard, "TYPE_MATCH", type(value))
+    if guard and source is not None:
+        tx.output.add_guard(f"list({source.name()}.keys())", "CONSTANT_MATCH", keys)
+    items = {k: wrap(tx, v, (GetItemSource(source, k) if plain else DictValueSource(source, i))
+                     if source else None, guard)
+             for i, (k, v) in enumerate(value.items())}
+    return V.DictVariable(items, source, dict_cls=type(value))
+
+
+_BY_TYPE = {
+    **{t: _wrap_constant for t in _CONSTANT_TYPES},
+    list: _wrap_list,
+    tuple: _wrap_sequence,
+    set: _wrap_set,
+    frozenset: _wrap_set,
+    dict: _wrap_dict,
+    collections.OrderedDict: _wrap_dict,
+}
+
+
+# ---- rules after the exact-type table, in order ---------------------------------------------
+def _wrap_size(tx, value, source, guard):
+    _guard(tx, source, guard, "TYPE_MATCH", torch.Size)
+    return V.SizeVariable(_items(tx, value, source, guard), source)
+
+
+def _wrap_namedtuple(tx, value, source, guard):
+    _guard(tx, source, guard, "TYPE_MATCH", type(value))
+    return V.NamedTupleVariable(_items(tx, value, source, guard), type(value), source)
+
+
+def _wrap_python_module(tx, value, source, guard):
+    _guard(tx, source, guard, "ID_MATCH", value)
+    return V.PythonModuleVariable(value, source)
+
+
+def _wrap_numpy_function(tx, value, source, guard):
+    _guard(tx, source, guard, "ID_MATCH", value)
+    return V.NumpyFunctionVariable(value, source)
+
+
+def _wrap_builtin(tx, value, source, guard):
+    _guard(tx, source, guard, "ID_MATCH", value)
+    return V.BuiltinVariable(value, source)
+
+
+def _wrap_torch_callable(tx, value, source, guard):
+    _guard(tx, source, guard, "ID_MATCH", value)
+    return V.TorchFunctionVariable(value, source)
+
+
+def _wrap_function(tx, value, source, guard):
+    if value.__closure__ and not value.__dict__ and source is not None and guard \
+            and not is_torch_object(value):
+        # a closure: guarded by its code and globals, its cells and defaults by their
+        # contents when read (inline.py), so re-creating it each call does not recompile
+        _guard(tx, source, guard, "TYPE_MATCH", types.FunctionType)
+        tx.output.add_guard(f"{source.name()}.__code__", "ID_MATCH", value.__code__)
+        tx.output.add_guard(f"{source.name()}.__globals__", "ID_MATCH", value.__globals__)
+        var = V.UserFunctionVariable(value, source)
+        var.by_code = True
+        return var
+    _guard(tx, source, guard, "ID_MATCH", value)
+    if is_torch_object(value) and _is_torch_op_fn(value):
         return V.TorchFunctionVariable(value, source)
-    if isinstance(value, types.FunctionType):
-        if value.__closure__ and not value.__dict__ and source is not None and guard \
-                and not is_torch_object(value):
-            # a closure: guarded by its code and globals, its cells and defaults by their
-            # contents when read (inline.py), so re-creating it each call does not recompile
-            g("TYPE_MATCH", types.FunctionType)
-            out.add_guard(f"{source.name()}.__code__", "ID_MATCH", value.__code__)
-            out.add_guard(f"{source.name()}.__globals__", "ID_MATCH", value.__globals__)
-            var = V.UserFunctionVariable(value, source)
-            var.by_code = True
-            return var
-        g("ID_MATCH", value)
-        if is_torch_object(value) and _is_torch_op_fn(value):
-            return V.TorchFunctionVariable(value, source)
-        return V.UserFunctionVariable(value, source)
-    if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
-        self_var = wrap(tx, value.__self__, AttrSource(source, "__self__") if source else None, guard)
-        return V.UserMethodVariable(value.__func__, self_var, source)
-    if isinstance(value, types.BuiltinMethodType) and source is not None and guard \
-            and type(getattr(value, "__self__", None)) in (list, dict, collections.OrderedDict):
-        # a bound method of a list/dict passed in (e.g. `_LOG.append` on the stack across a
-        # graph break): the method of the wrapped container, so a call is traced (an append
-        # stays a side effect, with no length guard) instead of being an opaque call
-        g("TYPE_MATCH", type(value))
-        out.add_guard(f"{source.name()}.__name__", "CONSTANT_MATCH", value.__name__)
-        self_var = wrap(tx, value.__self__, AttrSource(source, "__self__"))
-        return V.MethodVariable(self_var, value.__name__)
+    return V.UserFunctionVariable(value, source)
+
+
+def _wrap_method(tx, value, source, guard):
+    self_var = wrap(tx, value.__self__, AttrSource(source, "__self__") if source else None, guard)
+    return V.UserMethodVariable(value.__func__, self_var, source)
+
+
+def _wrap_container_method(tx, value, source, guard):
+    # a bound method of a list/dict passed in (e.g. `_LOG.append` on the stack across a
+    # graph break): the method of the wrapped container, so a call is traced (an append
+    # stays a side effect, with no length guard) instead of being an opaque call
+    _guard(tx, source, guard, "TYPE_MATCH", type(value))
+    tx.output.add_guard(f"{source.name()}.__name__", "CONSTANT_MATCH", value.__name__)
+    self_var = wrap(tx, value.__self__, AttrSource(source, "__self__"))
+    return V.MethodVariable(self_var, value.__name__)
+
+
+_RULES = (
+    (lambda tx, value, source, guard: isinstance(value, torch.Size), _wrap_size),
+    (lambda tx, value, source, guard: isinstance(value, tuple) and hasattr(type(value), "_fields"),
+     _wrap_namedtuple),
+    (lambda tx, value, source, guard: isinstance(value, types.ModuleType), _wrap_python_module),
+    (lambda tx, value, source, guard: isinstance(value, type), _wrap_by_identity),
+    (lambda tx, value, source, guard: numpy_calls.is_numpy_callable(value), _wrap_numpy_function),
+    (lambda tx, value, source, guard: callable(value) and _is_builtin(value), _wrap_builtin),
+    (lambda tx, value, source, guard: callable(value) and is_torch_object(value)
+     and not isinstance(value, types.FunctionType), _wrap_torch_callable),
+    (lambda tx, value, source, guard: isinstance(value, types.FunctionType), _wrap_function),
+    (lambda tx, value, source, guard: isinstance(value, types.MethodType)
+     and isinstance(value.__func__, types.FunctionType), _wrap_method),
+    (lambda tx, value, source, guard: isinstance(value, types.BuiltinMethodType)
+     and source is not None and guard
+     and type(getattr(value, "__self__", None)) in (list, dict, collections.OrderedDict),
+     _wrap_container_method),
+)
+
+
+def _wrap_object(tx, value, source, guard):
+    """Anything else: an object read through its source, guarded on its type."""
     if source is None:
         raise Unsupported(f"object of type {type(value).__name__} with no source")
     if guard and model_outputs.is_model_output_class(type(value)):
         return model_outputs.wrap_existing(tx, value, source)     # encoder_outputs passed in
-    g("TYPE_MATCH", type(value))
+    _guard(tx, source, guard, "TYPE_MATCH", type(value))
     return V.UserObjectVariable(value, source)
 
 
@@ -180,8 +292,9 @@ _GRAD_CTORS = {torch.no_grad, torch.enable_grad, torch.set_grad_enabled}
 
 def _is_builtin(value):
     try:
-        return value in _BUILTIN_FNS or value in BUILTINS or (getattr(value, "__module__", None) in ("_operator", "operator", "math")
-                                         and isinstance(value, types.BuiltinFunctionType))
+        return value in _BUILTIN_FNS or value in BUILTINS or (
+            getattr(value, "__module__", None) in ("_operator", "operator", "math")
+            and isinstance(value, types.BuiltinFunctionType))
     except TypeError:
         return False
 

@@ -94,7 +94,7 @@ def binary_op(tx, symbol, a, b):
             return type(a)(a.items + b.items) if not isinstance(a, V.SizeVariable) else V.SizeVariable(a.items + b.items)
     if isinstance(a, V.ListVariable) and inplace and base is operator.add and isinstance(b, V.Variable):
         tx.ctx.side_effects.mutate(tx, a)
-        a.items.extend(unpack(tx, b))
+        a.items.extend(dispatch.unpack(tx, b))
         return a
     out = set_binary(tx, symbol, a, b)
     if out is not None:
@@ -364,9 +364,6 @@ def contains_op(tx, item, container) -> bool:
 @dispatch.unpack.default
 def unpack(tx, v) -> list:
     """The items of an iterable with a known, finite length."""
-    hook = getattr(type(v), "var_unpack", None)      # kinds that answer for themselves
-    if hook is not None:
-        return hook(v, tx)
     if isinstance(v, V.BaseListVariable):
         return list(v.items)
     if isinstance(v, (V.DictVariable, V.ModelOutputVariable)):
@@ -427,7 +424,7 @@ def get_iter(tx, v):
         return v
     if type(v) in (V.ListVariable, V.LazyListVariable):
         return V.ListIteratorVariable(v)      # live: sees the list change while looping
-    return V.IteratorVariable(unpack(tx, v))
+    return V.IteratorVariable(dispatch.unpack(tx, v))
 
 
 @dispatch.get_item.default
@@ -523,7 +520,7 @@ def store_item(tx, obj, key, value):
         k = key.as_constant()
         try:
             if isinstance(k, slice):
-                obj.items[k] = unpack(tx, value)
+                obj.items[k] = dispatch.unpack(tx, value)
             else:
                 obj.items[k] = value
         except (IndexError, TypeError, ValueError):

@@ -334,7 +334,7 @@ class Tracer(DataOps):
     def _pop_jump(self, inst, when):
         value = self.pop()
         if when in ("NONE", "NOT_NONE"):
-            is_none = _is_none(value)
+            is_none = dispatch.is_none(self, value)
             if is_none is None:
                 raise Unsupported(f"'is None' test on {value!r}")
             taken = is_none if when == "NONE" else not is_none
@@ -471,7 +471,9 @@ class Tracer(DataOps):
         raise ReturnValue(V.ConstantVariable(inst.argval))
 
 
-def _is_none(v):
+@dispatch.is_none.default
+def _is_none(tx, v):
+    """POP_JUMP_IF_NONE on v: True / False, or None when the kind cannot tell (a break)."""
     if isinstance(v, V.ConstantVariable):
         return v.value is None
     if isinstance(v, (V.TensorVariable, V.BaseListVariable, V.DictVariable, V.NNModuleVariable,
@@ -482,8 +484,7 @@ def _is_none(v):
         return False
     if isinstance(v, V.UserObjectVariable):
         return v.value is None
-    hook = getattr(type(v), "var_is_none", None)
-    return hook(v) if hook is not None else None
+    return None
 
 
 __all__ = ["Tracer", "ReturnValue", "MAX_INLINE_DEPTH"]

@@ -23,9 +23,6 @@ def _call_method_variable(tx, fn, args, kwargs):
 
 @dispatch.call_method.default
 def call_method(tx, obj, name, args, kwargs):
-    hook = getattr(type(obj), "var_call_method", None)   # kinds that answer for themselves
-    if hook is not None:
-        return hook(obj, tx, name, args, kwargs)
     if isinstance(obj, V.TensorVariable):
         return tensor_method(tx, obj, name, args, kwargs)
     if isinstance(obj, V.ListVariable):

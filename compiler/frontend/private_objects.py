@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 
 from tracetorch import logs
+from tracetorch.compiler.frontend import dispatch
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.errors import Unsupported
 from tracetorch.compiler.frontend.source import AttrSource, GetItemSource
@@ -93,19 +94,6 @@ class PrivateObjectVariable(V.Variable):
     def _origin_attr(self, name):
         return None if name in self.written or self.origin is None else AttrSource(self.origin, name)
 
-    # ---- hooks the dispatchers call (attributes.py, builtin_calls.py, methods.py) ------------
-    def var_is_none(self):
-        return False
-
-    def var_getattr(self, tx, name):
-        try:
-            value = getattr(self.value, name)
-        except AttributeError:
-            raise Unsupported(f"{type(self.value).__name__} copy has no attribute {name}") from None
-        if callable(value) and hasattr(type(self.value), name):
-            return V.MethodVariable(self, name)
-        return self._wrap(tx, value, self._origin_attr(name))
-
     def _item_source(self, i):
         return None if self.origin is None or self.written else GetItemSource(self.origin, i)
 
@@ -114,48 +102,77 @@ class PrivateObjectVariable(V.Variable):
             return PrivateObjectVariable(value, source)
         return _constant(tx, value, source)
 
-    def var_unpack(self, tx):
-        """Iteration runs for real (the object is private); items are guarded on the
-        original's items (origin[i]) when the trace wrote nothing on the copy."""
-        items = list(self.value)
-        return [self._wrap(tx, item, self._item_source(i)) for i, item in enumerate(items)]
 
-    def var_len(self, tx):
-        n = len(self.value)
-        if self.origin is not None and not self.written:
-            expr = f"len({self.origin.name()}) == {n}"
-            tx.output.add_guard(expr, "SYMBOLIC", expr)
-        return V.ConstantVariable(n)
+# ---- its operations, registered into the evaluator's tables (dispatch.py) -------------------
+@dispatch.is_none.register(PrivateObjectVariable)
+def _is_none(tx, obj):
+    return False
 
-    def var_hasattr(self, tx, name):
-        found = hasattr(self.value, name)
-        source = self._origin_attr(name)
-        if source is not None:
-            expr = f"{'' if found else 'not '}hasattr({self.origin.name()}, {name!r})"
-            tx.output.add_guard(expr, "SYMBOLIC", expr)
-        return found
 
-    def var_setattr(self, tx, name, value):
-        if not value.is_constant() or not _plain_data(value.as_constant()):
-            raise Unsupported(f"storing {value!r} on a trace-time copy")
-        setattr(self.value, name, value.as_constant())
-        self.written.add(name)
+@dispatch.get_attr.register(PrivateObjectVariable)
+def _get_attr(tx, obj, name):
+    try:
+        value = getattr(obj.value, name)
+    except AttributeError:
+        raise Unsupported(f"{type(obj.value).__name__} copy has no attribute {name}") from None
+    if callable(value) and hasattr(type(obj.value), name):
+        return V.MethodVariable(obj, name)
+    return obj._wrap(tx, value, obj._origin_attr(name))
 
-    def var_delattr(self, tx, name):
-        delattr(self.value, name)
-        self.written.add(name)
 
-    def var_call_method(self, tx, name, args, kwargs):
-        if not all(a.is_constant() for a in list(args) + list(kwargs.values())):
-            raise Unsupported(f"method {name} of a trace-time copy with symbolic arguments")
-        result = getattr(self.value, name)(*[a.as_constant() for a in args],
-                                            **{k: v.as_constant() for k, v in kwargs.items()})
-        if result is self.value:
-            return self
-        if _plain_object(result) and not isinstance(result, type):
-            return PrivateObjectVariable(result, None)    # made by the call: private too
-        if not _plain_data(result):
-            raise Unsupported(f"method {name} of a trace-time copy returned a "
-                              f"{type(result).__name__}")
-        log.debug("trace_time_copy_method", cls=type(self.value).__qualname__, method=name)
-        return V.ConstantVariable(result)
+@dispatch.unpack.register(PrivateObjectVariable)
+def _unpack(tx, obj):
+    """Iteration runs for real (the object is private); items are guarded on the original's
+    items (origin[i]) when the trace wrote nothing on the copy."""
+    items = list(obj.value)
+    return [obj._wrap(tx, item, obj._item_source(i)) for i, item in enumerate(items)]
+
+
+@dispatch.length.register(PrivateObjectVariable)
+def _length(tx, obj):
+    n = len(obj.value)
+    if obj.origin is not None and not obj.written:
+        expr = f"len({obj.origin.name()}) == {n}"
+        tx.output.add_guard(expr, "SYMBOLIC", expr)
+    return V.ConstantVariable(n)
+
+
+@dispatch.has_attr.register(PrivateObjectVariable)
+def _has_attr(tx, obj, name):
+    found = hasattr(obj.value, name)
+    source = obj._origin_attr(name)
+    if source is not None:
+        expr = f"{'' if found else 'not '}hasattr({obj.origin.name()}, {name!r})"
+        tx.output.add_guard(expr, "SYMBOLIC", expr)
+    return found
+
+
+@dispatch.store_attr.register(PrivateObjectVariable)
+def _store_attr(tx, obj, name, value):
+    if not value.is_constant() or not _plain_data(value.as_constant()):
+        raise Unsupported(f"storing {value!r} on a trace-time copy")
+    setattr(obj.value, name, value.as_constant())
+    obj.written.add(name)
+
+
+@dispatch.delete_attr.register(PrivateObjectVariable)
+def _delete_attr(tx, obj, name):
+    delattr(obj.value, name)
+    obj.written.add(name)
+
+
+@dispatch.call_method.register(PrivateObjectVariable)
+def _call_method(tx, obj, name, args, kwargs):
+    if not all(a.is_constant() for a in list(args) + list(kwargs.values())):
+        raise Unsupported(f"method {name} of a trace-time copy with symbolic arguments")
+    result = getattr(obj.value, name)(*[a.as_constant() for a in args],
+                                       **{k: v.as_constant() for k, v in kwargs.items()})
+    if result is obj.value:
+        return obj
+    if _plain_object(result) and not isinstance(result, type):
+        return PrivateObjectVariable(result, None)    # made by the call: private too
+    if not _plain_data(result):
+        raise Unsupported(f"method {name} of a trace-time copy returned a "
+                          f"{type(result).__name__}")
+    log.debug("trace_time_copy_method", cls=type(obj.value).__qualname__, method=name)
+    return V.ConstantVariable(result)

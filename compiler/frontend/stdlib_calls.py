@@ -3,7 +3,8 @@
 These are C implementations (or stdlib Python the tracer does not inline), so each has a small
 handler here, dispatched through tables (no per-call isinstance ladders):
 
-  BUILTINS      C functions called with Variables: functools.reduce.
+  BUILTINS      C functions called with Variables: functools.reduce (registered with
+                @dispatch.builtin, like the builtins of builtins_*.py).
   TYPES         classes instantiated in traced code: itertools.chain/count/islice/accumulate/
                 zip_longest (lazy iterators, iterators.py), permutations/combinations/product/
                 combinations_with_replacement (CPython materializes their input at creation,
@@ -41,7 +42,8 @@ def _consts(vs):
 
 
 # ---- functools ------------------------------------------------------------------------------
-def _reduce(tx, args, kwargs):
+@dispatch.builtin(functools.reduce)
+def _reduce(tx, fn, args, kwargs):
     if kwargs or len(args) not in (2, 3):
         raise Unsupported("functools.reduce(function, iterable[, initial])")
     it = dispatch.get_iter(tx, args[1])
@@ -55,7 +57,9 @@ def _reduce(tx, args, kwargs):
         value = dispatch.call_function(tx, args[0], [value, item], {})
 
 
-BUILTINS = {functools.reduce: _reduce}
+# C functions of these modules called like builtins (builder.py wraps them as BuiltinVariables;
+# their handlers are registered into dispatch.BUILTINS above)
+BUILTINS = frozenset({functools.reduce})
 
 
 # ---- itertools ------------------------------------------------------------------------------

@@ -1,0 +1,199 @@
+"""Builtins about objects and types: print (a break), super, isinstance/issubclass/type/callable,
+getattr/setattr/hasattr/delattr (hasattr is a table by the operand's kind, dispatch.has_attr),
+object.__setattr__/__getattribute__, dict's unbound read methods, nn.Module.__call__, and
+str()/repr() of an exception. Registered into dispatch.BUILTINS; NOT_HANDLED leaves a call to
+builtin_calls' generic rules."""
+from __future__ import annotations
+
+import torch
+from tracetorch.compiler.frontend import dispatch, model_outputs
+from tracetorch.compiler.frontend import variables as V
+from tracetorch.compiler.frontend.attributes import dict_subclass_read, generic_object_attr, plain_store
+from tracetorch.compiler.frontend.builtin_calls import consts, make_super
+from tracetorch.compiler.frontend.dispatch import NOT_HANDLED
+from tracetorch.compiler.frontend.errors import Unsupported
+from tracetorch.compiler.frontend.exceptions import as_string
+from tracetorch.compiler.frontend.inline import call_module_forward
+from tracetorch.compiler.frontend.symbolic import python_type
+
+
+@dispatch.builtin(print)
+def _print(tx, fn, args, kwargs):
+    raise Unsupported("print() (a side effect outside the graph)")
+
+
+@dispatch.builtin(super)
+def _super(tx, fn, args, kwargs):
+    return make_super(tx, args)
+
+
+# ---- types ----------------------------------------------------------------------------------
+def isinstance_type(t, classes):
+    return issubclass(t, classes)
+
+
+@dispatch.builtin(isinstance)
+def _isinstance(tx, fn, args, kwargs):
+    return V.ConstantVariable(isinstance_type(python_type(args[0]), args[1].as_constant()))
+
+
+@dispatch.builtin(issubclass)
+def _issubclass(tx, fn, args, kwargs):
+    if not consts(args):
+        return NOT_HANDLED
+    return V.ConstantVariable(issubclass(*[a.as_constant() for a in args]))
+
+
+@dispatch.builtin(type)
+def _type(tx, fn, args, kwargs):
+    if len(args) != 1:
+        return NOT_HANDLED
+    return V.ConstantVariable(python_type(args[0]))
+
+
+@dispatch.builtin(callable)
+def _callable_builtin(tx, fn, args, kwargs):
+    if len(args) != 1:
+        return NOT_HANDLED
+    return V.ConstantVariable(_callable(args[0]))
+
+
+def _callable(v):
+    """callable(v): does v's type define __call__ (the type is guarded where v has a source)."""
+    if v.is_constant():
+        return callable(v.as_constant())
+    if isinstance(v, (V.UserFunctionVariable, V.NestedFunctionVariable, V.UserMethodVariable,
+                      V.MethodVariable, V.BuiltinVariable, V.TorchFunctionVariable,
+                      V.PartialVariable, V.WeakRefVariable)):
+        return True
+    return any("__call__" in vars(k) for k in python_type(v).__mro__)
+
+
+@dispatch.builtin(str, repr)
+def _str_of_exception(tx, fn, args, kwargs):
+    if len(args) != 1 or not isinstance(args[0], V.ExceptionVariable):
+        return NOT_HANDLED         # str()/repr() of constants: folded by the generic rules
+    text = as_string(args[0]) if fn is str else None
+    if text is None:
+        raise Unsupported(f"{fn.__name__}() of an exception")
+    return V.ConstantVariable(text)
+
+
+# ---- attributes -----------------------------------------------------------------------------
+@dispatch.builtin(getattr)
+def _getattr(tx, fn, args, kwargs):
+    name = args[1].as_constant()
+    if len(args) == 3 and not dispatch.has_attr(tx, args[0], name):
+        return args[2]
+    return dispatch.get_attr(tx, args[0], name)
+
+
+@dispatch.builtin(setattr)
+def _setattr(tx, fn, args, kwargs):
+    dispatch.store_attr(tx, args[0], args[1].as_constant(), args[2])
+    return V.ConstantVariable(None)
+
+
+@dispatch.builtin(hasattr)
+def _hasattr_builtin(tx, fn, args, kwargs):
+    return V.ConstantVariable(dispatch.has_attr(tx, args[0], args[1].as_constant()))
+
+
+@dispatch.builtin(delattr)
+def _delattr(tx, fn, args, kwargs):
+    if len(args) != 2 or not args[1].is_constant():
+        return NOT_HANDLED
+    if dispatch.delete_attr(tx, args[0], args[1].as_constant()) is NOT_HANDLED:
+        return NOT_HANDLED
+    return V.ConstantVariable(None)
+
+
+@dispatch.delete_attr.default
+def _delete_attr(tx, obj, name):
+    return NOT_HANDLED             # only kinds that register delete_attr support delattr()
+
+
+@dispatch.builtin(object.__setattr__)
+def _object_setattr(tx, fn, args, kwargs):
+    if len(args) == 3 and not kwargs and args[1].is_constant() \
+            and isinstance(args[0], V.UserObjectVariable):
+        plain_store(tx, args[0], args[1].as_constant(), args[2])
+        return V.ConstantVariable(None)
+    return NOT_HANDLED
+
+
+@dispatch.builtin(object.__getattribute__)
+def _object_getattribute(tx, fn, args, kwargs):
+    if len(args) == 2 and not kwargs and args[1].is_constant():
+        return generic_object_attr(tx, args[0], args[1].as_constant())
+    return NOT_HANDLED
+
+
+@dispatch.builtin(dict.get, dict.__getitem__, dict.__contains__)
+def _dict_read(tx, fn, args, kwargs):
+    if args and not kwargs:
+        return dict_subclass_read(tx, fn, args[0], args[1:])
+    return NOT_HANDLED
+
+
+@dispatch.builtin(torch.nn.Module.__call__)
+def _module_call(tx, fn, args, kwargs):
+    if args and isinstance(args[0], V.NNModuleVariable):
+        return call_module_forward(tx, args[0], args[1:], kwargs)
+    return NOT_HANDLED
+
+
+# ---- hasattr(): by the operand's kind ---------------------------------------------------------
+@dispatch.has_attr.default
+def _has_attr(tx, v, name):
+    if v.is_constant():
+        return hasattr(v.as_constant(), name)
+    raise Unsupported(f"hasattr on {v!r}")
+
+
+@dispatch.has_attr.register(V.TensorVariable)
+def _has_attr_tensor(tx, v, name):
+    if hasattr(torch.Tensor, name) or name in ("shape", "dtype", "device"):
+        return True
+    real = tx.output.real_input(v)
+    if real is None:
+        return False        # a tensor the graph computes has no instance attributes
+    found = hasattr(real, name)
+    expr = f"{'' if found else 'not '}hasattr({v.source.name()}, {name!r})"
+    tx.output.add_guard(expr, "SYMBOLIC", expr)
+    return found
+
+
+@dispatch.has_attr.register(V.NNModuleVariable, V.UserObjectVariable, V.PythonModuleVariable)
+def _has_attr_real(tx, v, name):
+    found = hasattr(v.value, name)
+    if v.source is not None:     # the object may gain or lose the attribute later
+        expr = f"{'' if found else 'not '}hasattr({v.source.name()}, {name!r})"
+        tx.output.add_guard(expr, "SYMBOLIC", expr)
+    return found
+
+
+@dispatch.has_attr.register(V.ModelOutputVariable)
+def _has_attr_model_output(tx, v, name):
+    if v.is_constant():
+        return hasattr(v.as_constant(), name)
+    return model_outputs.has_attr(v, name)
+
+
+@dispatch.has_attr.register(V.BaseListVariable, V.DictVariable, V.SetVariable,
+                            V.DictViewVariable, V.LazyIteratorVariable, V.ListIteratorVariable,
+                            V.IteratorVariable)
+def _has_attr_container(tx, v, name):
+    if v.is_constant():          # a tuple of constants: the real value answers
+        return hasattr(v.as_constant(), name)
+    return hasattr(v.python_type(), name)
+
+
+@dispatch.has_attr.register(V.NewObjectVariable)
+def _has_attr_new_object(tx, v, name):
+    if v.is_constant():
+        return hasattr(v.as_constant(), name)
+    if isinstance(v, V.NewModuleVariable):
+        raise Unsupported(f"hasattr on {v!r}")
+    # made in the frame from a plain class (no __getattr__): its attributes are known
+    return name in v.attrs or hasattr(v.cls, name)
