@@ -53,7 +53,8 @@ SECTIONS: dict[str, dict[str, Option]] = {
         "assume_static_by_default": _opt(True, "treat sizes as static until one changes"),
         "capture_scalar_outputs": _opt(False, "capture .item() into the graph instead of breaking"),
         "verbose": _opt(False, "full internal stack traces in graph-break and error messages"),
-        "suppress_errors": _opt(False, "run a frame eagerly (logged) when capture fails internally, instead of raising"),
+        "suppress_errors": _opt(False, "run a frame eagerly (logged) when capture fails internally, "
+                                       "instead of raising"),
     },
     "aot": {
         "decompose": _opt(True, "decompose ATen ops into the primitive set before lowering"),

@@ -38,7 +38,8 @@ def _compiler_source_hash() -> str:
 
 def _spec(v) -> str:
     if isinstance(v, torch.Tensor):
-        return f"T({list(map(str, v.shape))},{list(map(str, v.stride()))},{v.storage_offset()},{v.dtype},{v.device.type})"
+        shape, stride = list(map(str, v.shape)), list(map(str, v.stride()))
+        return f"T({shape},{stride},{v.storage_offset()},{v.dtype},{v.device.type})"
     if isinstance(v, torch.SymInt):
         return f"S({v.node.expr})"
     if isinstance(v, (torch.SymFloat, float)):
