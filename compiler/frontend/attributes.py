@@ -188,6 +188,11 @@ def _type_attr(tx, cv, name):
         return _wrap_foreign(tx, value)
     if isinstance(value, enum.Enum) and type(value) is cls:
         return V.ConstantVariable(value)        # a member of an Enum class: fixed
+    if cls.__module__ == "builtins" and type(value).__hash__ is not None \
+            and value in dispatch.BUILTINS:
+        # object.__setattr__ read through a class held in a cell (a frozen dataclass's
+        # __init__): the modelled builtin, as when read through the global name
+        return V.BuiltinVariable(value)
     raise Unsupported(f"attribute {name} of class {cls.__name__}")
 
 
@@ -309,17 +314,29 @@ def _data_descriptor(cls, name):
     return None
 
 
+def new_object_store(tx, obj, name, value):
+    """object.__setattr__(obj, name, value) on an object made in the frame."""
+    data = _data_descriptor(obj.cls, name)
+    if isinstance(data, property) and isinstance(data.fset, types.FunctionType):
+        dispatch.inline_call(tx, V.UserFunctionVariable(data.fset), [obj, value], {})
+        return
+    if data is not None:
+        raise Unsupported(f"assignment to descriptor {name} of {obj.cls.__name__}")
+    obj.attrs[name] = value        # a new object: no side effect to replay
+    tx.ctx.side_effects.touched.append(obj)
+
+
 @dispatch.store_attr.default
 def store_attr(tx, obj, name, value):
     if isinstance(obj, V.NewObjectVariable):
-        data = _data_descriptor(obj.cls, name)
-        if isinstance(data, property) and isinstance(data.fset, types.FunctionType):
-            dispatch.inline_call(tx, V.UserFunctionVariable(data.fset), [obj, value], {})
+        setter = inspect.getattr_static(obj.cls, "__setattr__", object.__setattr__)
+        if isinstance(setter, types.FunctionType):
+            # the class's own __setattr__ (a frozen dataclass's raises FrozenInstanceError):
+            # traced; it stores through object.__setattr__ (new_object_store)
+            dispatch.inline_call(tx, V.UserFunctionVariable(setter),
+                                 [obj, V.ConstantVariable(name), value], {})
             return
-        if data is not None:
-            raise Unsupported(f"assignment to descriptor {name} of {obj.cls.__name__}")
-        obj.attrs[name] = value        # a new object: no side effect to replay
-        tx.ctx.side_effects.touched.append(obj)
+        new_object_store(tx, obj, name, value)
         return
     if isinstance(obj, V.TensorVariable):
         raise Unsupported(f"setting Tensor.{name}")

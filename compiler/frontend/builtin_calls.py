@@ -243,10 +243,13 @@ def _plain_class(cls):
     # abc.ABCMeta only adds isinstance/registration machinery (collections.abc.Sequence views)
     if type(cls) not in (type, abc.ABCMeta) or hasattr(cls, "__slots__") and cls.__slots__:
         return False
-    for name, base_impl in (("__new__", object.__new__), ("__setattr__", object.__setattr__),
-                            ("__getattribute__", object.__getattribute__)):
+    for name, base_impl in (("__new__", object.__new__), ("__getattribute__", object.__getattribute__)):
         if getattr(cls, name) is not base_impl:
             return False
+    # a Python __setattr__ (frozen dataclasses') is traced on each store (attributes.py)
+    setter = inspect.getattr_static(cls, "__setattr__", object.__setattr__)
+    if setter is not object.__setattr__ and not isinstance(setter, types.FunctionType):
+        return False
     if hasattr(cls, "__getattr__") or issubclass(cls, BaseException) or issubclass(cls, torch.Tensor):
         return False
     return all(b.__module__ != "builtins" or b is object for b in cls.__mro__)

@@ -5,10 +5,18 @@ str()/repr() of an exception. Registered into dispatch.BUILTINS; NOT_HANDLED lea
 builtin_calls' generic rules."""
 from __future__ import annotations
 
+import inspect
+import types
+
 import torch
 from tracetorch.compiler.frontend import dispatch, model_outputs
 from tracetorch.compiler.frontend import variables as V
-from tracetorch.compiler.frontend.attributes import dict_subclass_read, generic_object_attr, plain_store
+from tracetorch.compiler.frontend.attributes import (
+    dict_subclass_read,
+    generic_object_attr,
+    new_object_store,
+    plain_store,
+)
 from tracetorch.compiler.frontend.builtin_calls import consts, make_super
 from tracetorch.compiler.frontend.dispatch import NOT_HANDLED
 from tracetorch.compiler.frontend.errors import Unsupported
@@ -20,6 +28,25 @@ from tracetorch.compiler.frontend.symbolic import python_type
 @dispatch.builtin(print)
 def _print(tx, fn, args, kwargs):
     raise Unsupported("print() (a side effect outside the graph)")
+
+
+@dispatch.builtin(hash)
+def _hash(tx, fn, args, kwargs):
+    """hash(): a class's own Python __hash__ (a dataclass's hashes its fields' tuple) traced;
+    constants hashed now (a str's hash is fixed for the process, as the compiled code is)."""
+    if len(args) != 1 or kwargs:
+        return NOT_HANDLED
+    v = args[0]
+    if v.is_constant():
+        try:
+            return V.ConstantVariable(hash(v.as_constant()))
+        except TypeError:
+            return NOT_HANDLED
+    if isinstance(v, (V.NewObjectVariable, V.UserObjectVariable)) and not isinstance(v, V.NewModuleVariable):
+        method = inspect.getattr_static(python_type(v), "__hash__", None)
+        if isinstance(method, types.FunctionType):
+            return dispatch.call_function(tx, V.UserFunctionVariable(method), [v], {})
+    return NOT_HANDLED
 
 
 @dispatch.builtin(super)
@@ -118,6 +145,11 @@ def _object_setattr(tx, fn, args, kwargs):
     if len(args) == 3 and not kwargs and args[1].is_constant() \
             and isinstance(args[0], V.UserObjectVariable):
         plain_store(tx, args[0], args[1].as_constant(), args[2])
+        return V.ConstantVariable(None)
+    if len(args) == 3 and not kwargs and args[1].is_constant() \
+            and type(args[0]) is V.NewObjectVariable:
+        # made in the frame (a frozen dataclass's __init__ stores through object.__setattr__)
+        new_object_store(tx, args[0], args[1].as_constant(), args[2])
         return V.ConstantVariable(None)
     return NOT_HANDLED
 

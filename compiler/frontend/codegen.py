@@ -143,7 +143,18 @@ class PyCodegen:
         text, attrs = construct()
         self.lines.append(f"{name} = {text}")
         self.emit("STORE_FAST", name)
+        own_setattr = isinstance(getattr(getattr(var, "cls", None), "__setattr__", None), types.FunctionType)
         for attr, value in attrs.items():
+            if own_setattr:     # a frozen dataclass's __setattr__ raises: stored as its __init__ does
+                self.emit("PUSH_NULL")
+                self.emit("LOAD_CONST", object.__setattr__)
+                self.emit("LOAD_FAST", name)
+                self.emit("LOAD_CONST", attr)
+                text = self.reconstruct(value, side_effects)
+                self.call(3)
+                self.emit("POP_TOP")
+                self.lines.append(f"object.__setattr__({name}, {attr!r}, {text})")
+                continue
             text = self.reconstruct(value, side_effects)
             self.emit("LOAD_FAST", name)
             self.emit("STORE_ATTR", attr)

@@ -20,11 +20,14 @@ Anything else these modules offer stays a graph break with its reason.
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import functools
 import itertools
 import operator
 import typing
+
+import torch
 
 from tracetorch.compiler.frontend import dispatch, iterators, symbolic
 from tracetorch.compiler.frontend import variables as V
@@ -264,6 +267,41 @@ def _dataclass_replace(obj, /, **changes):
     return obj.__class__(**changes)
 
 
+def _dataclass_asdict(obj, *, dict_factory=dict):
+    if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
+        raise TypeError("asdict() should be called on dataclass instances")
+    return _dataclass_copy(obj, dict_factory, True)
+
+
+def _dataclass_astuple(obj, *, tuple_factory=tuple):
+    if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
+        raise TypeError("astuple() should be called on dataclass instances")
+    return _dataclass_copy(obj, tuple_factory, False)
+
+
+def _dataclass_copy(value, factory, as_dict):
+    """asdict/astuple's recursion: nested dataclasses become dicts (tuples), lists, tuples,
+    namedtuples and dicts are rebuilt with their items converted, anything else deep-copied."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if as_dict:
+            return factory([(f.name, _dataclass_copy(getattr(value, f.name), factory, as_dict))
+                            for f in dataclasses.fields(value)])
+        return factory([_dataclass_copy(getattr(value, f.name), factory, as_dict)
+                        for f in dataclasses.fields(value)])
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*[_dataclass_copy(v, factory, as_dict) for v in value])
+    if isinstance(value, (list, tuple)):
+        return type(value)([_dataclass_copy(v, factory, as_dict) for v in value])
+    if isinstance(value, dict):
+        return type(value)([(_dataclass_copy(k, factory, as_dict), _dataclass_copy(v, factory, as_dict))
+                            for k, v in value.items()])
+    if isinstance(value, (int, float, str, bool, bytes, type(None))):
+        return value                      # immutable: deepcopy returns it
+    if isinstance(value, torch.Tensor) and not value.requires_grad:
+        return value.clone()              # deepcopy of a tensor with no autograd history
+    return copy.deepcopy(value)
+
+
 def _dataclass_fields(tx, args, kwargs):
     """dataclasses.fields(obj or class): the class's Field objects, fixed when the class was
     made (the object's class is guarded by its type)."""
@@ -276,11 +314,21 @@ def _dataclass_fields(tx, args, kwargs):
     return V.ConstantVariable(dataclasses.fields(cls))
 
 
+def _is_dataclass(tx, args, kwargs):
+    """dataclasses.is_dataclass(obj or class): decided by the class (fixed by the object's guard)."""
+    if kwargs or len(args) != 1:
+        raise Unsupported("dataclasses.is_dataclass(obj)")
+    v = args[0]
+    cls = v.as_constant() if v.is_constant() else python_type(v)
+    return V.ConstantVariable(dataclasses.is_dataclass(cls))
+
+
 # (owner, attribute) -> Python function inlined in its place (owner: a builtin type)
 CLASS_POLYFILLS = {(dict, "fromkeys"): _fromkeys}
 # stdlib functions -> a handler (tx, args, kwargs), or a Python function inlined instead
-STDLIB_HANDLERS = {dataclasses.fields: _dataclass_fields}
-STDLIB_POLYFILLS = {dataclasses.replace: _dataclass_replace}
+STDLIB_HANDLERS = {dataclasses.fields: _dataclass_fields, dataclasses.is_dataclass: _is_dataclass}
+STDLIB_POLYFILLS = {dataclasses.replace: _dataclass_replace, dataclasses.asdict: _dataclass_asdict,
+                    dataclasses.astuple: _dataclass_astuple}
 
 
 # ---- stdlib Python functions answered on constants -----------------------------------------

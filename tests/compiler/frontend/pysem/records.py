@@ -120,3 +120,57 @@ def frozen_dataclass_and_eq():
         return x + k.a, k == Key(1, "z"), hash(k) == hash(Key(1, "z"))
     return f
 P(frozen_dataclass_and_eq)
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    x: int
+    y: int = 0
+
+
+@dataclasses.dataclass
+class Box:
+    lo: Point
+    hi: Point
+    tags: list
+    t: torch.Tensor
+
+
+@case("records", args=lambda i: (torch.full((2,), float(i)), i))
+def frozen_dataclass_assignment_raises():
+    def f(x, n):
+        p = Point(n, 2)
+        try:
+            p.x = 5                     # FrozenInstanceError, caught in the compiled function
+            caught = "no"
+        except dataclasses.FrozenInstanceError as e:
+            caught = type(e).__name__
+        try:
+            del p.y
+        except AttributeError:
+            pass
+        return x * p.x, caught, p, p == Point(n, 2), p != Point(n + 1), hash(p) == hash(Point(n, 2))
+    return f
+P(frozen_dataclass_assignment_raises)
+
+
+@case("records", args=lambda i: (torch.full((2,), float(i)), i))
+def dataclass_asdict_astuple_nested():
+    def f(x, n):
+        b = Box(Point(n), Point(n + 1, 3), [n, (n, "a")], x)
+        d = dataclasses.asdict(b)
+        t = dataclasses.astuple(b)
+        d["tags"].append(9)             # a deep copy: b.tags is unchanged
+        return d["lo"], d["hi"]["y"], d["t"] * 2, t[1], t[2], b.tags, dataclasses.fields(Point)[1].name
+    return f
+P(dataclass_asdict_astuple_nested)
+
+
+@case("records", args=lambda i: (torch.full((2,), float(i)), i))
+def frozen_dataclass_replace_and_is_dataclass():
+    def f(x, n):
+        p = Point(n, 1)
+        q = dataclasses.replace(p, y=n * 2)
+        return x + q.y, q, p is not q, dataclasses.is_dataclass(q), dataclasses.is_dataclass(x)
+    return f
+P(frozen_dataclass_replace_and_is_dataclass)

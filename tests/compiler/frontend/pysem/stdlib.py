@@ -163,3 +163,16 @@ def lru_cache_like_memo():
         return x + fib(6)
     return World(f, observe=lambda: dict(memo))
 P(lru_cache_like_memo)
+
+
+@case("stdlib", args=lambda i: (torch.full((2,), float(i)), "abcab"[: 3 + i]))
+def collections_counter_arithmetic():
+    def f(x, s):
+        c = collections.Counter(s)
+        d = collections.Counter({"a": 1, "z": 2})
+        both = c + d
+        c.update("zz")
+        return (x * c["a"], c["missing"], both.most_common(2), (c - d), c & d, c | d,
+                sorted(c.elements()), c.most_common())
+    return f
+P(collections_counter_arithmetic)
