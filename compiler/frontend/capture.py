@@ -250,8 +250,9 @@ class RootTracer(Tracer):
         return None
 
     def _closure_alive(self):
-        """Is a function created here (holding this frame's cells) reachable from the state?"""
-        seen = set()
+        """Is a function created here (holding this frame's cells) reachable from the state,
+        other than one the resume function makes again (emit_break.rebuildable_closures)?"""
+        seen = emit_break.rebuildable_closures(self)
         todo = list(self.stack) + list(self.locals.values()) + [
             c.contents for c in self.cells.values() if isinstance(c, V.CellVariable) and c.contents]
         while todo:

@@ -158,8 +158,18 @@ def _line(tx):
 def _live_locals(tx):
     """(name, Variable | None) for every bound local, varnames order then cell variables;
     None = unchanged since the call began. Cell variables are passed by value (the resume
-    function's MAKE_CELL puts them into fresh cells; capture refuses a break while a closure
-    over the old cells is alive)."""
+    function's MAKE_CELL puts them into fresh cells); a closure over them that only locals
+    hold is rebuilt over those fresh cells (`rebuildable_closures`), and capture refuses a
+    break while any other closure over the old cells is alive."""
+    names = _bound_locals(tx)
+    remade = _closure_ids(tx, names)
+    names = [(n, _ClosureLocal(_unwrap(v), isinstance(v, _CellValue))
+              if v is not None and id(_unwrap(v)) in remade else v)
+             for n, v in names]
+    return _iterators_as_sequences(tx, names)
+
+
+def _bound_locals(tx):
     names = []
     cellvars = set(tx.code.co_cellvars)
     for name in tx.code.co_varnames:
@@ -177,7 +187,79 @@ def _live_locals(tx):
         cell = tx.cells.get(name)
         if isinstance(cell, V.CellVariable) and cell.contents is not None:
             names.append((name, _CellValue(cell.contents)))
-    return _iterators_as_sequences(tx, names)
+    return names
+
+
+def _unwrap(v):
+    return v.var if isinstance(v, (_CellValue, _IterLocal, _ClosureLocal)) else v
+
+
+def rebuildable_closures(tx) -> set:
+    """ids of the closures made in this frame that the resume function can make again
+    instead of receiving them (capture asks before refusing a break while a closure is alive)."""
+    return _closure_ids(tx, _bound_locals(tx))
+
+
+def _closure_ids(tx, names) -> set:
+    """A function made here over this frame's cells (or its free variables), held by locals
+    and nothing else (not on the stack, not in a container, not stored anywhere a side effect
+    reaches), is not passed to the resume function: its prologue runs MAKE_FUNCTION again over
+    the resume function's own cells, which receive the values of the frame's cells. The frame
+    and the closure then share one cell after the break as before it, and the resume function
+    traces the calls. Nothing can tell the new function object from the old one, since only
+    these locals ever held it (one object for every local that held it)."""
+    roots = list(tx.stack) + _side_values(tx)
+    direct = collections.Counter()
+    for _, v in names:
+        if v is not None:
+            roots.append(_unwrap(v))
+            direct[id(_unwrap(v))] += 1
+    held = collections.Counter(id(v) for v in roots)
+    for v in reachable_variables(roots):
+        held.update(id(c) for c in held_values(v))
+    cells = _frame_cells(tx)
+    out = set()
+    for _, v in names:
+        var = _unwrap(v)
+        if isinstance(var, V.NestedFunctionVariable) and var.closure and \
+                held[id(var)] == direct[id(var)] and _closure_spec(var, cells) is not None:
+            out.add(id(var))
+    return out
+
+
+def _frame_cells(tx):
+    """id(CellVariable) -> (name, is a cell variable (else a free variable)) of this frame."""
+    out = {}
+    for name, cell in tx.cells.items():
+        if isinstance(cell, V.CellVariable):
+            if name in tx.code.co_cellvars:
+                out[id(cell)] = (name, True)
+            elif name in tx.code.co_freevars:
+                out[id(cell)] = (name, False)
+    return out
+
+
+def _closure_spec(var, cells):
+    """(code, ((cell name, is cellvar), ...), defaults, annotations) to make `var` again, or
+    None: a cell not of this frame (an inlined function's), defaults or annotations that are
+    not constants, keyword-only defaults."""
+    if getattr(var, "source", None) is not None or var.kwdefaults is not None:
+        return None
+    refs = []
+    for c in var.closure:
+        if id(c) not in cells:
+            return None
+        refs.append(cells[id(c)])
+    consts = []
+    for part in (var.defaults, getattr(var, "annotations", None)):
+        if part is not None and not part.is_constant():
+            return None
+        consts.append(None if part is None else part.as_constant())
+    try:
+        hash(tuple(consts))            # part of the resume code's cache key
+    except TypeError:
+        return None
+    return var.code, tuple(refs), consts[0], consts[1]
 
 
 def _iterators_as_sequences(tx, names):
@@ -190,7 +272,7 @@ def _iterators_as_sequences(tx, names):
     roots = list(tx.stack) + _side_values(tx)
     for _, v in names:
         if v is not None:
-            roots.append(v.var if isinstance(v, _CellValue) else v)
+            roots.append(_unwrap(v))
     held = collections.Counter(id(v) for v in roots)     # references to each value
     for v in reachable_variables(roots):
         held.update(id(c) for c in held_values(v))
@@ -201,17 +283,48 @@ def _iterators_as_sequences(tx, names):
         elif isinstance(v, V.ListIteratorVariable) and held[id(v)] == 1 and \
                 v.list.source is None and held[id(v.list)] == 1:
             v = _IterLocal(v, list(v.list.items[v.index:]), "BUILD_LIST")
+        elif isinstance(v, V.DequeVariable) and held[id(v)] == 1 and v.source is None:
+            # a deque made in the frame (a local only): made again from its items by the
+            # prologue, so the resume function models its own deque (an incoming one is an
+            # opaque object whose methods break the graph)
+            v = _IterLocal(v, list(v.items), "BUILD_LIST", (collections.deque,))
+        elif isinstance(v, V.DictVariable) and v.dict_cls is collections.defaultdict and \
+                held[id(v)] == 1 and v.source is None and _plain_factory(v) is not None:
+            # a defaultdict made in the frame, the same way: defaultdict(factory, {...})
+            v = _IterLocal(v, None, None, (collections.defaultdict, _plain_factory(v)))
         out.append((name, v))
     return out
 
 
-class _IterLocal:
-    """An iterator local passed as a sequence of its remaining items (see above)."""
+def _plain_factory(d):
+    """defaultdict's factory when it is a builtin type (list, int, set, dict ...), which the
+    prologue loads as a constant; else None."""
+    f = getattr(d, "default_factory", None)
+    if f is not None and f.is_constant():
+        f = f.as_constant()
+        if isinstance(f, type) and f.__module__ == "builtins":
+            return f
+    return None
 
-    def __init__(self, var, items, build):
+
+class _IterLocal:
+    """An iterator local passed as a sequence of its remaining items (see above), or a
+    container passed as a list of its items (build None: a defaultdict as a plain dict) and
+    made again by the call `ctor[0](*ctor[1:], passed)`."""
+
+    def __init__(self, var, items, build, ctor=None):
         self.var = var
         self.items = items
         self.build = build
+        self.ctor = ctor
+
+
+class _ClosureLocal:
+    """A closure local made again by the resume prologue (see _closure_ids)."""
+
+    def __init__(self, var, is_cell):
+        self.var = var
+        self.is_cell = is_cell
 
 
 class _CellValue:
@@ -222,21 +335,32 @@ class _CellValue:
 
 
 def _unwrap_live(live):
-    return [v.var if isinstance(v, (_CellValue, _IterLocal)) else v for _, v in live if v is not None]
+    """The values the transformed code rebuilds (a closure made again is not one of them)."""
+    return [_unwrap(v) for _, v in live if v is not None and not isinstance(v, _ClosureLocal)]
 
 
 def _store_locals(tx, cg, live):
     for name, var in live:
         if var is None:
             continue
+        if isinstance(var, _ClosureLocal):
+            cg.lines.append(f"# {name}: the closure {var.var.qualname}, made again in the resume "
+                            f"function over its own cells")
+            continue
         if isinstance(var, _CellValue):
             text = cg.reconstruct(var.var)
             cg.emit("STORE_DEREF", name)
+        elif isinstance(var, _IterLocal) and var.build is None:
+            # the defaultdict's items as a plain dict
+            text = cg.reconstruct(V.DictVariable(dict(var.var.items)))
+            cg.emit("STORE_FAST", name)
+            text = f"{text}  # defaultdict({var.ctor[1].__name__}, ...) again in the resume function"
         elif isinstance(var, _IterLocal):
             parts = [cg.reconstruct(i) for i in var.items]
             cg.emit(var.build, len(parts))
             cg.emit("STORE_FAST", name)
-            text = f"[{', '.join(parts)}]  # iter() again in the resume function"
+            again = "iter()" if var.ctor is None else f"{var.ctor[0].__name__}()"
+            text = f"[{', '.join(parts)}]  # {again} again in the resume function"
         else:
             text = cg.reconstruct(var)
             cg.emit("STORE_FAST", name)
@@ -268,9 +392,11 @@ def _push_lower(tx, cg, lower):
 
 
 def _emit_resume(tx, cg, offset, layout, live, stack_texts):
-    names = [n for n, _ in live]
-    iter_locals = tuple(n for n, v in live if isinstance(v, _IterLocal))
-    code = make_resume_code(tx.code, offset, layout, names, iter_locals)
+    names = [n for n, v in live if not isinstance(v, _ClosureLocal)]
+    iter_locals = tuple(n for n, v in live if isinstance(v, _IterLocal) and v.ctor is None)
+    made = tuple((n, v.ctor) for n, v in live if isinstance(v, _IterLocal) and v.ctor is not None)
+    code = make_resume_code(tx.code, offset, layout, names, iter_locals, _closure_specs(tx, live),
+                            made)
     resume = tx.ctx.make_compiled_callable(make_function(code, tx.fn))
     n = sum(1 for k in layout if k in ("value", "iter"))
     cg.emit("BUILD_TUPLE", n)
@@ -289,6 +415,21 @@ def _emit_resume(tx, cg, offset, layout, live, stack_texts):
     stack_text = f"({', '.join(stack_texts)}{',' if len(stack_texts) == 1 else ''})"
     cg.lines.append(f"return {code.co_name}("
                     f"{', '.join(stack_text if n == STACK_ARG else n for n in order)})")
+
+
+def _closure_specs(tx, live):
+    """For make_resume_code: (targets, code, cell refs, defaults, annotations) per closure,
+    targets = ((local name, is a cell variable), ...) holding it."""
+    cells = _frame_cells(tx)
+    by_var = {}
+    for name, v in live:
+        if isinstance(v, _ClosureLocal):
+            by_var.setdefault(id(v.var), (v.var, []))[1].append((name, v.is_cell))
+    out = []
+    for var, targets in by_var.values():
+        code, refs, defaults, annotations = _closure_spec(var, cells)
+        out.append((tuple(targets), code, refs, defaults, annotations))
+    return tuple(out)
 
 
 def finish_stop(tx, inst, gb):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import types
 
-from bytecode import Bytecode, Instr, Label
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from tracetorch.compiler.frontend.bytecode_info import PY312, code_info
 from tracetorch.compiler.frontend.errors import Unsupported
@@ -47,11 +47,16 @@ def abstract_instr_at(code, offset):
     raise Unsupported(f"internal: no instruction at offset {offset}")
 
 
-def make_resume_code(code, offset, layout, local_names, iter_locals=()):
+def make_resume_code(code, offset, layout, local_names, iter_locals=(), closures=(), made=()):
     """A code object that resumes `code` at `offset` with the stack described by `layout`
     ("null" / "value" / "iter" per slot, bottom first) and the locals `local_names`; the
-    locals in `iter_locals` arrive as sequences and are made iterators again (GET_ITER)."""
-    key = (code, offset, tuple(layout), tuple(local_names), tuple(iter_locals))
+    locals in `iter_locals` arrive as sequences and are made iterators again (GET_ITER);
+    `closures` are functions the prologue makes again over this code's own cells
+    (`_remake_closure`); `made` = ((name, (ctor, *leading args)), ...): locals that arrive as
+    a list or dict of items and become ctor(*leading args, items) (a deque or a defaultdict
+    made in the frame)."""
+    key = (code, offset, tuple(layout), tuple(local_names), tuple(iter_locals), tuple(closures),
+           tuple(made))
     if key in _resume_cache:
         return _resume_cache[key]
     bc, pos = abstract_instr_at(code, offset)
@@ -77,6 +82,13 @@ def make_resume_code(code, offset, layout, local_names, iter_locals=()):
     for name in iter_locals:
         prologue += [Instr("LOAD_FAST", name, lineno=line), Instr("GET_ITER", lineno=line),
                      Instr("STORE_FAST", name, lineno=line)]
+    for name, ctor in made:
+        prologue += ([Instr("PUSH_NULL", lineno=line)]
+                     + [Instr("LOAD_CONST", c, lineno=line) for c in ctor]
+                     + [Instr("LOAD_FAST", name, lineno=line)] + _call(len(ctor), line)
+                     + [Instr("STORE_FAST", name, lineno=line)])
+    for spec in closures:
+        prologue += _remake_closure(spec, line)
     prologue.append(Instr("JUMP_FORWARD", label, lineno=line))
     new = Bytecode(prefix + prologue + rest)
     new._copy_attr_from(bc)
@@ -94,6 +106,33 @@ def make_resume_code(code, offset, layout, local_names, iter_locals=()):
     entry = next(i.argval for i in code_info(result).instructions if i.opname == "JUMP_FORWARD")
     RESUME_ORIGIN[result] = (code, offset, entry)
     return result
+
+
+def _remake_closure(spec, line):
+    """MAKE_FUNCTION over the resume function's cells (the same names as the original's, so
+    the new function and the frame share them after the break as the old one did before it),
+    stored into every local that held the old function. spec = (targets, function code,
+    ((cell name, is a cell variable), ...), defaults, annotations); targets = ((local name,
+    is a cell variable), ...). 3.11 and 3.12 both take the code object on top of the stack,
+    under it the closure tuple, annotations and defaults, as the flags say."""
+    targets, fn_code, cells, defaults, annotations = spec
+    out, flags = [], 0x08
+    if defaults is not None:
+        out.append(Instr("LOAD_CONST", defaults, lineno=line))
+        flags |= 0x01
+    if annotations is not None:
+        out.append(Instr("LOAD_CONST", annotations, lineno=line))
+        flags |= 0x04
+    for name, is_cell in cells:
+        out.append(Instr("LOAD_CLOSURE", CellVar(name) if is_cell else FreeVar(name), lineno=line))
+    out += [Instr("BUILD_TUPLE", len(cells), lineno=line), Instr("LOAD_CONST", fn_code, lineno=line),
+            Instr("MAKE_FUNCTION", flags, lineno=line)]
+    for k, (name, is_cell) in enumerate(targets):
+        if k < len(targets) - 1:
+            out.append(Instr("COPY", 1, lineno=line))
+        out.append(Instr("STORE_DEREF", CellVar(name), lineno=line) if is_cell
+                   else Instr("STORE_FAST", name, lineno=line))
+    return out
 
 
 def resume_argnames(code, local_names) -> list:

@@ -400,6 +400,7 @@ class NestedFunctionVariable(Variable):
         self.kwdefaults = kwdefaults      # DictVariable or None
         self.closure = closure            # list[CellVariable] or None
         self.globals = globals_
+        self.annotations = annotations    # TupleVariable or None (MAKE_FUNCTION flag 0x04)
 
     def python_type(self):
         return types.FunctionType

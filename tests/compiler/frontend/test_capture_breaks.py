@@ -160,6 +160,15 @@ def brk_closure_alive(x, y):
     return f(x) + y
 
 
+def brk_closure_shared(x, y):
+    k = 2
+    f = lambda t: t * k                    # also held by a list: cannot be made again
+    fs = [f]
+    print("closure", end="\r")
+    k = 3
+    return fs[0](x) + y
+
+
 BREAKS = [  # program, expected graph breaks in the first capture (resume functions add their own)
     (brk_print, 1), (brk_item, 1), (brk_bool, 1), (brk_nested, 1), (brk_method, 1),
     (brk_multi, 1), (brk_loop, 1), (brk_stack_below, 1), (brk_numpy, 1), (brk_tolist, 1),
@@ -200,8 +209,16 @@ def test_break_with_cell_variables_resumes():
     assert len(rec.graphs) == 2 and len(rec.breaks) == 1
 
 
-def test_break_with_live_closure_runs_rest_eagerly():
+def test_break_with_live_closure_resumes_compiled():
+    # the closure, held by a local only, is made again over the resume function's cells
+    # and f(x) + y is one graph of the resume function (nothing to compute before the break)
     rec = check(brk_closure_alive, torch.randn(3), torch.randn(3))
+    assert len(rec.graphs) == 1 and len(rec.breaks) == 1
+    assert "closure" not in rec.breaks[0].reason
+
+
+def test_break_with_shared_closure_runs_rest_eagerly():
+    rec = check(brk_closure_shared, torch.randn(3), torch.randn(3))
     assert "closure" in rec.breaks[0].reason
 
 

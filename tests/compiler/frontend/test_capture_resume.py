@@ -108,3 +108,30 @@ def test_assembled_body_calls_and_kw_names():
     out = fn(5, 2)
     assert out[:2] == (52, 3) and out[2]() == "ABC"
     assert fn.__name__ == "target" and fn.__code__.co_varnames[:2] == ("a", "b")
+
+
+def with_closure(x, s=1):
+    y = x + 1
+
+    def add(v, w=2):
+        return v * w + y + s
+    z = g(x)
+    y = y * 2
+    return add(z), y, add.__defaults__
+
+
+def test_resume_remakes_closure_over_its_own_cells():
+    # the closure is not passed: the prologue makes it again over the resume function's cells
+    # `y` (a cell variable) and `s` (a cell variable that is also a parameter), so the
+    # rebinding of y after the resume point is seen by the closure, as in the original
+    info = code_info(with_closure.__code__)
+    first = calls(with_closure.__code__)[0]
+    add_code = next(c for c in with_closure.__code__.co_consts if isinstance(c, types.CodeType))
+    cells = tuple((name, True) for name in add_code.co_freevars)     # both cell variables
+    assert sorted(add_code.co_freevars) == ["s", "y"]
+    spec = ((("add", False),), add_code, cells, (2,), None)
+    code = resume.make_resume_code(with_closure.__code__, info.next_offset(first.offset), ["value"],
+                                   ["x", "s", "y"], (), (spec,))
+    assert "add" not in code.co_varnames[:code.co_argcount]
+    fn = types.FunctionType(code, with_closure.__globals__)
+    assert fn((g(3),), 3, 5, 4) == with_closure(3, 5)

@@ -169,3 +169,78 @@ def closure_argument_recreated_each_call():
         return fn(x) + 1
     return f
 P(closure_argument_recreated_each_call)
+
+
+@case("closures", args=lambda i: (torch.full((2,), float(i + 1)), i * 3))
+def closure_nonlocal_write_after_break():
+    # a counter closure made before the break, bumped before and after it through nonlocal;
+    # the frame also rebinds the cell after the break: both must see one cell throughout
+    def f(x, n):
+        count = n
+
+        def bump(k):
+            nonlocal count
+            count += k
+            return count
+        first = bump(1)
+        brk()
+        y = x * bump(2)
+        count += 10
+        return y + bump(1), count, first
+    return f
+P(closure_nonlocal_write_after_break)
+
+
+@case("closures", args=lambda i: (torch.full((2,), float(i + 1)), float(i) - 0.5))
+def closure_over_two_cells_with_alias():
+    # a closure over two cells (a tensor and a float), held by two locals; the frame rebinds
+    # one cell after the break; the alias must stay the same function object
+    def f(x, s):
+        a = x + 1
+        b = s
+
+        def comb(v, w=2):
+            return v * a + b * w
+        alias = comb
+        brk()
+        b = b + 2
+        return comb(x), alias(a, 3), alias is comb
+    return f
+P(closure_over_two_cells_with_alias)
+
+
+@case("closures")
+def closure_over_cell_and_free_variable_across_break():
+    # the compiled function is itself a closure: the inner function closes over one of its
+    # free variables (rebound by the function after the break) and over one of its own cells
+    scale = [2.0]
+    offset = 1.0
+
+    def f(x):
+        nonlocal offset
+        t = x * scale[0]
+
+        def g(v):
+            return v * offset + t
+        brk()
+        offset = offset + 1.0
+        return g(x)
+    return World(f, observe=lambda: offset)
+P(closure_over_cell_and_free_variable_across_break)
+
+
+@case("closures")
+def closure_in_a_list_across_break():
+    # the closure is also held by a list: it is not made again, the frame's cell must still be
+    # the one the closure reads after the break
+    def f(x):
+        y = x + 1
+
+        def add(v):
+            return v + y
+        fns = [add]
+        brk()
+        y = y * 3
+        return fns[0](x), add(x)
+    return f
+P(closure_in_a_list_across_break)

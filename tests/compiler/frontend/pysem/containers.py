@@ -246,3 +246,37 @@ def sorted_with_key_lambda():
         return x * by_val[0][1], by_val, by_name, max(items, key=lambda p: p[1])
     return f
 P(sorted_with_key_lambda)
+
+
+@case("containers", args=lambda i: (torch.full((2,), float(i + 1)), [i % 2, 2, 3 + i]))
+def defaultdict_and_deque_across_break():
+    # a defaultdict and a deque built in the frame, changed on both sides of a break; types,
+    # order and the default factory must survive it
+    def f(x, keys):
+        dd = collections.defaultdict(list)
+        for k in keys:
+            dd[k].append(x * k)
+        dq = collections.deque([x, x + 1])
+        dq.append(x + 2)
+        brk()
+        dq.appendleft(x * 0)
+        dd["new"].append(x)
+        dd[keys[0]].append(x - 1)
+        return sum(dq), dd, dq, len(dd[keys[-1]]), dd.default_factory
+    return f
+P(defaultdict_and_deque_across_break)
+
+
+@case("containers", args=lambda i: (torch.full((2,), float(i + 1)), "abca"[: 2 + i]))
+def counter_and_ordered_dict_across_break():
+    # a Counter and an OrderedDict reordered after the break
+    def f(x, word):
+        c = collections.Counter(word)
+        od = collections.OrderedDict(a=x, b=x * 2)
+        brk()
+        c.update("zz")
+        od.move_to_end("a")
+        od["c"] = x + c["a"]
+        return od, c, list(od), od["c"] * 2
+    return f
+P(counter_and_ordered_dict_across_break)
