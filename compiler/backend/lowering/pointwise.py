@@ -87,6 +87,10 @@ def _binary(opname, scale_arg=False):
             a = _as_operand_dtype(a, ctx.dtype, ctx.device)
         if not is_tensor(b) and opname in _SCALAR_IN_OP_DTYPE:
             b = _as_operand_dtype(b, ctx.dtype, ctx.device)
+        if ctx.dtype == torch.bool and not hasattr(alpha, "free_symbols"):
+            # eager converts alpha to the op's type first (bool(-1) is True), so a + alpha * b on
+            # bool is a or (alpha and b); scaling the int32 sum by -1 gave a xor b
+            alpha = int(bool(alpha))
         if alpha != 1:
             return make_pointwise(ctx, [a, b, alpha], lambda x, y, al: getattr(ops, opname)(x, ops.mul(y, al)),
                                   compute_dtype=compute)

@@ -34,6 +34,10 @@ def bool_add(a):                            # 3: bool + bool renormalized to boo
     return (a + a).float(), torch.add(a, a, alpha=2).float(), (a * a).float()
 
 
+def bool_add_alpha(a, b):                   # 3: eager casts alpha to bool first (-1 is True)
+    return torch.add(a, b, alpha=-1), torch.add(a, b, alpha=0), torch.add(a, b, alpha=-1).float()
+
+
 def float_floor_division(a, b):             # 4: fmod-based floor division
     return a // 0.1, torch.div(a, b, rounding_mode="floor"), torch.floor_divide(b, a)
 
@@ -200,6 +204,8 @@ CASES = {
     "1_writeback_order": (writeback_before_reader, lambda: [torch.zeros(3), torch.tensor(1.)]),
     "2_output_overwritten": (fused_output_overwritten, lambda: [torch.tensor([1., 2.])]),
     "3_bool_add": (bool_add, lambda: [torch.tensor([True, False, True])]),
+    "3_bool_add_alpha": (bool_add_alpha, lambda: [torch.tensor([True, False, True, False]),
+                                                  torch.tensor([True, True, False, False])]),
     "4_floor_division": (float_floor_division, lambda: [torch.tensor([1.0, -1.0, 0.3, 7.5, -0.0]),
                                                       torch.tensor([0.1, 0.1, -0.1, 2.0, 3.0])]),
     "5_type_as_mutated": (type_as_mutated, lambda: [torch.randn(3), torch.randn(3)]),
