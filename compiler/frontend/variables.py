@@ -425,8 +425,11 @@ class UserMethodVariable(Variable):
         return types.MethodType
 
 
-class BuiltinVariable(Variable):
-    """A Python builtin (len, isinstance, range, print, ...) or operator.* function."""
+class _LibraryFunctionVariable(Variable):
+    """A function object of a library, held as a constant; the subclasses only say whose
+    (their calls are dispatched by kind: builtin_calls / torch_calls / numpy_calls)."""
+
+    LABEL = "Function"
 
     def __init__(self, fn, source=None):
         self.fn = fn
@@ -442,34 +445,25 @@ class BuiltinVariable(Variable):
         return self.fn
 
     def __repr__(self):
-        return f"Builtin({getattr(self.fn, '__name__', self.fn)})"
+        return f"{self.LABEL}({getattr(self.fn, '__name__', self.fn)})"
+
+
+class BuiltinVariable(_LibraryFunctionVariable):
+    """A Python builtin (len, isinstance, range, print, ...) or operator.* function."""
+
+    LABEL = "Builtin"
 
 
 class NumpyFunctionVariable(BuiltinVariable):
     """A top-level numpy function or ufunc that torch._numpy implements (numpy_calls.py)."""
 
-    def __repr__(self):
-        return f"Numpy({getattr(self.fn, '__name__', self.fn)})"
+    LABEL = "Numpy"
 
 
-class TorchFunctionVariable(Variable):
+class TorchFunctionVariable(_LibraryFunctionVariable):
     """A function of torch / torch.nn.functional / a torch.Tensor method (unbound)."""
 
-    def __init__(self, fn, source=None):
-        self.fn = fn
-        self.source = source
-
-    def python_type(self):
-        return type(self.fn)
-
-    def is_constant(self):
-        return True
-
-    def as_constant(self):
-        return self.fn
-
-    def __repr__(self):
-        return f"Torch({getattr(self.fn, '__name__', self.fn)})"
+    LABEL = "Torch"
 
 
 class MethodVariable(Variable):
