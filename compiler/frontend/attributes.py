@@ -26,6 +26,8 @@ _TENSOR_CONST_ATTRS = {"dtype", "device", "requires_grad", "is_cuda", "layout", 
 def get_attr(tx, obj, name):
     se = tx.ctx.side_effects
     pending = se.pending_attr(obj, name)
+    if isinstance(pending, V.DeletedVariable):       # `del obj.name` earlier in the trace
+        return _after_delete(tx, obj, name)
     if pending is not None:
         return pending
     if isinstance(obj, V.TensorVariable):
@@ -95,6 +97,12 @@ def get_attr(tx, obj, name):
         poly = CLASS_POLYFILLS.get((obj.fn, name))
         if poly is not None:             # dict.fromkeys: a Python equivalent, inlined
             return V.UserFunctionVariable(poly)
+        member = inspect.getattr_static(obj.fn, name, None)
+        if obj.fn.__module__ == "builtins" and type(member).__hash__ is not None \
+                and member in dispatch.BUILTINS:
+            # object.__setattr__ / __delattr__ read through the builtin class: the modelled
+            # builtin (as through a class held in a cell, _type_attr)
+            return V.BuiltinVariable(member)
     if isinstance(obj, V.TorchFunctionVariable) and isinstance(obj.fn, torch._ops.OpOverloadPacket):
         # torch.ops.aten.add.Tensor: an overload of the packet, a fixed operator object
         try:
@@ -146,6 +154,9 @@ def super_attr(tx, sv, name):
                 return V.PartialVariable(V.BuiltinVariable(object.__getattribute__), [obj], {})
             if klass is object and name == "__setattr__" and isinstance(obj, V.UserObjectVariable):
                 return V.PartialVariable(V.BuiltinVariable(object.__setattr__), [obj], {})
+            if klass is object and name == "__delattr__" and \
+                    isinstance(obj, (V.UserObjectVariable, V.NewObjectVariable)):
+                return V.PartialVariable(V.BuiltinVariable(object.__delattr__), [obj], {})
             if klass is dict and name in _DICT_READS and isinstance(obj, V.UserObjectVariable):
                 return V.PartialVariable(V.BuiltinVariable(member), [obj], {})
             raise Unsupported(f"super().{name} is a {type(member).__name__}")
@@ -366,6 +377,83 @@ def store_attr(tx, obj, name, value):
         if static is not None and hasattr(static, "__set__"):
             raise Unsupported(f"assignment to descriptor {name}")
     tx.ctx.side_effects.store_attr(tx, obj, name, value)
+
+
+# ---- `del obj.name` (DELETE_ATTR, delattr) ------------------------------------------------------
+def _after_delete(tx, obj, name):
+    """A read of an instance attribute deleted earlier in the trace: the class's attribute,
+    else AttributeError (as CPython's lookup after the instance dict lost the name)."""
+    cls = type(obj.value)
+    if inspect.getattr_static(cls, name, _MISSING) is _MISSING:
+        exceptions.raise_new(AttributeError, f"{cls.__name__!r} object has no attribute {name!r}")
+    return type_member(tx, obj, cls, name)
+
+
+_MISSING = object()
+
+
+def _class_delattr(tx, obj, cls, name):
+    """A Python __delattr__ of the object's class (a frozen dataclass's raises
+    FrozenInstanceError): traced, True; else False (object.__delattr__ applies)."""
+    custom = inspect.getattr_static(cls, "__delattr__", object.__delattr__)
+    if not isinstance(custom, types.FunctionType):
+        if custom is not object.__delattr__:
+            raise Unsupported(f"del on {cls.__name__} (a C __delattr__)")
+        return False
+    if isinstance(obj, V.UserObjectVariable):
+        guard_class_function(tx, obj, "__delattr__", custom)
+    dispatch.inline_call(tx, V.UserFunctionVariable(custom), [obj, V.ConstantVariable(name)], {})
+    return True
+
+
+@dispatch.delete_attr.register(V.NewObjectVariable)
+def _delete_new_object_attr(tx, obj, name):
+    if isinstance(obj, V.NewModuleVariable):
+        return dispatch.NOT_HANDLED
+    if not _class_delattr(tx, obj, obj.cls, name):
+        plain_delete(tx, obj, name)
+    return None
+
+
+@dispatch.delete_attr.register(V.UserObjectVariable)
+def _delete_object_attr(tx, obj, name):
+    if obj.source is None:
+        return dispatch.NOT_HANDLED
+    if not _class_delattr(tx, obj, type(obj.value), name):
+        plain_delete(tx, obj, name)
+    return None
+
+
+def plain_delete(tx, obj, name):
+    """object.__delattr__(obj, name): made in the frame, the attribute leaves obj.attrs; a
+    pre-existing object's deletion is a side effect replayed after the graph, decided now on
+    the instance dict (its key's presence guarded) and on deletions/stores earlier in the trace."""
+    if isinstance(obj, V.NewObjectVariable):
+        cls = obj.cls
+        if _data_descriptor(cls, name) is not None:
+            raise Unsupported(f"deleting descriptor {name} of {cls.__name__}")
+        if name not in obj.attrs:
+            exceptions.raise_new(AttributeError, name)
+        del obj.attrs[name]
+        tx.ctx.side_effects.touched.append(obj)
+        return
+    value, cls = obj.value, type(obj.value)
+    if not hasattr(value, "__dict__") or any(getattr(k, "__slots__", ()) for k in cls.__mro__):
+        raise Unsupported(f"del on {cls.__name__} (slots)")
+    if _data_descriptor(cls, name) is not None:
+        raise Unsupported(f"deleting descriptor {name} of {cls.__name__}")
+    se = tx.ctx.side_effects
+    pending = se.pending_attr(obj, name)
+    if pending is None:
+        # only the key's presence is guarded (its value is not read)
+        present = name in value.__dict__
+        expr = f"{name!r} {'in' if present else 'not in'} {AttrSource(obj.source, '__dict__').name()}"
+        tx.output.add_guard(expr, "SYMBOLIC", expr)
+    else:
+        present = not isinstance(pending, V.DeletedVariable)
+    if not present:
+        exceptions.raise_new(AttributeError, name)
+    se.delete_attr(tx, obj, name)
 
 
 def object_dict_lookup(tx, dv, key):

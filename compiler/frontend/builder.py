@@ -191,6 +191,7 @@ _BY_TYPE = {
     frozenset: _wrap_set,
     dict: _wrap_dict,
     collections.OrderedDict: _wrap_dict,
+    collections.Counter: _wrap_dict,
 }
 
 

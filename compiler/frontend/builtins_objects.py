@@ -15,6 +15,7 @@ from tracetorch.compiler.frontend.attributes import (
     dict_subclass_read,
     generic_object_attr,
     new_object_store,
+    plain_delete,
     plain_store,
 )
 from tracetorch.compiler.frontend.builtin_calls import consts, make_super
@@ -22,6 +23,7 @@ from tracetorch.compiler.frontend.dispatch import NOT_HANDLED
 from tracetorch.compiler.frontend.errors import Unsupported
 from tracetorch.compiler.frontend.exceptions import as_string
 from tracetorch.compiler.frontend.inline import call_module_forward
+from tracetorch.compiler.frontend.members import guard_class_function
 from tracetorch.compiler.frontend.symbolic import python_type
 
 
@@ -154,6 +156,47 @@ def _object_setattr(tx, fn, args, kwargs):
     return NOT_HANDLED
 
 
+@dispatch.builtin(object.__delattr__)
+def _object_delattr(tx, fn, args, kwargs):
+    # the deletion itself, without the class's __delattr__ (which is what calls this)
+    if len(args) == 2 and not kwargs and args[1].is_constant() \
+            and isinstance(args[0], (V.UserObjectVariable, V.NewObjectVariable)) \
+            and not isinstance(args[0], V.NewModuleVariable) \
+            and (args[0].source is not None or isinstance(args[0], V.NewObjectVariable)):
+        plain_delete(tx, args[0], args[1].as_constant())
+        return V.ConstantVariable(None)
+    return NOT_HANDLED
+
+
+@dispatch.compare_op.first
+def _not_equal_through_eq(tx, symbol, a, b):
+    """a != b between objects whose class defines __eq__ in Python but inherits object.__ne__
+    (dataclasses): object.__ne__ inverts __eq__ unless it is NotImplemented, then the reflected
+    operand is asked, then identity decides (as CPython's rich comparison does)."""
+    if symbol != "!=" or not any(isinstance(x, (V.NewObjectVariable, V.UserObjectVariable))
+                                 for x in (a, b)):
+        return NOT_HANDLED
+    for x, y in ((a, b), (b, a)):
+        if not isinstance(x, (V.NewObjectVariable, V.UserObjectVariable)):
+            if x.is_constant() or isinstance(x, (V.TensorVariable, V.SymNodeVariable)):
+                return NOT_HANDLED           # the other operand's own rules decide
+            continue
+        cls = python_type(x)
+        if inspect.getattr_static(cls, "__ne__", None) is not object.__ne__:
+            return NOT_HANDLED                # a __ne__ of its own: the generic rules inline it
+        eq = inspect.getattr_static(cls, "__eq__", None)
+        if eq is object.__eq__:
+            continue                          # identity only: NotImplemented unless `is`
+        if not isinstance(eq, types.FunctionType):
+            return NOT_HANDLED
+        guard_class_function(tx, x, "__eq__", eq)
+        out = dispatch.inline_call(tx, V.UserFunctionVariable(eq), [x, y], {})
+        if out.is_constant() and out.as_constant() is NotImplemented:
+            continue
+        return V.ConstantVariable(not dispatch.truthiness(tx, out))
+    return NOT_HANDLED                        # identity: the generic rules decide `is`
+
+
 @dispatch.builtin(object.__getattribute__)
 def _object_getattribute(tx, fn, args, kwargs):
     if len(args) == 2 and not kwargs and args[1].is_constant():
@@ -198,6 +241,9 @@ def _has_attr_tensor(tx, v, name):
 
 @dispatch.has_attr.register(V.NNModuleVariable, V.UserObjectVariable, V.PythonModuleVariable)
 def _has_attr_real(tx, v, name):
+    pending = tx.ctx.side_effects.pending_attr(v, name)
+    if pending is not None:        # stored or deleted earlier in the trace (replayed later)
+        return not isinstance(pending, V.DeletedVariable) or hasattr(type(v.value), name)
     found = hasattr(v.value, name)
     if v.source is not None:     # the object may gain or lose the attribute later
         expr = f"{'' if found else 'not '}hasattr({v.source.name()}, {name!r})"

@@ -178,7 +178,8 @@ class PyCodegen:
         wrap_cls = var.dict_cls is not dict
         factory = None
         if wrap_cls:
-            if var.dict_cls not in (collections.OrderedDict, collections.defaultdict):
+            if var.dict_cls not in (collections.OrderedDict, collections.defaultdict,
+                                    collections.Counter):    # Counter(dict): counts as given
                 raise Unsupported(f"rebuilding a {var.dict_cls.__name__}")
             self.emit("PUSH_NULL")
             self.emit("LOAD_CONST", var.dict_cls)
@@ -192,7 +193,7 @@ class PyCodegen:
         text = "{" + ", ".join(parts) + "}"
         if wrap_cls:
             self.call(1 if factory is None else 2)
-            text = (f"OrderedDict({text})" if factory is None
+            text = (f"{var.dict_cls.__name__}({text})" if factory is None
                     else f"defaultdict({factory}, {text})")
         return text
 
@@ -237,6 +238,10 @@ class PyCodegen:
                 otext = self.reconstruct(obj)
                 self.emit("STORE_ATTR", name)
                 self.lines.append(f"{otext}.{name} = {text}")
+            elif op[0] == "delattr":
+                otext = self.reconstruct(op[1])
+                self.emit("DELETE_ATTR", op[2])
+                self.lines.append(f"del {otext}.{op[2]}")
             elif op[0] == "call":
                 # a deferred call, its constant arguments bound in (SideEffects.record_call)
                 call = op[3].value

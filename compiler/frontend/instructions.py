@@ -292,6 +292,11 @@ class Tracer(DataOps):
         value = self.pop()
         dispatch.store_attr(self, obj, inst.argval, value)
 
+    def DELETE_ATTR(self, inst):
+        obj = self.pop()
+        if dispatch.delete_attr(self, obj, inst.argval) is dispatch.NOT_HANDLED:
+            raise Unsupported(f"del of attribute {inst.argval} of {obj!r}")
+
     def LOAD_SUPER_ATTR(self, inst):
         # 3.12: super global, class, self on the stack; low bit = method load,
         # second bit = two-argument super(cls, self)

@@ -4,7 +4,7 @@ While tracing, a mutation of a pre-existing list/dict (it has a source), an attr
 on a pre-existing object or module, or a global write is not performed: it is recorded here
 (later reads in the trace see the new value). The generated code replays them, in the order
 they happened, right after the compiled graph: `lst[:] = [...]`, `d.clear(); d.update(...)`,
-`obj.attr = value`, `global g = value`.
+`obj.attr = value`, `del obj.attr`, `global g = value`.
 """
 from __future__ import annotations
 
@@ -27,7 +27,9 @@ def _identity(var):
 
 class SideEffects:
     def __init__(self):
-        self.ops = []                  # ordered: ("attr", obj, name, value) / ("global", g, name, value) / ("container", var)
+        # ordered: ("attr", obj, name, value) / ("delattr", obj, name, None) /
+        # ("global", g, name, value) / ("container", var) / ...
+        self.ops = []
         self._attrs = {}               # (id(obj var), name) -> value
         self._globals = {}             # (id(globals dict), name) -> value
         self._mutated = {}             # id(var) -> var (pre-existing lists/dicts)
@@ -71,6 +73,12 @@ class SideEffects:
         self._attrs[(_identity(obj), name)] = value
         self.ops.append(("attr", obj, name, value))
 
+    def delete_attr(self, tx, obj, name):
+        """`del obj.name` on a pre-existing object: replayed after the graph; later reads in
+        the trace see a DeletedVariable (the class attribute, or AttributeError)."""
+        self._attrs[(_identity(obj), name)] = V.DeletedVariable()
+        self.ops.append(("delattr", obj, name, None))
+
     def pending_attr(self, obj, name):
         return self._attrs.get((_identity(obj), name))
 
@@ -112,6 +120,9 @@ class SideEffects:
                 _, obj, name, value = op
                 where = obj.source.name() if obj.source is not None else repr(obj)
                 lines.append(f"setattr {where}.{name} = {value!r}")
+            elif op[0] == "delattr":
+                where = op[1].source.name() if op[1].source is not None else repr(op[1])
+                lines.append(f"delattr {where}.{op[2]}")
             elif op[0] == "cell":
                 lines.append(f"cell L[{op[2]!r}] = {op[3]!r}")
             elif op[0] == "call":

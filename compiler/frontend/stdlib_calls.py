@@ -9,8 +9,11 @@ handler here, dispatched through tables (no per-call isinstance ladders):
                 zip_longest (lazy iterators, iterators.py), permutations/combinations/product/
                 combinations_with_replacement (CPython materializes their input at creation,
                 so do we), operator.itemgetter/attrgetter/methodcaller (real immutable objects
-                made now from constant arguments), collections.deque/defaultdict/OrderedDict
-                (symbolic containers).
+                made now from constant arguments), collections.deque/defaultdict/OrderedDict/
+                Counter (symbolic containers).
+  Counter       a DictVariable whose dict_cls is Counter: a missing key reads 0 (missing_key);
+                its methods and operators are Python functions of ours, inlined (first-rules on
+                dispatch.call_method / binary_op / unary_op), so they trace like user code.
   CALLABLE_CONSTANTS  calling such an operator object: the item/attribute/method access it
                 stands for, traced on the argument.
   STDLIB_PURE   stdlib Python functions called on constants only, answered now (namedtuple
@@ -20,6 +23,7 @@ Anything else these modules offer stays a graph break with its reason.
 from __future__ import annotations
 
 import collections
+import collections.abc
 import copy
 import dataclasses
 import functools
@@ -225,6 +229,238 @@ def _ordered_dict(tx, args, kwargs):
     return d
 
 
+# ---- collections.Counter -------------------------------------------------------------------
+# Counter's own methods are stdlib Python built on C helpers and heapq; these equivalents,
+# written for the tracer, keep CPython's results (insertion order of keys, ties in most_common,
+# only positive counts kept by the operators) and are inlined with the Counter as `self`.
+def _is_counter(v):
+    return isinstance(v, V.DictVariable) and v.dict_cls is collections.Counter
+
+
+def _counter_update(self, iterable=None, /, **kwds):
+    if iterable is not None:
+        if isinstance(iterable, collections.abc.Mapping):
+            if self:
+                for elem, count in iterable.items():
+                    self[elem] = count + self[elem]
+            else:                          # an empty Counter takes a mapping's values as they are
+                for elem, count in iterable.items():
+                    self[elem] = count
+        else:
+            for elem in iterable:
+                self[elem] = self[elem] + 1
+    if kwds:
+        _counter_update(self, kwds)
+
+
+def _counter_subtract(self, iterable=None, /, **kwds):
+    if iterable is not None:
+        if isinstance(iterable, collections.abc.Mapping):
+            for elem, count in iterable.items():
+                self[elem] = self[elem] - count
+        else:
+            for elem in iterable:
+                self[elem] = self[elem] - 1
+    if kwds:
+        _counter_subtract(self, kwds)
+
+
+def _count_of(pair):
+    return pair[1]
+
+
+def _counter_most_common(self, n=None):
+    # heapq.nlargest(n, ..., key) is documented as sorted(..., key, reverse=True)[:n]
+    ranked = sorted(self.items(), key=_count_of, reverse=True)
+    if n is None:
+        return ranked
+    return ranked[:n] if n > 0 else []
+
+
+def _counter_elements(self):
+    out = []
+    for elem, count in self.items():
+        for _ in range(count):
+            out.append(elem)
+    return itertools.chain(out)           # CPython returns an itertools.chain too
+
+
+def _counter_total(self):
+    return sum(self.values())
+
+
+def _counter_keep(self, other, merge):
+    # a new Counter of merge(count in self, count in other) over both key sets (self's keys
+    # first), positive results only
+    result = collections.Counter()
+    for elem, count in self.items():
+        new = merge(count, other[elem])
+        if new > 0:
+            result[elem] = new
+    for elem, count in other.items():
+        if elem not in self:
+            new = merge(0, count)
+            if new > 0:
+                result[elem] = new
+    return result
+
+
+def _add(a, b):
+    return a + b
+
+
+def _sub(a, b):
+    return a - b
+
+
+def _max(a, b):
+    return b if a < b else a
+
+
+def _min(a, b):
+    return a if a < b else b
+
+
+def _counter_add(self, other):
+    return _counter_keep(self, other, _add)
+
+
+def _counter_sub(self, other):
+    return _counter_keep(self, other, _sub)
+
+
+def _counter_or(self, other):
+    return _counter_keep(self, other, _max)
+
+
+def _counter_and(self, other):
+    return _counter_keep(self, other, _min)
+
+
+def _counter_pos(self):
+    result = collections.Counter()
+    for elem, count in self.items():
+        if count > 0:
+            result[elem] = count
+    return result
+
+
+def _counter_neg(self):
+    result = collections.Counter()
+    for elem, count in self.items():
+        if count < 0:
+            result[elem] = 0 - count
+    return result
+
+
+def _counter_inplace(self, other, merge):
+    for elem, count in other.items():
+        self[elem] = merge(self[elem], count)
+    for elem in [e for e, c in self.items() if not c > 0]:
+        del self[elem]
+    return self
+
+
+def _counter_iadd(self, other):
+    return _counter_inplace(self, other, _add)
+
+
+def _counter_isub(self, other):
+    return _counter_inplace(self, other, _sub)
+
+
+def _counter_ior(self, other):
+    return _counter_inplace(self, other, _max)
+
+
+def _counter_iand(self, other):
+    for elem, count in self.items():
+        if other[elem] < count:
+            self[elem] = other[elem]
+    for elem in [e for e, c in self.items() if not c > 0]:
+        del self[elem]
+    return self
+
+
+def _counter(tx, args, kwargs):
+    if len(args) > 1:
+        raise Unsupported("Counter() takes at most one positional argument")
+    c = V.DictVariable({}, dict_cls=collections.Counter)
+    if args or kwargs:
+        dispatch.inline_call(tx, V.UserFunctionVariable(_counter_update), [c, *args], kwargs)
+    return c
+
+
+def _popitem(self, last=True):
+    keys = list(self)
+    if not keys:
+        raise KeyError("popitem(): dictionary is empty")
+    key = keys[-1] if last else keys[0]
+    return key, self.pop(key)
+
+
+def _od_move_to_end(self, key, last=True):
+    value = self.pop(key)
+    if last:
+        self[key] = value
+    else:
+        rest = list(self.items())
+        self.clear()
+        self[key] = value
+        for k, v in rest:
+            self[k] = v
+
+
+# methods of dict kinds by (class, name), looked up along the dict's class MRO
+_DICT_METHODS = {
+    **{(collections.Counter, name): fn for name, fn in (
+        ("update", _counter_update), ("subtract", _counter_subtract),
+        ("most_common", _counter_most_common), ("elements", _counter_elements),
+        ("total", _counter_total), ("__add__", _counter_add), ("__sub__", _counter_sub),
+        ("__or__", _counter_or), ("__and__", _counter_and), ("__pos__", _counter_pos),
+        ("__neg__", _counter_neg))},
+    (collections.OrderedDict, "move_to_end"): _od_move_to_end,
+    (collections.OrderedDict, "popitem"): _popitem,
+    (dict, "popitem"): _popitem,            # LIFO, as OrderedDict's default
+}
+# operators between two Counters (a Counter and anything else: NotImplemented in CPython,
+# left to the generic rules)
+_COUNTER_OPERATORS = {"+": _counter_add, "-": _counter_sub, "|": _counter_or, "&": _counter_and,
+                      "+=": _counter_iadd, "-=": _counter_isub, "|=": _counter_ior,
+                      "&=": _counter_iand}
+_COUNTER_UNARY = {"pos": _counter_pos, "neg": _counter_neg}
+
+
+def _inline(tx, fn, args, kwargs=None):
+    log.debug("polyfill_inlined", function=fn.__name__)
+    return dispatch.inline_call(tx, V.UserFunctionVariable(fn), args, kwargs or {})
+
+
+@dispatch.call_method.first
+def _dict_kind_method(tx, obj, name, args, kwargs):
+    if not isinstance(obj, V.DictVariable):
+        return dispatch.NOT_HANDLED
+    for cls in obj.dict_cls.__mro__:
+        poly = _DICT_METHODS.get((cls, name))
+        if poly is not None:
+            return _inline(tx, poly, [obj, *args], kwargs)
+    return dispatch.NOT_HANDLED
+
+
+@dispatch.binary_op.first
+def _counter_binary(tx, symbol, a, b):
+    if not (_is_counter(a) and _is_counter(b)) or symbol not in _COUNTER_OPERATORS:
+        return dispatch.NOT_HANDLED
+    return _inline(tx, _COUNTER_OPERATORS[symbol], [a, b])
+
+
+@dispatch.unary_op.first
+def _counter_unary(tx, name, a):
+    if not _is_counter(a) or name not in _COUNTER_UNARY:
+        return dispatch.NOT_HANDLED
+    return _inline(tx, _COUNTER_UNARY[name], [a])
+
+
 TYPES = {
     itertools.chain: _lazy("chain"), itertools.zip_longest: _lazy("zip_longest"),
     itertools.count: _count, itertools.islice: _islice, itertools.accumulate: _accumulate,
@@ -236,13 +472,15 @@ TYPES = {
     operator.attrgetter: _operator_object(operator.attrgetter),
     operator.methodcaller: _operator_object(operator.methodcaller),
     collections.deque: _deque, collections.defaultdict: _defaultdict,
-    collections.OrderedDict: _ordered_dict,
+    collections.OrderedDict: _ordered_dict, collections.Counter: _counter,
 }
 
 
 def missing_key(tx, d, key):
     """d[key] for a missing key of a defaultdict made in the frame: factory() stored and
-    returned (a mutation, as in CPython), else None."""
+    returned (a mutation, as in CPython); of a Counter: 0 (not stored); else None."""
+    if d.dict_cls is collections.Counter:
+        return V.ConstantVariable(0)
     factory = getattr(d, "default_factory", None)
     if factory is None or (factory.is_constant() and factory.as_constant() is None):
         return None

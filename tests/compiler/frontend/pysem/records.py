@@ -174,3 +174,74 @@ def frozen_dataclass_replace_and_is_dataclass():
         return x + q.y, q, p is not q, dataclasses.is_dataclass(q), dataclasses.is_dataclass(x)
     return f
 P(frozen_dataclass_replace_and_is_dataclass)
+
+
+class _Slots:
+    kind = "class"                    # a class attribute that a deleted instance one shadowed
+
+    def __init__(self, n):
+        self.n = n
+        self.kind = "instance"
+
+
+class _Audited:
+    """A class with its own __delattr__: the deletion is logged, then done by object's."""
+    def __init__(self):
+        self.log = []
+        self.a = 1
+
+    def __delattr__(self, name):
+        self.log.append(name)
+        object.__delattr__(self, name)
+
+
+@case("records", args=lambda i: (torch.full((2,), float(i)), i))
+def del_attribute_of_object_made_in_frame():
+    def f(x, n):
+        s = _Slots(n)
+        del s.kind                    # the class attribute shows through again
+        try:
+            del s.kind
+            missing = "no"
+        except AttributeError:
+            missing = "raised"
+        if n % 2:
+            del s.n
+        au = _Audited()
+        del au.a
+        return x * (getattr(s, "n", 10)), s.kind, missing, hasattr(s, "n"), au.log, \
+            hasattr(au, "a"), getattr(s, "kind")
+    return f
+P(del_attribute_of_object_made_in_frame)
+
+
+class _State:
+    pass
+
+
+STATE = _State()
+
+
+def _reset_state(i):
+    STATE.__dict__.clear()
+    STATE.step = i
+    if i != 1:                        # call 1: the attribute is absent, `del` raises
+        STATE.cache = [i]
+
+
+@case("records", args=lambda i: (torch.full((2,), float(i + 1)),))
+def del_attribute_of_global_object():
+    # a pre-existing object: the deletion is replayed after the graph, its presence guarded
+    def f(x):
+        try:
+            del STATE.cache
+            dropped = True
+        except AttributeError:
+            dropped = False
+        STATE.tmp = x.sum()
+        had_tmp = hasattr(STATE, "tmp")
+        del STATE.tmp
+        delattr(STATE, "step")
+        return x * 2, dropped, had_tmp, hasattr(STATE, "cache"), hasattr(STATE, "step")
+    return World(f, observe=lambda: sorted(vars(STATE)), before=_reset_state)
+P(del_attribute_of_global_object)

@@ -176,3 +176,55 @@ def collections_counter_arithmetic():
                 sorted(c.elements()), c.most_common())
     return f
 P(collections_counter_arithmetic)
+
+
+@case("stdlib", args=lambda i: (torch.tensor([0.5, 1.5, 2.5, 1.5][: 2 + i]) * (i + 1),))
+def counter_from_tensor_derived_list():
+    # keys computed from tensor values (a graph break: tolist) and from the shape
+    def f(x):
+        c = collections.Counter((x > 1).tolist())
+        c.update([x.shape[0]] * 2, extra=x.dim())
+        c.subtract({True: 1})
+        neg = -c
+        return (x * c[True], c[False], c.total(), +c, neg, c.most_common(), list(c.elements()),
+                type(c.elements()).__name__)
+    return f
+P(counter_from_tensor_derived_list)
+
+
+def _counter_arg(i):
+    return (torch.full((2,), float(i + 1)),
+            collections.Counter({"a": i + 1, "b": 2 - i, "c": i}))
+
+
+@case("stdlib", args=_counter_arg)
+def counter_input_mutated_across_calls():
+    # a pre-existing Counter whose counts change between calls, mutated in place (replayed)
+    seen = collections.Counter(q=1)
+
+    def f(x, c):
+        c["a"] += 1
+        c += collections.Counter(b=1)
+        c -= collections.Counter(z=3)
+        seen.update(c)
+        both = c | seen
+        inter = c & seen
+        key, value = c.popitem()
+        return x * c["a"] + value, key, both, inter, c.most_common(1), c["nope"], type(c).__name__
+    return World(f, observe=lambda: dict(seen))
+P(counter_input_mutated_across_calls)
+
+
+@case("stdlib")
+def ordered_dict_move_to_end_and_popitem():
+    def f(x):
+        od = collections.OrderedDict(a=x, b=x * 2, c=x * 3)
+        od.move_to_end("a")
+        od.move_to_end("c", last=False)
+        k1, v1 = od.popitem()
+        k2, v2 = od.popitem(last=False)
+        d = {"p": 1, "q": 2}
+        k3, v3 = d.popitem()
+        return od, list(od), k1 + k2 + k3, v1 + v2 + v3, d
+    return f
+P(ordered_dict_move_to_end_and_popitem)
