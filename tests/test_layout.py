@@ -55,31 +55,10 @@ def test_imports_go_one_way():
     assert not wrong, "imports against the layering (logs <- compiler <- debug <- tui):\n" + "\n".join(wrong)
 
 
-FRONTEND = REPO / "compiler" / "frontend"
-FRONTEND_PACKAGE = "tracetorch.compiler.frontend"
-
-
-def _frontend_imports(path: Path) -> set[str]:
-    """The frontend modules a frontend file imports, every import statement counted: module
-    level, function-local, under `if TYPE_CHECKING` (a local import that dodges a cycle at
-    import time is still a cycle in the design)."""
-    names = {p.stem for p in FRONTEND.glob("*.py")}
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        targets = []
-        if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level == 1:
-                base = f"{FRONTEND_PACKAGE}.{base}".rstrip(".")
-            if base == FRONTEND_PACKAGE:
-                targets = [a.name for a in node.names]
-            elif base.startswith(FRONTEND_PACKAGE + "."):
-                targets = [base[len(FRONTEND_PACKAGE) + 1:].split(".")[0]]
-        elif isinstance(node, ast.Import):
-            targets = [a.name[len(FRONTEND_PACKAGE) + 1:].split(".")[0] for a in node.names
-                       if a.name.startswith(FRONTEND_PACKAGE + ".")]
-        found.update(t for t in targets if t in names and t != path.stem)
-    return found
+# the frontend's file-level import graph, every import statement counted (module level,
+# function-local, under `if TYPE_CHECKING`: a local import that dodges a cycle at import time is
+# still a cycle in the design); the same reading gives the figures of scripts/layout_figures.py
+from scripts.layout_figures import frontend_import_graph  # noqa: E402
 
 
 def _find_cycle(graph: dict[str, set[str]]):
@@ -115,6 +94,6 @@ def test_find_cycle_names_it():
 
 def test_frontend_import_graph_is_acyclic():
     """Handler modules reach each other through dispatch.py's tables, never in a circle."""
-    graph = {p.stem: _frontend_imports(p) for p in FRONTEND.glob("*.py")}
+    graph = frontend_import_graph()
     cycle = _find_cycle(graph)
     assert cycle is None, "frontend import cycle: " + " -> ".join(f"{m}.py" for m in cycle)
