@@ -1,7 +1,9 @@
 """Where does one compiled call's time go? A cProfile of steady-state calls of a suite model
-(scripts/models) or a kernel workload (scripts/workloads.py).
+(scripts/models), a kernel workload (scripts/workloads.py) or a real model of
+scripts/bench_real_models.py (`real:<name>`, e.g. `real:t5_small`).
 
     python scripts/profile_call.py gpt2 --device cuda --dtype bfloat16
+    python scripts/profile_call.py real:gpt2 --device cuda --dtype bfloat16 --kernels
     python scripts/profile_call.py gpt2 --device cpu --calls 50
     python scripts/profile_call.py transformer_block --device cuda --dtype bfloat16 --kernels
 
@@ -40,6 +42,12 @@ def wall_ms(fn, device, n=30):
     return statistics.median(times)
 
 
+def call(fn, inputs):
+    """fn on the model's inputs: a tuple of positional arguments, or a dict of keywords (the
+    encoder-decoder real models are called with keywords)."""
+    return fn(**inputs) if isinstance(inputs, dict) else fn(*inputs)
+
+
 def kernel_profile(compiled, model, inputs, args) -> str:
     """torch.profiler tables of device time per kernel: ours, eager and (unless --no-inductor)
     torch.compile/inductor."""
@@ -53,10 +61,10 @@ def kernel_profile(compiled, model, inputs, args) -> str:
         variants.append(("inductor", torch.compile(model)))
     for label, fn in variants:
         for _ in range(3):       # compile (inductor) and warm up outside the profile
-            fn(*inputs)
+            call(fn, inputs)
         with profile(activities=acts) as prof:
             for _ in range(10):
-                fn(*inputs)
+                call(fn, inputs)
             if args.device == "cuda":
                 torch.cuda.synchronize()
         text += f"\n=== {label}: 10 calls ===\n" + prof.key_averages().table(sort_by=sort, row_limit=args.top)
@@ -79,6 +87,8 @@ def main(argv=None):
     from tracetorch import compiler
     from models import SUITE
     from workloads import WORKLOADS
+
+    from scripts.bench_real_models import MODELS as REAL_MODELS
     dtype = getattr(torch, args.dtype)
     torch.manual_seed(0)
     if args.model in SUITE:
@@ -88,22 +98,27 @@ def main(argv=None):
         inputs = tuple(x.to(dtype) if x.is_floating_point() else x for x in spec.inputs(args.device, dtype, scale))
     elif args.model in WORKLOADS:
         model, inputs = WORKLOADS[args.model].build(args.device, dtype, args.device)
+    elif args.model.startswith("real:") and args.model[5:] in REAL_MODELS:
+        build, make_inputs = REAL_MODELS[args.model[5:]]
+        model = build().eval().to(args.device, dtype)
+        inputs = make_inputs(args.device)
     else:
         sys.exit(f"profile_call: unknown model {args.model!r}; valid: suite models {', '.join(SUITE)}; "
-                 f"workloads {', '.join(WORKLOADS)}")
+                 f"workloads {', '.join(WORKLOADS)}; real models "
+                 f"{', '.join('real:' + n for n in REAL_MODELS)}")
     compiled = compiler.compile(model)
     with torch.no_grad():
         t = time.perf_counter()
-        compiled(*inputs)
+        call(compiled, inputs)
         cold = time.perf_counter() - t
         for _ in range(5):
-            compiled(*inputs)
-        eager_ms = wall_ms(lambda: model(*inputs), args.device)
-        ours_ms = wall_ms(lambda: compiled(*inputs), args.device)
+            call(compiled, inputs)
+        eager_ms = wall_ms(lambda: call(model, inputs), args.device)
+        ours_ms = wall_ms(lambda: call(compiled, inputs), args.device)
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(args.calls):
-            compiled(*inputs)
+            call(compiled, inputs)
         prof.disable()
         if args.device == "cuda":
             torch.cuda.synchronize()

@@ -24,7 +24,7 @@ from tracetorch.compiler.frontend.codegen import (
 from tracetorch.compiler.frontend.eager_calls import route_calls
 from tracetorch.compiler.frontend.errors import Unsupported
 from tracetorch.compiler.frontend.graph_compile import compile_graph
-from tracetorch.compiler.frontend.guards import Guard, _signature_source
+from tracetorch.compiler.frontend.guards import Guard, signature_source
 from tracetorch.compiler.frontend.resume import (
     STACK_ARG,
     abstract_instr_at,
@@ -601,7 +601,7 @@ def _break_text(gb, why=None, frame_skipped=False):
 
 
 def _render(tx, cg):
-    head = f"def {tx.code.co_name}({_signature_source(tx.code)}):"
+    head = f"def {tx.code.co_name}({signature_source(tx.code)}):"
     return "\n".join([head] + ["    " + line for line in cg.lines])
 
 

@@ -150,6 +150,11 @@ class GuardKind:
     def describe(self, g: Guard) -> str:
         return f"{g.kind}: {g.source} {g.expected!r}"
 
+    def implied(self, g: Guard, statics) -> bool:
+        """Is `g` true for as long as the modules `statics` (static_sources.StaticSources)
+        watches are unmutated? Then it needs no check per call. Most kinds: never."""
+        return False
+
 
 GUARD_KINDS: dict[str, GuardKind] = {}
 
@@ -281,6 +286,14 @@ class ConstantMatch(GuardKind):
     def describe(self, g):
         return f"CONSTANT_MATCH: {g.source} == {g.expected!r}"
 
+    def implied(self, g, statics):
+        ok, v = statics.static_value(g.source)
+        if not ok or not statics.immutable(v):
+            return False
+        if g.expected is None or isinstance(g.expected, bool):
+            return v is g.expected
+        return type(v) is type(g.expected) and _safe_eq(v, g.expected)
+
 
 @_kind
 class TypeMatch(GuardKind):
@@ -297,6 +310,10 @@ class TypeMatch(GuardKind):
 
     def describe(self, g):
         return f"TYPE_MATCH: ___check_type_id({g.source}, {_qualname(g.expected)})"
+
+    def implied(self, g, statics):
+        ok, v = statics.static_value(g.source)
+        return ok and type(v) is g.expected and statics.class_fixed(v, g.source)
 
 
 @_kind
@@ -315,6 +332,10 @@ class IdMatch(GuardKind):
 
     def describe(self, g):
         return f"ID_MATCH: ___check_obj_id({g.source}, {id(g.expected)})  # {_short(g.expected, 40)}"
+
+    def implied(self, g, statics):
+        ok, v = statics.static_value(g.source)
+        return ok and v is g.expected
 
 
 @_kind
@@ -337,6 +358,10 @@ class LengthCheck(GuardKind):
     def describe(self, g):
         return f"LENGTH_CHECK: len({g.source}) == {g.expected}"
 
+    def implied(self, g, statics):
+        ok, v = statics.static_value(g.source)
+        return ok and statics.fixed_length(v, g.source) == g.expected
+
 
 @_kind
 class NnModuleTraining(GuardKind):
@@ -357,6 +382,10 @@ class NnModuleTraining(GuardKind):
     def describe(self, g):
         src = g.source if g.source.endswith(".training") else g.source + ".training"
         return f"NN_MODULE_TRAINING: {src} is {bool(g.expected)}"
+
+    def implied(self, g, statics):
+        ok, v = statics.static_value(g.source if g.source.endswith(".training") else g.source + ".training")
+        return ok and v is bool(g.expected)
 
 
 @_kind
@@ -487,7 +516,7 @@ def _param_names(code: types.CodeType) -> tuple:
     return code.co_varnames[:n]
 
 
-def _signature_source(code: types.CodeType) -> str:
+def signature_source(code: types.CodeType) -> str:
     names = code.co_varnames
     pos = list(names[:code.co_argcount])
     if code.co_posonlyargcount:
@@ -597,7 +626,7 @@ class _Codegen:
         return name
 
     def guard(self, g: Guard):
-        if self.statics is not None and self.statics.implied(g):
+        if self.statics is not None and kind_of(g).implied(g, self.statics):
             self.implied += 1
             return
         kind_of(g).emit(self, g)
@@ -690,7 +719,8 @@ class GuardSet:
         statics = None
         if self.static_modules:
             from tracetorch.compiler.frontend.static_sources import StaticSources
-            statics = StaticSources(self.guards)
+            statics = StaticSources([(g.source, g.expected) for g in self.guards
+                                     if isinstance(kind_of(g), IdMatch)])
         self.source, self.check, self.scope, self.implied = self._generate(statics)
         if statics is not None and statics.deps:
             from tracetorch.compiler.frontend import mutation
@@ -719,7 +749,7 @@ class GuardSet:
         if statics is not None:
             self._fingerprint = fingerprint
         body = "\n".join("        " + line for line in gen.lines) or "        pass"
-        source = (f"def ___check_guards({_signature_source(fn.__code__)}):\n"
+        source = (f"def ___check_guards({signature_source(fn.__code__)}):\n"
                   f"    try:\n{body}\n        return True\n"
                   f"    except Exception:\n        return False\n")
         refs = statics.values if statics is not None else []

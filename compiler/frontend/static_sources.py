@@ -13,9 +13,10 @@ walking the path on every call. A read is static when it is
   * `tuple[i]` on an exact tuple or torch.Size (immutable).
 Class attributes, properties, plain Python objects, dicts and lists are read at call time.
 
-`implied(g)` then says whether a guard is true for as long as the watched modules are unmutated
-(an ID_MATCH on a static value, a CONSTANT_MATCH on an immutable static value, the training flag,
-the length of a module container ...), so it needs no check per call at all.
+Each guard kind then says (guards.GuardKind.implied, asking `static_value`, `class_fixed`,
+`fixed_length`) whether its guard is true for as long as the watched modules are unmutated (an
+ID_MATCH on a static value, a CONSTANT_MATCH on an immutable static value, the training flag, the
+length of a module container ...), so it needs no check per call at all.
 """
 from __future__ import annotations
 
@@ -64,11 +65,12 @@ class Dependency:
 class StaticSources:
     """Resolves static chain prefixes of an entry's guard sources into named references."""
 
-    def __init__(self, guards):
+    def __init__(self, anchors):
+        """anchors: (source, object) pairs whose identity guards already pin (ID_MATCH)."""
         self.anchors = {}
-        for g in guards:
-            if g.kind == "ID_MATCH" and g.source and _CHAIN_RE.fullmatch(g.source):
-                self.anchors.setdefault(g.source, g.expected)
+        for source, obj in anchors:
+            if source and _CHAIN_RE.fullmatch(source):
+                self.anchors.setdefault(source, obj)
         self.values: list = []                 # ref index -> value
         self.names: dict[str, str] = {}        # static prefix text -> ref name
         self.deps: dict[int, Dependency] = {}  # id(module) -> what resolving depended on
@@ -129,41 +131,28 @@ class StaticSources:
         m = _REF_RE.fullmatch(self.substitute(source))
         return (True, self.values[int(m.group(1))]) if m else (False, None)
 
-    def implied(self, g) -> bool:
-        """True when guard g holds for as long as the watched modules are unmutated."""
-        if g.kind not in ("ID_MATCH", "TYPE_MATCH", "CONSTANT_MATCH", "LENGTH_CHECK", "NN_MODULE_TRAINING"):
-            return False
-        source = g.source
-        if g.kind == "NN_MODULE_TRAINING" and not source.endswith(".training"):
-            source += ".training"
-        ok, v = self.static_value(source)
-        if not ok:
-            return False
-        exp = g.expected
-        if g.kind == "ID_MATCH":
-            return v is exp
-        if g.kind == "NN_MODULE_TRAINING":
-            return v is bool(exp)
-        if g.kind == "TYPE_MATCH":
-            if type(v) is not exp:
-                return False
-            if isinstance(v, _Module):        # its class changes only through setattr __class__
-                self._depend(v, source, "__class__")
-                return True
-            return is_immutable(v)
-        if g.kind == "CONSTANT_MATCH":
-            if not is_immutable(v):
-                return False
-            if exp is None or isinstance(exp, bool):
-                return v is exp
-            return type(v) is type(exp) and _safe_eq(v, exp)
-        # LENGTH_CHECK
+    # Each guard kind decides whether the static structure implies it (guards.GuardKind.implied);
+    # these are the questions it asks.
+    def class_fixed(self, v, source: str) -> bool:
+        """Is type(v) fixed while the watched modules are unmutated? (A module's class changes
+        only through setattr of __class__, which is watched; an immutable value never changes.)"""
+        if isinstance(v, _Module):
+            self._depend(v, source, "__class__")
+            return True
+        return is_immutable(v)
+
+    def fixed_length(self, v, source: str) -> int | None:
+        """len(v) if it is fixed while the watched modules are unmutated, else None."""
         if type(v) in (tuple, torch.Size):
-            return len(v) == exp
+            return len(v)
         if isinstance(v, _Module) and type(v).__len__ in _STOCK_LEN:
             self._depend(v, source, ITEMS)
-            return len(v) == exp
-        return False
+            return len(v)
+        return None
+
+    @staticmethod
+    def immutable(v) -> bool:
+        return is_immutable(v)
 
 
 def static_read(obj, kind: str, key):
@@ -201,10 +190,3 @@ def _module_attr_is_static(m: _Module, name: str) -> bool:
         return False
     d = m.__dict__
     return any(name in d.get(k, ()) for k in _MODULE_DICTS)
-
-
-def _safe_eq(a, b) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:
-        return False
