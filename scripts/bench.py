@@ -389,7 +389,7 @@ def resummarize(path):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
+    harness.add_device_dtype_args(p, dtype=None)
     p.add_argument("--dtype", default="float32", help="comma list: float32,bfloat16,float16")
     p.add_argument("--only", default="", help="comma list of workload names (default: all)")
     p.add_argument("--variants", default=",".join(VARIANTS))

@@ -29,6 +29,8 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
+import harness  # noqa: E402
+
 from tracetorch import compiler  # noqa: E402
 from tracetorch import logs  # noqa: E402
 
@@ -116,7 +118,7 @@ def bench_model(name, device, calls, rounds, use_default, layers):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("models", nargs="*", default=list(DEFAULT_MODELS))
-    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    harness.add_device_dtype_args(ap, device="cpu", dtype=None)
     ap.add_argument("--calls", type=int, default=200, help="calls per round and variant")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--no-default", action="store_true", help="skip ours with the default backend")

@@ -293,8 +293,7 @@ def table(results, variants) -> str:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
+    harness.add_device_dtype_args(p, dtype="bfloat16")
     p.add_argument("--only", default="", help=f"comma-separated models (default all: {', '.join(MODELS)})")
     p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated: {', '.join(VARIANTS)}")
     p.add_argument("--repeat", type=int, default=30)

@@ -31,6 +31,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from scripts import harness  # noqa: E402
 
 VARIANTS = ["eager", "ours", "inductor"]
 
@@ -408,8 +409,7 @@ def reset_all():
 # ---------------------------------------------------------------- main
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    harness.add_device_dtype_args(ap, dtypes=("float32", "bfloat16"))
     ap.add_argument("--steps", type=int, default=None, help="timed steps (default 30, quick 5)")
     ap.add_argument("--warmup", type=int, default=None, help="untimed steps incl. compile (default 5, quick 2)")
     ap.add_argument("--only", default="", help="comma list of model names")

@@ -1,6 +1,7 @@
-"""What every benchmark script shares: synchronising a device, timing a call (median), the
-geometric mean of ratios. One copy here, imported as `from scripts import harness` (repository
-root on sys.path) or `import harness` (scripts/ on sys.path).
+"""What every benchmark script shares: its --device/--dtype arguments, synchronising a device,
+timing a call (median), the geometric mean of ratios. One copy here, imported as
+`from scripts import harness` (repository root on sys.path) or `import harness` (scripts/ on
+sys.path).
 
 Timing rules (docs: speed lives in scripts, reported as medians of side-by-side runs): on CUDA
 `triton.testing.do_bench` times with device events and returns the median; on the CPU the call
@@ -15,6 +16,23 @@ import math
 import statistics
 import time
 from collections import Counter
+
+
+DEVICES = ("cpu", "cuda")
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def add_device_dtype_args(parser, *, device: str = "auto", dtype: str | None = "float32",
+                          dtypes=DTYPES) -> None:
+    """--device and --dtype, spelled the same in every script. device="auto": cuda where torch
+    sees a GPU, else cpu (imports torch: a parent process that must not passes a name);
+    dtype=None: the script takes no --dtype (or spells its own, e.g. a comma list)."""
+    if device == "auto":
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    parser.add_argument("--device", default=device, choices=DEVICES)
+    if dtype is not None:
+        parser.add_argument("--dtype", default=dtype, choices=tuple(dtypes))
 
 
 def sync(device) -> None:

@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+import harness  # noqa: E402
+
 
 def wall_ms(fn, device, n=30):
     import torch
@@ -74,8 +76,7 @@ def kernel_profile(compiled, model, inputs, args) -> str:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("model")
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--dtype", default="float32")
+    harness.add_device_dtype_args(p, device="cpu")
     p.add_argument("--calls", type=int, default=100)
     p.add_argument("--top", type=int, default=35)
     p.add_argument("--kernels", action="store_true",

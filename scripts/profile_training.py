@@ -16,6 +16,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from scripts import harness  # noqa: E402
 from scripts.bench_training import generic_loss, make_models, setup_variant  # noqa: E402
 
 PHASES = ("forward", "backward", "optimizer")
@@ -109,7 +110,7 @@ def cprofile_phase(phase, fwd, step, opt, data, device, steps=10):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--device", default="cuda")
+    harness.add_device_dtype_args(ap, device="cuda", dtype=None)
     ap.add_argument("--models", default="")
     ap.add_argument("--variants", default="eager,ours,inductor")
     ap.add_argument("--steps", type=int, default=20)

@@ -31,8 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    harness.add_device_dtype_args(p, device="cpu")     # no torch in this parent process
     p.add_argument("--only", default="", help="comma-separated model names (default: all)")
     p.add_argument("--backend", default="default", help="our backend name (default, eager, aot_eager)")
     p.add_argument("--train", action="store_true", help="also check a training step (loss.backward)")
