@@ -17,6 +17,8 @@ elements, so later reads and the final write-back see eager's values.
 
 from __future__ import annotations
 
+import operator
+
 import torch
 import torch.fx.traceback as fx_traceback
 from torch.utils import _pytree as pytree
@@ -25,6 +27,14 @@ from tracetorch import logs
 
 _log = logs.get_logger(__name__)
 
+
+#: in-place methods that change only metadata or copy nothing into the tensor's elements
+_METADATA_INPLACE = {"as_strided_", "detach_", "resize_", "resize_as_", "squeeze_", "unsqueeze_", "swapaxes_",
+                     "swapdims_", "t_", "transpose_", "set_", "requires_grad_", "share_memory_"}
+
+#: calls whose result is its first argument expanded (elements sharing memory)
+_EXPANDS = {"expand", "expand_as", "broadcast_to", torch.Tensor.expand, torch.Tensor.expand_as,
+            torch.broadcast_to, torch.Tensor.broadcast_to}
 
 _SDPA = {torch.nn.functional.scaled_dot_product_attention, torch._C._nn.scaled_dot_product_attention}
 
@@ -61,6 +71,7 @@ class _Interp(torch.fx.Interpreter):
     def run(self, *args, **kwargs):
         # functional input -> (shared dims, its last synchronized inner tensor, its value then)
         self._shared = {}
+        self._expanded = {}        # id(expanded tensor) -> (it, the tensor it expands)
         for i, a in enumerate(args):
             if isinstance(a, torch.Tensor) and torch._is_functional_tensor(a) and _shared_dims(a):
                 self._shared[i] = (a, _shared_dims(a), torch._from_functional_tensor(a), a.clone())
@@ -69,6 +80,8 @@ class _Interp(torch.fx.Interpreter):
     def run_node(self, n):
         with fx_traceback.set_current_meta(n):
             out = super().run_node(n)
+            if n.target in _EXPANDS and isinstance(out, torch.Tensor) and isinstance(n.args[0], torch.fx.Node):
+                self._expanded[id(out)] = (out, self.env[n.args[0]])
             if self._shared and n.op not in ("placeholder", "output"):
                 self._resync_shared(n)
             return out
@@ -88,7 +101,42 @@ class _Interp(torch.fx.Interpreter):
             _log.debug("aot_shared_input_resync", node=n.name, input=i,
                        reason="an input whose elements share memory was written: one value per location")
 
+    def call_method(self, target, args, kwargs):
+        if isinstance(target, str) and target.endswith("_") and target not in _METADATA_INPLACE:
+            return self._write_shared_view(super().call_method, target, args, kwargs)
+        return super().call_method(target, args, kwargs)
+
+    def _write_shared_view(self, call, target, args, kwargs):
+        """An in-place write into an `expand` of another tensor (its elements share memory):
+        functionalization reflects a write to an expanded view into its base as `base +
+        sum_to(view - base)` (expand's inverse), which adds each copy's change once per copy:
+        `b.expand(2, n).masked_fill_(m, -1)` gave base + 2 * (-1 - base), eager -1 (and the
+        subtraction rounds floats). Here the write runs on a private copy, its copies are made one
+        value per location (`_resync`, as for expanded inputs), and that value is copied into the
+        expanded tensor's source directly, so the view is regenerated from it without the sum.
+        Graph inputs with shared dims are resynced after the node instead."""
+        t = args[0] if args else None
+        entry = self._expanded.get(id(t)) if isinstance(t, torch.Tensor) else None
+        if entry is None or entry[0] is not t or not _shared_dims(t):
+            return call(target, args, kwargs)
+        src = entry[1]
+        with torch.no_grad():
+            scratch = t.clone()
+            call(target, (scratch,) + tuple(args[1:]), kwargs)
+            value = _resync(scratch, t.clone(), _shared_dims(t))
+            lead = t.dim() - src.dim()
+            value = value[(0,) * lead]
+            for d, n in enumerate(src.shape):
+                if n == 1:
+                    value = value.narrow(d, 0, 1)
+            src.copy_(value)
+        _log.debug("aot_shared_view_write", method=str(target),
+                   reason="a write into an expanded view goes to its source once per memory location")
+        return t
+
     def call_function(self, target, args, kwargs):
+        if target is operator.setitem:
+            return self._write_shared_view(super().call_function, target, args, kwargs)
         # attention is kept whole: one tracetorch::sdpa node (torch picks its fused kernel at run
         # time) instead of the decomposition scaled_dot_product_attention would trace into
         if target in _SDPA and not kwargs.get("enable_gqa", False):

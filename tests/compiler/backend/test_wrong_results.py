@@ -170,6 +170,14 @@ def expanded_input_partial_write(a, b):     # a write to one row of an expanded 
     return torch.hypot(a, b.float()), a * 1
 
 
+def write_into_expanded_view(a, b):         # a write into an expand inside the graph reaches its source once
+    v = a.expand(2, *a.shape)
+    v.masked_fill_(v > 0, -1)
+    w = (b * 2).expand(3, *b.shape)
+    w.masked_fill_(w < 0, 0.5)
+    return v, w + 1, a
+
+
 def returned_input_kept_through_no_op_views(a, b):   # contiguous()/flatten() of the input are the input
     a.squeeze_()
     a.div_(2)
@@ -242,6 +250,7 @@ CASES = {
     "expanded_partial_write": (expanded_input_partial_write,
                                lambda: [torch.randn(1, 3).expand(4, 3),
                                         torch.tensor([True, False, True]).expand(4, 3)]),
+    "expanded_view_write": (write_into_expanded_view, lambda: [torch.randint(-9, 9, (3, 7)), torch.randn(3, 7)]),
     "returned_input_no_op_views": (returned_input_kept_through_no_op_views,
                                    lambda: [torch.randn(3, 4, 5), torch.randn(5)]),
     "inplace_dynamic": (inplace_refs_at_dynamic_sizes, lambda: [torch.randn(4, 3)]),
