@@ -26,8 +26,8 @@ Capture side (frontend-capture), in the order data flows:
   torch_calls.py    torch.* / torch.nn.functional.* calls, grad-mode context managers
   attributes.py     attribute reads/writes (tensors, modules, objects, Python modules)
   inline.py         inlining user functions, methods, closures, lambdas, nn.Module.forward
-  generators.py     generator functions consumed at once (run to completion), nn.Module
-                    tree walkers (modules(), named_parameters(), ...)
+  generators.py     generator objects stepped lazily (each next() runs the inlined frame to
+                    its next yield), nn.Module tree walkers (modules(), named_parameters(), ...)
   model_outputs.py  Hugging Face ModelOutput dataclasses built in traced code (modelled, rebuilt
                     by calling the class)
   private_objects.py  copy.deepcopy of a pre-existing plain-data object (a model config) made at

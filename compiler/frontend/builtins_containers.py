@@ -190,11 +190,17 @@ def _lazy_enumerate(tx, fn, args, kwargs):
 def _sum(tx, fn, args, kwargs):
     if kwargs:
         return NOT_HANDLED         # sum(start=...) of constants: folded by the generic rules
-    items = dispatch.unpack(tx, args[0])
     total = args[1] if len(args) > 1 else V.ConstantVariable(0)
-    for item in items:
+    if not iterators.is_iterator(args[0]):
+        for item in dispatch.unpack(tx, args[0]):
+            total = dispatch.binary_op(tx, "+", total, item)
+        return total
+    # item by item: an item's __add__ (user code) runs before the next item is produced
+    while True:
+        item = iterators.iter_next(tx, args[0])
+        if item is None:
+            return total
         total = dispatch.binary_op(tx, "+", total, item)
-    return total
 
 
 @dispatch.builtin(min, max, sorted)
@@ -259,5 +265,14 @@ def _ordered_with_key(tx, fn, args, kwargs):
 def _any_all(tx, fn, args, kwargs):
     if len(args) != 1:
         return NOT_HANDLED
-    truths = [dispatch.truthiness(tx, i) for i in dispatch.unpack(tx, args[0])]
-    return V.ConstantVariable(fn(truths))
+    if not iterators.is_iterator(args[0]):
+        truths = [dispatch.truthiness(tx, i) for i in dispatch.unpack(tx, args[0])]
+        return V.ConstantVariable(fn(truths))
+    # an iterator is pulled one item at a time and left where CPython stops: at the first
+    # true item (any) or false item (all), so a lazy producer's side effects stop there too
+    while True:
+        item = iterators.iter_next(tx, args[0])
+        if item is None:
+            return V.ConstantVariable(fn is all)
+        if dispatch.truthiness(tx, item) == (fn is any):
+            return V.ConstantVariable(fn is any)

@@ -1,15 +1,17 @@
-"""Calls to generator functions whose result the caller consumes at once.
+"""Generator objects of inlined generator functions and generator expressions, stepped lazily.
 
-CPython runs a generator lazily, interleaved with its consumer. We run it to completion at
-the call (as Dynamo's generator inlining did) and hand the caller an iterator over the
-yielded values. That is only the same program when the interleaving cannot be observed, so:
-  - the call's result must go straight into a consumer (a for loop, `yield from`, or one of
-    list/tuple/any/all/sum/next/... as their only argument): nothing runs in between;
-  - the generator body must not cause side effects on pre-existing objects, mutate a
-    container or object that its caller or its yielded values reach, or write a tensor in
-    place (the consumer would see the final state at every item), and it may yield at most
-    MAX_ITEMS values (an endless generator stopped early by its consumer never ends here).
-Anything else keeps the existing graph break.
+CPython runs a generator interleaved with its consumer: its body runs up to a yield only when
+next() asks for the item, and a consumer that stops early (any/all/next/a for loop with break,
+zip over a shorter input) never runs the rest. So does the trace: calling a generator function
+(or evaluating a generator expression) makes a GeneratorVariable holding the callee's Tracer,
+not started; each next() (FOR_ITER, next(), zip/map pulling an item, list()/sum() draining it,
+any/all until they know the answer) resumes that Tracer until its next YIELD_VALUE
+(instructions.Yielded) or its return. Side effects, graph nodes and raised exceptions of the
+body therefore happen in CPython's order, with no need to prove that running ahead is
+invisible. At a graph break, a generator not yet started is rebuilt by calling its function
+again (nothing has run yet); one that has finished is rebuilt as an exhausted generator; one
+suspended halfway cannot be rebuilt (its frame exists only in the trace), so capture stops
+before it was made (capture.py's restart earlier).
 
 nn.Module's tree walkers (modules, named_modules, children, parameters, ...) are not traced
 through their bytecode (named_modules keeps a set of modules): their items are read from the
@@ -20,18 +22,15 @@ from __future__ import annotations
 import inspect
 
 import torch
-from tracetorch.compiler.frontend import dispatch
+from tracetorch.compiler.frontend import dispatch, exceptions, iterators
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.errors import Unsupported
-from tracetorch.compiler.frontend.instructions import ReturnValue
-from tracetorch.compiler.frontend.iterators import children
+from tracetorch.compiler.frontend.instructions import ReturnValue, Yielded
 from tracetorch.compiler.frontend.source import AttrSource, GetItemSource
 
 from tracetorch import logs
 
 log = logs.get_logger(__name__)
-
-MAX_ITEMS = 1024
 
 # builtins that consume an iterable argument completely (or, for next, take its first item
 # and drop the iterator) without running user code between items
@@ -39,7 +38,8 @@ _CONSUMERS = {list, tuple, any, all, sum, next, sorted, set, frozenset, min, max
 
 
 def consumed_immediately(tx) -> bool:
-    """Whether the value the caller's current CALL produces goes straight into a consumer."""
+    """Whether the value the caller's current CALL produces goes straight into a consumer
+    (a for loop or one of _CONSUMERS): module tree walks are read eagerly only then."""
     instructions = tx.info.instructions
     k = tx.ip
     while k < len(instructions) and instructions[k].opname in ("PRECALL", "CACHE"):
@@ -57,76 +57,91 @@ def consumed_immediately(tx) -> bool:
     return False
 
 
-def run_generator(tx, child, name):
-    """Run an inlined generator function's child tracer to completion."""
-    effects = tx.ctx.side_effects
-    ops_before, touched_before = len(effects.ops), len(effects.touched)
-    nodes_before = set(tx.output.graph.nodes)
-    child.generated = []
-    child.max_generated = MAX_ITEMS
+def make_generator(tx, child, fn, args, kwargs, name):
+    """The generator object a call to an inlined generator function returns: nothing of its
+    body runs yet (CPython only creates the frame)."""
+    child.generator = gen = V.GeneratorVariable(child, fn, args, name)
+    gen.kwargs = dict(kwargs)
+    log.debug("generator_lazy", function=name,
+              reason="its body runs item by item, interleaved with its consumer, as in CPython")
+    return gen
+
+
+def _next_generator(tx, gen):
+    """Run the suspended frame to its next yield: the item, or None once it returns."""
+    if gen.exhausted:
+        return None
+    if gen.running:
+        raise Unsupported(f"generator {gen.name} is already executing")
+    frame = gen.frame
+    gen.started = gen.running = True
     try:
-        child.run()
+        frame.run()
+    except Yielded as y:
+        return y.value
     except ReturnValue as r:
-        # `x = yield from gen()` would need the value; our iterators end with None
-        if not (r.value.is_constant() and r.value.as_constant() is None):
-            raise Unsupported(f"generator function {name} returns a value") from None
-    ahead = f"generator function {name} {{}} (it cannot be run ahead of its consumer)"
-    if len(effects.ops) != ops_before:
-        raise Unsupported(ahead.format("has side effects"))
-    # containers / objects it mutated: fine when only the generator itself can see them
-    touched = effects.touched[touched_before:]
-    if touched:
-        visible = _reachable(tx, child.generated)
-        if any(getattr(v, "source", None) is not None or id(v) in visible for v in touched):
-            raise Unsupported(ahead.format("mutates an object its consumer can see"))
-    for node in tx.output.graph.nodes:
-        if node not in nodes_before and _mutating(node):
-            raise Unsupported(ahead.format(f"mutates a tensor in place ({node.target})"))
-    log.debug("generator_inlined", function=name, items=len(child.generated))
-    return V.IteratorVariable(child.generated)
+        gen.exhausted = True
+        gen.return_value = r.value
+        return None
+    except exceptions.TracedRaise:
+        gen.exhausted = True        # an exception out of a generator finishes it
+        raise
+    except Unsupported as e:
+        e.user_stack.insert(0, frame.user_frame())
+        raise
+    finally:
+        gen.running = False
+    raise Unsupported(f"generator {gen.name} ended without return")
 
 
-def _reachable(tx, extra) -> set:
-    """ids of the Variables the caller frames (locals, stacks, cells) and `extra` reach."""
-    seen = set()
-    todo = list(extra)
-    while tx is not None:
-        todo += list(tx.locals.values()) + list(tx.stack) + list(tx.cells.values())
-        tx = tx.parent
-    while todo:
-        v = todo.pop()
-        if id(v) in seen:
-            continue
-        seen.add(id(v))
-        if isinstance(v, (V.BaseListVariable, V.IteratorVariable)):
-            todo += list(v.items)
-        elif isinstance(v, V.DictVariable):
-            todo += list(v.items.values())
-        elif isinstance(v, (V.NewObjectVariable, V.ModelOutputVariable)):
-            todo += list(v.attrs.values())
-        elif isinstance(v, V.CellVariable) and v.contents is not None:
-            todo.append(v.contents)
-        elif isinstance(v, (V.LazyIteratorVariable, V.DictViewVariable, V.ListIteratorVariable)):
-            todo += children(v)
-        elif isinstance(v, V.NDArrayVariable):
-            todo.append(v.tensor)
-        elif isinstance(v, (V.NestedFunctionVariable,)) and v.closure:
-            todo += list(getattr(v.closure, "items", v.closure))
-    return seen
+iterators.register_next(V.GeneratorVariable, _next_generator)
 
 
-_INPLACE_OPERATORS = {"setitem", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod",
-                      "ipow", "imatmul", "iand", "ior", "ixor", "ilshift", "irshift"}
+def frame_values(gen) -> list:
+    """What a generator holds: its call (while not started) and its frame's live values."""
+    frame = gen.frame
+    out = [gen.fn] if gen.fn is not None else []
+    out += list(gen.args) + list(getattr(gen, "kwargs", {}).values())
+    if gen.started and not gen.exhausted:
+        out += list(frame.locals.values()) + list(frame.stack) + list(frame.cells.values())
+    return [v for v in out if isinstance(v, V.Variable)]
 
 
-def _mutating(node) -> bool:
-    """A recorded op that writes a tensor: x.add_(...), x[i] = v, x += y, out=..."""
-    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
-    if "out" in node.kwargs:
-        return True
-    if getattr(node.target, "__module__", None) == "_operator" and name in _INPLACE_OPERATORS:
-        return True
-    return name.endswith("_") and not name.startswith("_")
+iterators.register_children(V.GeneratorVariable, frame_values)
+
+
+def exhausted_generator():
+    """Runtime: a finished generator object (a generator the trace ran to its end)."""
+    gen = _empty()
+    for _ in gen:
+        pass
+    return gen
+
+
+def _empty():
+    return
+    yield
+
+
+@dispatch.reconstruct.register(V.GeneratorVariable)
+def _reconstruct_generator(cg, gen, side_effects):
+    def build():
+        if gen.exhausted:
+            cg.emit("PUSH_NULL")
+            cg.emit("LOAD_CONST", exhausted_generator)
+            cg.call(0)
+            return f"<finished generator {gen.name}>"
+        if gen.started:
+            raise Unsupported(f"generator {gen.name} suspended halfway cannot be rebuilt "
+                              "after the graph (its frame exists only in the trace)")
+        if getattr(gen, "kwargs", None):
+            raise Unsupported(f"generator {gen.name} made with keyword arguments")
+        cg.emit("PUSH_NULL")
+        fn = cg.reconstruct(gen.fn, side_effects)
+        parts = [cg.reconstruct(a, side_effects) for a in gen.args]
+        cg.call(len(parts))
+        return f"{fn}({', '.join(parts)})"
+    return cg.build_once(gen, build)
 
 
 _TREE_METHODS = {

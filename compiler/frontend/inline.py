@@ -77,17 +77,15 @@ def inline_call(tx, fn, args, kwargs, callee=None):
     if _is_stdlib(code.co_filename):
         raise Unsupported(f"call to {getattr(fn, 'fn', None) and fn.fn.__module__ + '.' or ''}{name} "
                           "(Python standard library code is not traced)")
-    generator = bool(code.co_flags & inspect.CO_GENERATOR) and code.co_name == "<genexpr>"
-    # a generator function whose result is consumed at once runs to completion (generators.py)
-    gen_fn = bool(code.co_flags & inspect.CO_GENERATOR) and not generator \
-        and generators.consumed_immediately(tx)
-    if gen_fn and isinstance(callee, V.UserMethodVariable) \
+    # generator functions and generator expressions: a lazy generator object (generators.py)
+    generator = bool(code.co_flags & inspect.CO_GENERATOR)
+    if generator and isinstance(callee, V.UserMethodVariable) \
             and isinstance(callee.obj, V.NNModuleVariable) \
-            and generators.module_tree_method(getattr(fn, "fn", None)):
+            and generators.module_tree_method(getattr(fn, "fn", None)) \
+            and generators.consumed_immediately(tx):
         return generators.call_module_tree(tx, callee.obj, fn.fn.__name__, args[1:], kwargs)
-    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR) \
-            and not (generator or gen_fn):
-        raise Unsupported(f"call to generator/coroutine function {name}")
+    if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        raise Unsupported(f"call to coroutine function {name}")
     symbolic_locals = bind_args(tx, fn, code, args, kwargs)
     cells = {}    # cellvars are made by the callee's own MAKE_CELL instructions
     for i, name_ in enumerate(code.co_freevars):
@@ -98,17 +96,10 @@ def inline_call(tx, fn, args, kwargs, callee=None):
         child.globals_source = _globals_source(fn, callee, f_globals) \
             or _module_globals_source(tx, f_globals)
     if generator:
-        # a generator expression is run to completion: its items become a known iterator
-        child.generated = []
+        return generators.make_generator(tx, child, fn, args, kwargs, name)
     try:
-        if gen_fn or generator:
-            # run ahead of its consumer: only when that cannot be observed (side effects of
-            # the items, e.g. `any(check(v) for v in xs)` stops early in CPython)
-            return generators.run_generator(tx, child, name)
         child.run()
     except ReturnValue as r:
-        if generator:
-            return V.IteratorVariable(child.generated)
         return r.value
     except Unsupported as e:
         e.user_stack.insert(0, child.user_frame())

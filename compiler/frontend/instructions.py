@@ -30,6 +30,11 @@ class ReturnValue(Exception):
         self.value = value
 
 
+class Yielded(ReturnValue):
+    """A generator frame reached YIELD_VALUE: it stops there (its ip after the yield) until
+    the next next() runs it again (generators.py)."""
+
+
 class Tracer(DataOps):
     def __init__(self, ctx, code, f_globals, symbolic_locals, cells, parent=None, fn_name=None):
         self.ctx = ctx                      # CaptureContext (capture.py): graph, side effects
@@ -426,41 +431,40 @@ class Tracer(DataOps):
         self.push(V.ContextExitVariable(ctx))
         self.push(V.ConstantVariable(None))
 
-    # ---- generator expressions (run to completion by inline.py) ----------------------------
+    # ---- generator frames (generators.py steps them: each next() runs to the next yield) ----
     def RETURN_GENERATOR(self, inst):
-        if getattr(self, "generated", None) is None:
+        if getattr(self, "generator", None) is None:
             raise Unsupported("generator function")
         self.push(V.ConstantVariable(None))
 
     def YIELD_VALUE(self, inst):
-        if getattr(self, "generated", None) is None:
-            raise Unsupported("yield outside a generator expression")
-        self.generated.append(self.pop())
-        if len(self.generated) > getattr(self, "max_generated", len(self.generated)):
-            raise Unsupported("generator yields too many values to run ahead of its consumer")
-        self.push(V.ConstantVariable(None))     # the value sent in
+        if getattr(self, "generator", None) is None:
+            raise Unsupported("yield outside an inlined generator")
+        value = self.pop()
+        self.push(V.ConstantVariable(None))     # what next() sends in, seen when it resumes
+        raise Yielded(value)
 
-    # `yield from it` (generators run to completion): GET_YIELD_FROM_ITER, then a SEND loop
-    # that yields each item of `it`; the None sent back in is all a run-to-completion sends
+    # `yield from it`: GET_YIELD_FROM_ITER, then a SEND loop that yields each item of `it`
     def GET_YIELD_FROM_ITER(self, inst):
-        if getattr(self, "generated", None) is None:
+        if getattr(self, "generator", None) is None:
             raise Unsupported("yield from outside an inlined generator")
         self.push(dispatch.get_iter(self, self.pop()))
 
     def SEND(self, inst):
         sent = self.pop()
         it = self.stack[-1]
-        if not isinstance(it, V.IteratorVariable) or not (sent.is_constant() and sent.as_constant() is None):
+        if not iterators.is_iterator(it) or not (sent.is_constant() and sent.as_constant() is None):
             raise Unsupported(f"send to {it!r}")
-        if it.index < len(it.items):
-            self.push(it.items[it.index])
-            it.index += 1
+        item = iterators.iter_next(self, it)
+        if item is not None:
+            self.push(item)
             return
-        # exhausted: the `yield from` expression's value (a known iterator returns None);
-        # 3.11 pops the iterator here, 3.12 leaves it to END_SEND
+        # exhausted: the `yield from` expression's value (a generator's return value, else
+        # None); 3.11 pops the iterator here, 3.12 leaves it to END_SEND
+        value = getattr(it, "return_value", None) or V.ConstantVariable(None)
         if not PY312:
             self.pop()
-        self.push(V.ConstantVariable(None))
+        self.push(value)
         self.jump(inst.argval)
 
     def END_SEND(self, inst):
@@ -492,4 +496,4 @@ def _is_none(tx, v):
     return None
 
 
-__all__ = ["Tracer", "ReturnValue", "MAX_INLINE_DEPTH"]
+__all__ = ["Tracer", "ReturnValue", "Yielded", "MAX_INLINE_DEPTH"]

@@ -203,6 +203,19 @@ _NEXT = {V.IteratorVariable: _next_plain, V.LazyIteratorVariable: _next_lazy,
          V.ListIteratorVariable: _next_list}
 
 
+def register_next(kind, step):
+    """Another module's iterator kind (generators.py: generator frames), stepped by step(tx, it)."""
+    _NEXT[kind] = step
+
+
+_CHILDREN = {}
+
+
+def register_children(kind, held):
+    """What an iterator kind of another module holds, for scans of live values."""
+    _CHILDREN[kind] = held
+
+
 def is_iterator(v) -> bool:
     return type(v) in _NEXT or any(isinstance(v, k) for k in _NEXT)
 
@@ -239,6 +252,9 @@ def make_lazy(tx, kind, fn, iterables, strict=False, start=0, **options):
 
 def children(v) -> list:
     """Variables a lazy iterator or a view holds (for scans of live values)."""
+    held = _CHILDREN.get(type(v))
+    if held is not None:
+        return held(v)
     if isinstance(v, V.LazyIteratorVariable):
         extra = [x for x in (v.state, v.options.get("fill"), v.options.get("initial"))
                  if isinstance(x, V.Variable)]

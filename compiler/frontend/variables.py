@@ -319,6 +319,29 @@ class LazyIteratorVariable(Variable):
         return f"Lazy{self.kind}()"
 
 
+class GeneratorVariable(LazyIteratorVariable):
+    """The generator object of an inlined generator function or generator expression
+    (generators.py): `frame` is the callee's Tracer, suspended after its last YIELD_VALUE;
+    each next() runs it to its next yield, interleaved with the consumer as in CPython.
+    `fn`/`args` are the call that made it (rebuilt by calling again while not started)."""
+
+    def __init__(self, frame, fn, args, name):
+        super().__init__("generator", fn, [])
+        self.frame = frame
+        self.args = list(args)
+        self.name = name
+        self.started = False
+        self.running = False
+        self.return_value = None          # what `yield from` evaluates to, once exhausted
+
+    def python_type(self):
+        import types
+        return types.GeneratorType
+
+    def __repr__(self):
+        return f"Generator({self.name})"
+
+
 class ListIteratorVariable(Variable):
     """iter(lst) of a ListVariable: live, as CPython's list iterator (it reads lst[index] at
     each step, so appends and pops made while looping are seen). iterators.py."""

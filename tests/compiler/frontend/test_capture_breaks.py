@@ -109,10 +109,11 @@ def brk_try(x, y):
 
 def brk_generator(x, y):
     def gen():
-        yield x
-        yield y
-    g = gen()       # stored, not consumed at once: still a break (a consumed one is inlined)
-    return [t * 2 for t in g]
+        got = yield x
+        yield y * got
+    g = gen()       # stepped lazily by next(); a value sent in is still a break
+    first = next(g)
+    return [first, g.send(2)]
 
 
 def brk_id(x, y):

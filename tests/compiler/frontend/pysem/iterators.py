@@ -247,3 +247,102 @@ def list_iterator_sees_list_changed_after_break():
         return a + b, list(it), list(arg_it)
     return f
 P(list_iterator_sees_list_changed_after_break)
+
+
+# ---- generators stepped lazily: side effects in CPython's order, the rest never run ----------
+@case("iterators", args=lambda i: (torch.full((2,), float(i + 1)), [i, i + 3, 1, i + 5]))
+def generator_with_side_effects_in_for_with_break():
+    log = []
+
+    def produce(xs, x):
+        for v in xs:
+            log.append(("make", v))
+            yield x * v
+
+    def f(x, xs):
+        log.clear()
+        out = x
+        for t in produce(xs, x):
+            log.append("body")
+            out = out + t
+            if len(log) > 3:
+                break
+        return out, list(log)
+    return World(f, observe=lambda: list(log))
+P(generator_with_side_effects_in_for_with_break)
+
+
+@case("iterators", args=lambda i: (torch.full((2,), float(i + 1)), [i, i + 1, i + 2, i + 3][:2 + i % 2]))
+def generator_with_side_effects_zipped_with_shorter_list():
+    # zip pulls the generator first: one more item is made (and logged) than zip yields
+    log = []
+
+    def produce(n, x):
+        for k in range(n):
+            log.append(k)
+            yield x + k
+
+    def f(x, short):
+        log.clear()
+        pairs = [a * b for a, b in zip(produce(5, x), short)]
+        return sum(pairs), list(log)
+    return World(f, observe=lambda: list(log))
+P(generator_with_side_effects_zipped_with_shorter_list)
+
+
+@case("iterators", args=lambda i: (torch.full((2,), float(i + 1)), i))
+def generator_next_twice_interleaved():
+    log = []
+
+    def produce(x, n):
+        log.append("start")
+        yield x * 2
+        log.append(("middle", n))
+        yield x + n
+        log.append("never")
+        yield x
+
+    def f(x, n):
+        log.clear()
+        g = produce(x, n)
+        log.append("made")
+        a = next(g)
+        log.append("between")
+        b = next(g)
+        return a + b, list(log)
+    return World(f, observe=lambda: list(log))
+P(generator_next_twice_interleaved)
+
+
+@case("iterators", args=lambda i: (torch.full((2,), float(i + 1)), [i, -1, i + 2]))
+def generator_expression_any_stops_at_first_true_item():
+    seen = []
+
+    def f(x, xs):
+        seen.clear()
+        hit = any(seen.append(v) or v < 0 for v in xs)
+        rest = all(seen.append(v) or v >= 0 for v in xs)
+        return x + int(hit) + int(rest), list(seen)
+    return World(f, observe=lambda: list(seen))
+P(generator_expression_any_stops_at_first_true_item)
+
+
+@case("iterators", args=lambda i: (torch.full((2,), float(i + 1)), [i, i + 1]))
+def generator_made_before_a_break_consumed_after():
+    # not started at the break: the resumed code gets a fresh generator over the same list
+    log = []
+
+    def produce(xs):
+        for v in xs:
+            log.append(v)
+            yield v * 2
+
+    def f(x, xs):
+        log.clear()
+        g = produce(xs)
+        y = x + 1
+        brk()
+        xs.append(7)
+        return y + sum(g), list(log)
+    return World(f, observe=lambda: list(log))
+P(generator_made_before_a_break_consumed_after)
