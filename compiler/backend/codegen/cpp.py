@@ -107,16 +107,17 @@ class CppKernel:
 
     def reciprocal(self, b: CppVar) -> tuple[CppVar, CppVar] | None:
         """(1/b, whether 1/b may replace b as a divisor) computed ahead of the open reduction
-        loop, or None when b is not fixed for the loop. Multiplying by a reciprocal is within
-        1.5 ulp of dividing; where 1/b is not a normal number (b zero, inf, NaN, denormal or
-        huge) the flag keeps the exact division."""
+        loop, or None when b is not fixed for the loop. The flag is set only where the product is
+        the quotient bit for bit: b a power of two with a normal reciprocal. Elsewhere a * (1/b)
+        is up to 1.5 ulp off a / b, which ATen computes exactly, and a later op can amplify it
+        (`1e20 % (x / 0.1)` differed by 1e-6 relative: fuzz 331155)."""
         if self.preheader is None or not self.in_rloop or self.lambda_depth or str(b) not in self.invariant:
             return None
         if str(b) not in self.reciprocals:
             t = ctype(b.dtype)
             name = f"tt_rcp{len(self.reciprocals)}"
             self.preheader.append(f"const {t} {name} = {t}(1) / {b}; "
-                                  f"const bool {name}_ok = std::isnormal({b}) && std::isnormal({name});")
+                                  f"const bool {name}_ok = std::isnormal({b}) && std::isnormal({name}) && tt_pow2({b});")
             self.reciprocals[str(b)] = CppVar(name, b.dtype)
         r = self.reciprocals[str(b)]
         return r, CppVar(f"{r.name}_ok", torch.bool)

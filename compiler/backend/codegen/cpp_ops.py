@@ -109,6 +109,8 @@ template <typename T, typename U> static inline T tt_pow(T a, U b_) { T b = stat
   else { if (b < 0) return (a == 1) ? 1 : ((a == -1) ? ((b % 2) ? -1 : 1) : 0);
          T r = 1; while (b) { if (b & 1) r *= a; a *= a; b >>= 1; } return r; }
 }
+// x is +-2^k: multiplying by 1/x is then exactly dividing by x
+template <typename T> static inline bool tt_pow2(T x) { int e; return std::abs(std::frexp(x, &e)) == T(0.5); }
 template <typename T> static inline T tt_sign(T x) {  // NaN compares false both ways: 0, as ATen on CPU
   return (T)((T(0) < x) - (x < T(0)));
 }

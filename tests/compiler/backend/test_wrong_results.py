@@ -178,6 +178,11 @@ def write_into_expanded_view(a, b):         # a write into an expand inside the 
     return v, w + 1, a
 
 
+def invariant_divisor_in_reduction(a):     # a / 0.1 inside a reduction loop divides (no reciprocal)
+    v = a / 0.1
+    return v, v.norm(-3, keepdim=True), 1e20 % v, a / 4.0
+
+
 def returned_input_kept_through_no_op_views(a, b):   # contiguous()/flatten() of the input are the input
     a.squeeze_()
     a.div_(2)
@@ -251,6 +256,9 @@ CASES = {
                                lambda: [torch.randn(1, 3).expand(4, 3),
                                         torch.tensor([True, False, True]).expand(4, 3)]),
     "expanded_view_write": (write_into_expanded_view, lambda: [torch.randint(-9, 9, (3, 7)), torch.randn(3, 7)]),
+    "invariant_divisor": (invariant_divisor_in_reduction,
+                          lambda: [torch.tensor([-28006467712617284, 3 ** 39, 7, 123456789123, -3 ** 38,
+                                                 5 ** 27, 10 ** 18 + 7, 2 ** 62 - 1])]),
     "returned_input_no_op_views": (returned_input_kept_through_no_op_views,
                                    lambda: [torch.randn(3, 4, 5), torch.randn(5)]),
     "inplace_dynamic": (inplace_refs_at_dynamic_sizes, lambda: [torch.randn(4, 3)]),
