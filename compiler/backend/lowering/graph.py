@@ -462,17 +462,18 @@ def graph_constants(gm) -> dict:
 
 
 def _is_dense_permutation(size, stride) -> bool:
-    """Strides are a permutation of some contiguous strides (concrete sizes only)."""
-    if not all(s.is_number for s in list(size) + list(stride)):
-        return all(sympy.expand(a - b) == 0 for a, b in zip(stride, ir.contiguous_strides(size)))
-    dims = sorted(range(len(size)), key=lambda d: (int(stride[d]), -d))
-    expect = 1
-    for d in dims:
-        if int(size[d]) == 1:
-            continue
-        if int(stride[d]) != expect:
+    """Strides are a permutation of some contiguous strides: walking the dims from stride 1, each
+    stride is the product of the sizes before it (dims of size 1 carry no stride). Symbolic sizes
+    compare as expressions, so a pointwise result on a transposed input keeps eager's order after
+    the recompile at new sizes too (it came back contiguous there: fuzz 320052/320088)."""
+    left = [d for d in range(len(size)) if not (size[d].is_number and int(size[d]) == 1)]
+    expect = sympy.Integer(1)
+    while left:
+        d = next((d for d in reversed(left) if sympy.expand(stride[d] - expect) == 0), None)
+        if d is None:
             return False
-        expect *= int(size[d])
+        left.remove(d)
+        expect = expect * size[d]
     return True
 
 
