@@ -162,11 +162,23 @@ def _live_locals(tx):
     hold is rebuilt over those fresh cells (`rebuildable_closures`), and capture refuses a
     break while any other closure over the old cells is alive."""
     names = _bound_locals(tx)
-    remade = _closure_ids(tx, names)
+    remade, patches = _closure_plan(tx, names)
     names = [(n, _ClosureLocal(_unwrap(v), isinstance(v, _CellValue))
               if v is not None and id(_unwrap(v)) in remade else v)
              for n, v in names]
+    # a container holding such a closure travels with None at its places
+    for k, (n, v) in enumerate(names):
+        if v is not None and id(_unwrap(v)) in patches:
+            var, places = patches[id(_unwrap(v))]
+            names[k] = (n, _PatchedLocal(var, _stand_in(var, places), places))
     return _iterators_as_sequences(tx, names)
+
+
+def _stand_in(var, places):
+    none = V.ConstantVariable(None)
+    if isinstance(var, V.ListVariable):
+        return V.ListVariable([none if i in places else item for i, item in enumerate(var.items)])
+    return V.DictVariable({k: none if k in places else item for k, item in var.items.items()})
 
 
 def _bound_locals(tx):
@@ -191,23 +203,31 @@ def _bound_locals(tx):
 
 
 def _unwrap(v):
-    return v.var if isinstance(v, (_CellValue, _IterLocal, _ClosureLocal)) else v
+    return v.var if isinstance(v, (_CellValue, _IterLocal, _ClosureLocal, _PatchedLocal)) else v
 
 
 def rebuildable_closures(tx) -> set:
     """ids of the closures made in this frame that the resume function can make again
     instead of receiving them (capture asks before refusing a break while a closure is alive)."""
-    return _closure_ids(tx, _bound_locals(tx))
+    return _closure_plan(tx, _bound_locals(tx))[0]
 
 
 def _closure_ids(tx, names) -> set:
+    return _closure_plan(tx, names)[0]
+
+
+def _closure_plan(tx, names):
     """A function made here over this frame's cells (or its free variables), held by locals
-    and nothing else (not on the stack, not in a container, not stored anywhere a side effect
-    reaches), is not passed to the resume function: its prologue runs MAKE_FUNCTION again over
-    the resume function's own cells, which receive the values of the frame's cells. The frame
-    and the closure then share one cell after the break as before it, and the resume function
-    traces the calls. Nothing can tell the new function object from the old one, since only
-    these locals ever held it (one object for every local that held it)."""
+    and by lists/dicts that only locals hold (made in the frame, nothing else reaches them:
+    not the stack, not another container, not anything a side effect reaches), is not passed
+    to the resume function: its prologue runs MAKE_FUNCTION again over the resume function's
+    own cells, which receive the values of the frame's cells, stores it into those locals and
+    puts it back at its places in those containers (which arrive holding None there; they
+    are the same objects as the frame's, so every local holding one still shares it). The
+    frame and the closure then share one cell after the break as before it, and the resume
+    function traces the calls. Nothing can tell the new function object from the old one,
+    since only those locals and containers ever held it.
+    Returns (ids of those closures, {id(container): (container, {position: closure})})."""
     roots = list(tx.stack) + _side_values(tx)
     direct = collections.Counter()
     for _, v in names:
@@ -218,13 +238,40 @@ def _closure_ids(tx, names) -> set:
     for v in reachable_variables(roots):
         held.update(id(c) for c in held_values(v))
     cells = _frame_cells(tx)
-    out = set()
-    for _, v in names:
+
+    def candidate(var):
+        return isinstance(var, V.NestedFunctionVariable) and var.closure and \
+            _closure_spec(var, cells) is not None
+
+    # containers the prologue can patch: a plain list or dict made here, held by one plain
+    # local only (a cell variable's container would need LOAD_DEREF; a tuple cannot be
+    # patched). The prologue makes it again (list(items) / dict(items)) before patching: a
+    # list that came in as an argument would make the patch a side effect on an input
+    # holding a new closure, and nothing but that local could tell the new list from the old.
+    in_containers = collections.Counter()
+    patches = {}
+    for name, v in names:
         var = _unwrap(v)
-        if isinstance(var, V.NestedFunctionVariable) and var.closure and \
-                held[id(var)] == direct[id(var)] and _closure_spec(var, cells) is not None:
+        if isinstance(v, _CellValue) or getattr(var, "source", None) is not None \
+                or held[id(var)] != 1 or direct[id(var)] != 1:
+            continue
+        if type(var) is V.ListVariable:
+            places = {i: item for i, item in enumerate(var.items) if candidate(item)}
+        elif type(var) is V.DictVariable and var.dict_cls is dict:
+            places = {k: item for k, item in var.items.items() if candidate(item)}
+        else:
+            continue
+        if places:
+            patches[id(var)] = (var, places)
+            in_containers.update(id(c) for c in places.values())
+    out = set()
+    for _, v in list(names) + [(None, c) for _, ps in patches.values() for c in ps.values()]:
+        var = _unwrap(v)
+        if candidate(var) and held[id(var)] == direct[id(var)] + in_containers[id(var)]:
             out.add(id(var))
-    return out
+    patches = {k: (c, {p: f for p, f in ps.items() if id(f) in out})
+               for k, (c, ps) in patches.items()}
+    return out, {k: v for k, v in patches.items() if v[1]}
 
 
 def _frame_cells(tx):
@@ -327,6 +374,17 @@ class _ClosureLocal:
         self.is_cell = is_cell
 
 
+class _PatchedLocal:
+    """A list/dict local passed as `stand_in` (None where it held closures the prologue makes
+    again), copied by the prologue (list(...) / dict(...)) and patched there: places =
+    {index or key: closure}."""
+
+    def __init__(self, var, stand_in, places):
+        self.var = var
+        self.stand_in = stand_in
+        self.places = places
+
+
 class _CellValue:
     """Marks a cell variable's content in the live-locals list (stored with STORE_DEREF)."""
 
@@ -336,7 +394,8 @@ class _CellValue:
 
 def _unwrap_live(live):
     """The values the transformed code rebuilds (a closure made again is not one of them)."""
-    return [_unwrap(v) for _, v in live if v is not None and not isinstance(v, _ClosureLocal)]
+    return [v.stand_in if isinstance(v, _PatchedLocal) else _unwrap(v)
+            for _, v in live if v is not None and not isinstance(v, _ClosureLocal)]
 
 
 def _store_locals(tx, cg, live):
@@ -355,6 +414,10 @@ def _store_locals(tx, cg, live):
             text = cg.reconstruct(V.DictVariable(dict(var.var.items)))
             cg.emit("STORE_FAST", name)
             text = f"{text}  # defaultdict({var.ctor[1].__name__}, ...) again in the resume function"
+        elif isinstance(var, _PatchedLocal):
+            text = cg.reconstruct(var.stand_in)
+            cg.emit("STORE_FAST", name)
+            text = f"{text}  # closures put back at {sorted(map(repr, var.places))} in the resume function"
         elif isinstance(var, _IterLocal):
             parts = [cg.reconstruct(i) for i in var.items]
             cg.emit(var.build, len(parts))
@@ -395,6 +458,7 @@ def _emit_resume(tx, cg, offset, layout, live, stack_texts):
     names = [n for n, v in live if not isinstance(v, _ClosureLocal)]
     iter_locals = tuple(n for n, v in live if isinstance(v, _IterLocal) and v.ctor is None)
     made = tuple((n, v.ctor) for n, v in live if isinstance(v, _IterLocal) and v.ctor is not None)
+    made += tuple((n, (type(v.var.items),)) for n, v in live if isinstance(v, _PatchedLocal))
     code = make_resume_code(tx.code, offset, layout, names, iter_locals, _closure_specs(tx, live),
                             made)
     resume = tx.ctx.make_compiled_callable(make_function(code, tx.fn))
@@ -419,12 +483,19 @@ def _emit_resume(tx, cg, offset, layout, live, stack_texts):
 
 def _closure_specs(tx, live):
     """For make_resume_code: (targets, code, cell refs, defaults, annotations) per closure,
-    targets = ((local name, is a cell variable), ...) holding it."""
+    targets = ((local name, is a cell variable, ()), ...) holding it and ((container local,
+    False, (index or key,)), ...) for the lists/dicts holding it (resume._remake_closure)."""
     cells = _frame_cells(tx)
     by_var = {}
     for name, v in live:
         if isinstance(v, _ClosureLocal):
-            by_var.setdefault(id(v.var), (v.var, []))[1].append((name, v.is_cell))
+            by_var.setdefault(id(v.var), (v.var, []))[1].append((name, v.is_cell, ()))
+    done = set()
+    for name, v in live:
+        if isinstance(v, _PatchedLocal) and id(v.var) not in done:
+            done.add(id(v.var))
+            for key, fn in v.places.items():
+                by_var.setdefault(id(fn), (fn, []))[1].append((name, False, (key,)))
     out = []
     for var, targets in by_var.values():
         code, refs, defaults, annotations = _closure_spec(var, cells)

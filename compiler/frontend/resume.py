@@ -111,10 +111,12 @@ def make_resume_code(code, offset, layout, local_names, iter_locals=(), closures
 def _remake_closure(spec, line):
     """MAKE_FUNCTION over the resume function's cells (the same names as the original's, so
     the new function and the frame share them after the break as the old one did before it),
-    stored into every local that held the old function. spec = (targets, function code,
-    ((cell name, is a cell variable), ...), defaults, annotations); targets = ((local name,
-    is a cell variable), ...). 3.11 and 3.12 both take the code object on top of the stack,
-    under it the closure tuple, annotations and defaults, as the flags say."""
+    stored into every local that held the old function and back into the containers that
+    held it. spec = (targets, function code, ((cell name, is a cell variable), ...), defaults,
+    annotations); targets = ((local name, is a cell variable, ()), ...) for locals and
+    ((container local name, False, (index or key,)), ...) for `local[key] = fn`. 3.11 and
+    3.12 both take the code object on top of the stack, under it the closure tuple,
+    annotations and defaults, as the flags say."""
     targets, fn_code, cells, defaults, annotations = spec
     out, flags = [], 0x08
     if defaults is not None:
@@ -127,11 +129,16 @@ def _remake_closure(spec, line):
         out.append(Instr("LOAD_CLOSURE", CellVar(name) if is_cell else FreeVar(name), lineno=line))
     out += [Instr("BUILD_TUPLE", len(cells), lineno=line), Instr("LOAD_CONST", fn_code, lineno=line),
             Instr("MAKE_FUNCTION", flags, lineno=line)]
-    for k, (name, is_cell) in enumerate(targets):
+    for k, (name, is_cell, key) in enumerate(targets):
         if k < len(targets) - 1:
             out.append(Instr("COPY", 1, lineno=line))
-        out.append(Instr("STORE_DEREF", CellVar(name), lineno=line) if is_cell
-                   else Instr("STORE_FAST", name, lineno=line))
+        if key:
+            # fn on the stack, then the container and the key: STORE_SUBSCR does c[key] = fn
+            out += [Instr("LOAD_FAST", name, lineno=line), Instr("LOAD_CONST", key[0], lineno=line),
+                    Instr("STORE_SUBSCR", lineno=line)]
+        else:
+            out.append(Instr("STORE_DEREF", CellVar(name), lineno=line) if is_cell
+                       else Instr("STORE_FAST", name, lineno=line))
     return out
 
 

@@ -163,11 +163,20 @@ def brk_closure_alive(x, y):
 
 def brk_closure_shared(x, y):
     k = 2
-    f = lambda t: t * k                    # also held by a list: cannot be made again
-    fs = [f]
+    f = lambda t: t * k                    # also held by a tuple: cannot be made again
+    fs = (f,)
     print("closure", end="\r")
     k = 3
     return fs[0](x) + y
+
+
+def brk_closure_in_list(x, y):
+    k = 2
+    f = lambda t: t * k                    # held by a list only a local holds: made again
+    fs = [f, y]
+    print("closure", end="\r")
+    k = 3
+    return fs[0](x) + fs[1] + f(y)
 
 
 BREAKS = [  # program, expected graph breaks in the first capture (resume functions add their own)
@@ -221,6 +230,14 @@ def test_break_with_live_closure_resumes_compiled():
 def test_break_with_shared_closure_runs_rest_eagerly():
     rec = check(brk_closure_shared, torch.randn(3), torch.randn(3))
     assert "closure" in rec.breaks[0].reason
+
+
+def test_break_with_closure_in_a_list_resumes_compiled():
+    # the list travels with None in the closure's place; the resume prologue copies it and
+    # puts the closure made again over its own cells back there
+    rec = check(brk_closure_in_list, torch.randn(3), torch.randn(3))
+    assert len(rec.breaks) == 1 and "closure" not in rec.breaks[0].reason
+    assert len(rec.graphs) == 1
 
 
 def test_break_in_inlined_call_compiles_the_callee():

@@ -129,7 +129,7 @@ def test_resume_remakes_closure_over_its_own_cells():
     add_code = next(c for c in with_closure.__code__.co_consts if isinstance(c, types.CodeType))
     cells = tuple((name, True) for name in add_code.co_freevars)     # both cell variables
     assert sorted(add_code.co_freevars) == ["s", "y"]
-    spec = ((("add", False),), add_code, cells, (2,), None)
+    spec = ((("add", False, ()),), add_code, cells, (2,), None)
     code = resume.make_resume_code(with_closure.__code__, info.next_offset(first.offset), ["value"],
                                    ["x", "s", "y"], (), (spec,))
     assert "add" not in code.co_varnames[:code.co_argcount]

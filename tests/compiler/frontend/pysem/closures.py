@@ -244,3 +244,23 @@ def closure_in_a_list_across_break():
         return fns[0](x), add(x)
     return f
 P(closure_in_a_list_across_break)
+
+
+@case("closures", args=lambda i: (torch.full((3,), float(i + 1)), i))
+def closure_in_a_dict_across_break():
+    # a dict made in the frame holds two closures over one cell: after the break both read
+    # the cell the frame writes, and the dict keeps its other values and its key order
+    def f(x, n):
+        y = x + n
+
+        def add(v):
+            return v + y
+
+        def mul(v):
+            return v * y
+        table = {"first": n, "add": add, "mul": mul}
+        brk()
+        y = y - 1
+        return table["add"](x), table["mul"](x), list(table), table["first"]
+    return f
+P(closure_in_a_dict_across_break)
