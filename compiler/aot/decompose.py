@@ -129,8 +129,20 @@ def _addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     return scaled + summed
 
 
-#: decompositions of our own, for ops torch's tables leave whole
-OWN = {aten.addbmm.default: _addbmm}
+def _log_sigmoid_forward(self):
+    """torch's decomposition, its output made contiguous: ATen's CPU kernel allocates a
+    contiguous result whatever the input's layout, where the decomposed pointwise ops (and their
+    fake values, which set our output layout) follow a transposed input's order (fuzz 331719,
+    331815). The clone fuses into the same kernel."""
+    out, buffer = _TORCH_LOG_SIGMOID(self)
+    return aten.clone.default(out, memory_format=torch.contiguous_format), buffer
+
+
+_TORCH_LOG_SIGMOID = get_decompositions([aten.log_sigmoid_forward])[aten.log_sigmoid_forward.default]
+
+#: decompositions of our own, for ops torch's tables leave whole (or whose result layout differs
+#: from eager's)
+OWN = {aten.addbmm.default: _addbmm, aten.log_sigmoid_forward.default: _log_sigmoid_forward}
 
 
 @functools.lru_cache(maxsize=1)

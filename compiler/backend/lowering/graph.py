@@ -152,6 +152,8 @@ class GraphLowering:
     # realization -------------------------------------------------------------------------
     def _layout_for(self, size, dtype, device, fx_node):
         v = fx_node.meta.get("val") if fx_node is not None else None
+        if fx_node is not None and fx_node.target in _CONTIGUOUS_RESULT:
+            return ir.Layout.contiguous(size, dtype, device)
         if isinstance(v, torch.Tensor) and len(v.shape) == len(size) and all(
                 sympy.expand(to_sympy(a) - b) == 0 for a, b in zip(v.shape, size)):
             stride = [to_sympy(s) for s in v.stride()]
@@ -476,6 +478,10 @@ def _is_dense_permutation(size, stride) -> bool:
         expect = expect * size[d]
     return True
 
+
+#: ops whose eager kernel allocates a contiguous result where FakeTensor's value follows the
+#: input's order: pow(Scalar, Tensor) is meta'd contiguous in ATen (`0.5 ** x.t()`: fuzz 331538)
+_CONTIGUOUS_RESULT = {aten.pow.Scalar}
 
 #: ops whose output aliases their first argument (a write through one is seen by the others)
 _VIEW_OPS = {getattr(aten, n).default for n in ("view", "_unsafe_view", "permute", "expand", "unsqueeze", "t",

@@ -188,6 +188,10 @@ def pointwise_keeps_input_order(x):         # results follow a transposed operan
     return y, (x.t() + 1)[:, ::2], torch.exp(y) + x.t()
 
 
+def contiguous_eager_kernels(x):           # ATen allocates these contiguous whatever x's order
+    return torch.nn.functional.logsigmoid(x.t()), 0.5 ** x.t(), (2 ** x.t()).t()
+
+
 def returned_input_kept_through_no_op_views(a, b):   # contiguous()/flatten() of the input are the input
     a.squeeze_()
     a.div_(2)
@@ -265,6 +269,7 @@ CASES = {
                           lambda: [torch.tensor([-28006467712617284, 3 ** 39, 7, 123456789123, -3 ** 38,
                                                  5 ** 27, 10 ** 18 + 7, 2 ** 62 - 1])]),
     "pointwise_input_order": (pointwise_keeps_input_order, lambda: [torch.randn(4, 6)]),
+    "contiguous_eager_kernels": (contiguous_eager_kernels, lambda: [torch.randn(4, 6)]),
     "returned_input_no_op_views": (returned_input_kept_through_no_op_views,
                                    lambda: [torch.randn(3, 4, 5), torch.randn(5)]),
     "inplace_dynamic": (inplace_refs_at_dynamic_sizes, lambda: [torch.randn(4, 3)]),
@@ -275,7 +280,8 @@ CASES = {
 }
 #: cases run again at other sizes (dynamic shapes after the automatic recompile)
 RESIZE = {"index_fill_": [(5, 2), (6, 3)], "inplace_dynamic": [(5, 2), (6, 3)], "cat_view_slice_flip": [(3, 5), (9, 2)],
-          "strided_slices": [(9, 3), (11, 2)], "pointwise_input_order": [(5, 7), (9, 3)], "sym_max": [(2,), (7,)]}
+          "strided_slices": [(9, 3), (11, 2)], "pointwise_input_order": [(5, 7), (9, 3)],
+          "contiguous_eager_kernels": [(5, 7), (9, 3)], "sym_max": [(2,), (7,)]}
 
 
 def _same(e, c):
