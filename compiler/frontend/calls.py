@@ -91,7 +91,8 @@ def binary_op(tx, symbol, a, b):
                 tx.ctx.side_effects.mutate(tx, a)
                 a.items.extend(b.items)
                 return a
-            return type(a)(a.items + b.items) if not isinstance(a, V.SizeVariable) else V.SizeVariable(a.items + b.items)
+            joined = a.items + b.items
+            return V.SizeVariable(joined) if isinstance(a, V.SizeVariable) else type(a)(joined)
     if isinstance(a, V.ListVariable) and inplace and base is operator.add and isinstance(b, V.Variable):
         tx.ctx.side_effects.mutate(tx, a)
         a.items.extend(dispatch.unpack(tx, b))
@@ -151,7 +152,8 @@ def compare_op(tx, symbol, a, b):
     if symbol in ("==", "!=") and isinstance(a, V.ConstantVariable) != isinstance(b, V.ConstantVariable):
         # e.g. `x.dtype == torch.float32` where one side is a wrapped constant
         pass
-    if isinstance(a, (V.NNModuleVariable, V.UserObjectVariable)) or isinstance(b, (V.NNModuleVariable, V.UserObjectVariable)):
+    objects = (V.NNModuleVariable, V.UserObjectVariable)
+    if isinstance(a, objects) or isinstance(b, objects):
         same = identical(a, b)
         if same is not None and symbol in ("==", "!=") and _default_eq(a) and _default_eq(b):
             return V.ConstantVariable(same if symbol == "==" else not same)

@@ -41,7 +41,8 @@ def call_method(tx, obj, name, args, kwargs):
             parts = dispatch.unpack(tx, args[0])
             if consts(parts):
                 return V.ConstantVariable(value.join(p.as_constant() for p in parts))
-        if consts(args) and consts(kwargs.values()) and isinstance(value, (str, int, float, bool, torch.dtype, tuple, torch.device, range)):
+        foldable = (str, int, float, bool, torch.dtype, tuple, torch.device, range)
+        if consts(args) and consts(kwargs.values()) and isinstance(value, foldable):
             method = getattr(value, name)
             try:
                 return fold_result(method(*[a.as_constant() for a in args],

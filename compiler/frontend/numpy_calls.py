@@ -5,9 +5,10 @@ with numpy's semantics for everything done to it. numpy functions (`np.cos`, `np
 ndarray operators, methods and indexing are recorded as graph calls of a NumpyOp, which runs
 the torch._numpy function of the same name on the tensors seen as torch._numpy ndarrays:
 torch._numpy reproduces numpy's result dtypes (float32 stays float32, Python floats make
-float64, NumPy 2's NEP 50 promotion: numpy 1.x's value-based casting of scalars differs). `torch.from_numpy(a)` / `torch.as_tensor(a)` turn it back into a
-tensor. An array that leaves the graph (returned, or live across a graph break) is rebuilt at
-runtime as `tensor.numpy()` (a numpy scalar as `tensor.numpy()[()]`).
+float64, NumPy 2's NEP 50 promotion: numpy 1.x's value-based casting of scalars differs).
+`torch.from_numpy(a)` / `torch.as_tensor(a)` turn it back into a tensor. An array that leaves
+the graph (returned, or live across a graph break) is rebuilt at runtime as `tensor.numpy()` (a
+numpy scalar as `tensor.numpy()[()]`).
 
 Not traced (a graph break with its reason): in-place changes of an array, arrays passed in
 from outside the frame, np.random, numpy functions torch._numpy lacks, and anything that
