@@ -154,6 +154,11 @@ class GraphLowering:
         v = fx_node.meta.get("val") if fx_node is not None else None
         if fx_node is not None and fx_node.target in _CONTIGUOUS_RESULT:
             return ir.Layout.contiguous(size, dtype, device)
+        if fx_node is not None and fx_node.target in _ITERATOR_ORDER and isinstance(v, torch.Tensor):
+            order = _iterator_order([a.meta.get("val") for a in fx_node.args if isinstance(a, torch.fx.Node)],
+                                    v.shape)
+            if order is not None and len(order) == len(size):
+                return _layout_in_order(size, order, dtype, device)
         if isinstance(v, torch.Tensor) and len(v.shape) == len(size) and all(
                 sympy.expand(to_sympy(a) - b) == 0 for a, b in zip(v.shape, size)):
             stride = [to_sympy(s) for s in v.stride()]
@@ -482,6 +487,71 @@ def _is_dense_permutation(size, stride) -> bool:
 #: ops whose eager kernel allocates a contiguous result where FakeTensor's value follows the
 #: input's order: pow(Scalar, Tensor) is meta'd contiguous in ATen (`0.5 ** x.t()`: fuzz 331538)
 _CONTIGUOUS_RESULT = {aten.pow.Scalar}
+
+#: pointwise ops whose FakeTensor value (from a Python reference) orders mixed-layout operands
+#: unlike ATen's TensorIterator: `a // b` with a contiguous and b transposed is contiguous in
+#: eager, b's order in the fake value (fuzz 331733)
+_ITERATOR_ORDER = {aten.div.Tensor_mode, aten.div.Scalar_mode, aten.floor_divide.default, aten.copysign.Tensor,
+                   aten.copysign.Scalar}
+
+
+def _hint(x) -> int:
+    return int(x.node.hint) if isinstance(x, torch.SymInt) and x.node.has_hint() else int(x)
+
+
+def _iterator_order(vals, shape) -> list[int] | None:
+    """The dims of a TensorIterator result from fastest to slowest, as ATen orders them for
+    inputs `vals` broadcast to `shape` (reorder_dimensions: an insertion sort in which the first
+    operand whose strides differ decides; broadcast dims do not vote). Strides compare at the
+    traced sizes (their hints)."""
+    try:
+        nd = len(shape)
+        sizes = [_hint(n) for n in shape]
+        operands = []
+        for t in vals:
+            if not isinstance(t, torch.Tensor):
+                continue
+            off = nd - t.dim()
+            st = [0] * nd
+            for d in range(t.dim()):
+                n = _hint(t.shape[d])
+                st[off + d] = 0 if (n == 1 and sizes[off + d] != 1) else _hint(t.stride()[d])
+            operands.append(st)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+
+    def should_swap(d0, d1):
+        for st in operands:
+            if st[d0] == 0 or st[d1] == 0:
+                continue
+            if st[d0] != st[d1]:
+                return 1 if st[d0] > st[d1] else -1
+            if sizes[d0] > sizes[d1]:
+                return 1
+        return 0
+
+    perm = list(reversed(range(nd)))
+    for i in range(1, nd):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = should_swap(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    return perm
+
+
+def _layout_in_order(size, order, dtype, device) -> ir.Layout:
+    """A dense layout whose dims run from fastest to slowest in `order`."""
+    stride = [sympy.Integer(0)] * len(size)
+    acc = sympy.Integer(1)
+    for d in order:
+        stride[d] = acc
+        acc = acc * size[d]
+    return ir.Layout(list(size), stride, dtype, device)
+
 
 #: ops whose output aliases their first argument (a write through one is seen by the others)
 _VIEW_OPS = {getattr(aten, n).default for n in ("view", "_unsafe_view", "permute", "expand", "unsqueeze", "t",

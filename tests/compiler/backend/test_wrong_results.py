@@ -192,6 +192,10 @@ def contiguous_eager_kernels(x):           # ATen allocates these contiguous wha
     return torch.nn.functional.logsigmoid(x.t()), 0.5 ** x.t(), (2 ** x.t()).t()
 
 
+def mixed_layout_operands(a, b):            # TensorIterator's order where the fake value's differs
+    return a // b, b // a, torch.div(a, b, rounding_mode="floor"), torch.copysign(a, b), torch.copysign(b, a)
+
+
 def returned_input_kept_through_no_op_views(a, b):   # contiguous()/flatten() of the input are the input
     a.squeeze_()
     a.div_(2)
@@ -270,6 +274,8 @@ CASES = {
                                                  5 ** 27, 10 ** 18 + 7, 2 ** 62 - 1])]),
     "pointwise_input_order": (pointwise_keeps_input_order, lambda: [torch.randn(4, 6)]),
     "contiguous_eager_kernels": (contiguous_eager_kernels, lambda: [torch.randn(4, 6)]),
+    "mixed_layout_operands": (mixed_layout_operands,
+                              lambda: [torch.randn(3, 4, 8), torch.randn(8, 4, 3).permute(2, 1, 0)]),
     "returned_input_no_op_views": (returned_input_kept_through_no_op_views,
                                    lambda: [torch.randn(3, 4, 5), torch.randn(5)]),
     "inplace_dynamic": (inplace_refs_at_dynamic_sizes, lambda: [torch.randn(4, 3)]),
