@@ -137,6 +137,8 @@ class GraphLowering:
         #: float scalars the wrapper computes before the kernels run: (symbol, format, operands)
         self.scalar_defs: list[tuple] = []
         self._n_float = 0
+        #: fx node -> eager's dense dim order (fastest first) where its fake value's differs
+        self.eager_orders: dict = {}
 
     # naming and registration ----------------------------------------------------------------
     def new_name(self) -> str:
@@ -152,19 +154,48 @@ class GraphLowering:
     # realization -------------------------------------------------------------------------
     def _layout_for(self, size, dtype, device, fx_node):
         v = fx_node.meta.get("val") if fx_node is not None else None
-        if fx_node is not None and fx_node.target in _CONTIGUOUS_RESULT:
-            return ir.Layout.contiguous(size, dtype, device)
-        if fx_node is not None and fx_node.target in _ITERATOR_ORDER and isinstance(v, torch.Tensor):
-            order = _iterator_order([a.meta.get("val") for a in fx_node.args if isinstance(a, torch.fx.Node)],
-                                    v.shape)
-            if order is not None and len(order) == len(size):
-                return _layout_in_order(size, order, dtype, device)
+        order = self.eager_orders.get(fx_node) if fx_node is not None else None
+        if order is not None and len(order) == len(size):
+            return _layout_in_order(size, order, dtype, device)
         if isinstance(v, torch.Tensor) and len(v.shape) == len(size) and all(
                 sympy.expand(to_sympy(a) - b) == 0 for a, b in zip(v.shape, size)):
             stride = [to_sympy(s) for s in v.stride()]
             if _is_dense_permutation(size, stride):
                 return ir.Layout(size, stride, dtype, device)
         return ir.Layout.contiguous(size, dtype, device)
+
+    def _note_eager_order(self, node):
+        """Where eager's result order differs from the node's fake value (`_CONTIGUOUS_RESULT`,
+        `_ITERATOR_ORDER`), note it in `eager_orders` (dims fastest first), and carry it to the
+        pointwise ops that read such a result (their fake values follow the wrong strides:
+        `torch.div(a, b.t(), rounding_mode="floor").float()`, fuzz 331450)."""
+        v = node.meta.get("val")
+        if not isinstance(v, torch.Tensor):
+            return
+        if node.target in _CONTIGUOUS_RESULT:
+            self.eager_orders[node] = list(reversed(range(v.dim())))
+            return
+        if node.target is aten.copy.default and node.args[0] in self.eager_orders:   # self's layout
+            self.eager_orders[node] = self.eager_orders[node.args[0]]
+            return
+        args = [a for a in node.args if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor)]
+        pointwise = torch.Tag.pointwise in getattr(node.target, "tags", ()) or node.target in _LAYOUT_KEEPING
+        if node.target in _ITERATOR_ORDER or (pointwise and any(a in self.eager_orders for a in args)):
+            operands = []
+            for a in args:
+                val = a.meta["val"]
+                if a in self.eager_orders:
+                    sizes = [_hint(n) for n in val.shape]
+                    stride = [0] * len(sizes)
+                    acc = 1
+                    for d in self.eager_orders[a]:
+                        stride[d], acc = acc, acc * sizes[d]
+                    operands.append((sizes, stride))
+                else:
+                    operands.append((val.shape, val.stride()))
+            order = _iterator_order(operands, v.shape)
+            if order is not None:
+                self.eager_orders[node] = order
 
     def realize(self, value, fx_node=None):
         """Store a lazy value into a new ComputedBuffer (no-op for stored values)."""
@@ -200,6 +231,7 @@ class GraphLowering:
                 loc = user_location(node)
                 if loc:
                     self.provenance[node.name] = loc
+                self._note_eager_order(node)
                 self.env[node] = self._call(node)
             elif node.op == "output":
                 self._output(node)
@@ -495,27 +527,33 @@ _ITERATOR_ORDER = {aten.div.Tensor_mode, aten.div.Scalar_mode, aten.floor_divide
                    aten.copysign.Scalar}
 
 
+#: non-pointwise-tagged ops whose result keeps its operand's order
+_LAYOUT_KEEPING = {aten._to_copy.default}
+
+
 def _hint(x) -> int:
-    return int(x.node.hint) if isinstance(x, torch.SymInt) and x.node.has_hint() else int(x)
+    if isinstance(x, torch.SymInt):
+        return int(x.node.hint)
+    if isinstance(x, sympy.Expr):
+        raise TypeError("a symbolic stride without a hint")
+    return int(x)
 
 
 def _iterator_order(vals, shape) -> list[int] | None:
     """The dims of a TensorIterator result from fastest to slowest, as ATen orders them for
-    inputs `vals` broadcast to `shape` (reorder_dimensions: an insertion sort in which the first
+    inputs `vals` ((shape, stride) pairs) broadcast to `shape` (reorder_dimensions: an insertion sort in which the first
     operand whose strides differ decides; broadcast dims do not vote). Strides compare at the
     traced sizes (their hints)."""
     try:
         nd = len(shape)
         sizes = [_hint(n) for n in shape]
         operands = []
-        for t in vals:
-            if not isinstance(t, torch.Tensor):
-                continue
-            off = nd - t.dim()
+        for shape_t, stride_t in vals:
+            off = nd - len(shape_t)
             st = [0] * nd
-            for d in range(t.dim()):
-                n = _hint(t.shape[d])
-                st[off + d] = 0 if (n == 1 and sizes[off + d] != 1) else _hint(t.stride()[d])
+            for d in range(len(shape_t)):
+                n = _hint(shape_t[d])
+                st[off + d] = 0 if (n == 1 and sizes[off + d] != 1) else _hint(stride_t[d])
             operands.append(st)
     except (TypeError, ValueError, RuntimeError):
         return None

@@ -196,6 +196,16 @@ def mixed_layout_operands(a, b):            # TensorIterator's order where the f
     return a // b, b // a, torch.div(a, b, rounding_mode="floor"), torch.copysign(a, b), torch.copysign(b, a)
 
 
+def mixed_layout_order_carried(a):          # a result in eager's order is read by later pointwise ops
+    b = a.abs() + 0.5
+    t = torch.empty_strided(a.shape, (1, a.shape[0]))
+    t[:] = a
+    v = torch.div(t, b, rounding_mode="floor")
+    w = v.to(torch.float32)
+    v.clamp_min_(0)
+    return w, v * 2, torch.copysign(t, b) + 1
+
+
 def returned_input_kept_through_no_op_views(a, b):   # contiguous()/flatten() of the input are the input
     a.squeeze_()
     a.div_(2)
@@ -276,6 +286,7 @@ CASES = {
     "contiguous_eager_kernels": (contiguous_eager_kernels, lambda: [torch.randn(4, 6)]),
     "mixed_layout_operands": (mixed_layout_operands,
                               lambda: [torch.randn(3, 4, 8), torch.randn(8, 4, 3).permute(2, 1, 0)]),
+    "mixed_layout_carried": (mixed_layout_order_carried, lambda: [torch.randn(5, 13)]),
     "returned_input_no_op_views": (returned_input_kept_through_no_op_views,
                                    lambda: [torch.randn(3, 4, 5), torch.randn(5)]),
     "inplace_dynamic": (inplace_refs_at_dynamic_sizes, lambda: [torch.randn(4, 3)]),
@@ -287,7 +298,8 @@ CASES = {
 #: cases run again at other sizes (dynamic shapes after the automatic recompile)
 RESIZE = {"index_fill_": [(5, 2), (6, 3)], "inplace_dynamic": [(5, 2), (6, 3)], "cat_view_slice_flip": [(3, 5), (9, 2)],
           "strided_slices": [(9, 3), (11, 2)], "pointwise_input_order": [(5, 7), (9, 3)],
-          "contiguous_eager_kernels": [(5, 7), (9, 3)], "sym_max": [(2,), (7,)]}
+          "contiguous_eager_kernels": [(5, 7), (9, 3)],
+          "mixed_layout_carried": [(6, 7), (9, 3)], "sym_max": [(2,), (7,)]}
 
 
 def _same(e, c):
