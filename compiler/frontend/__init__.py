@@ -48,7 +48,8 @@ Capture side (frontend-capture), in the order data flows:
                     (Dynamo's frame hook, emulated)
   errors.py         Unsupported (internal), FullgraphError (public, a GraphBreakError)
 
-Runtime side (frontend-runtime): eval_frame.py, cache.py, guards.py, dynamic.py (automatic
+Runtime side (frontend-runtime): eval_frame.py, cache.py, guards.py (guard_kinds.py: one entry
+per guard kind), dynamic.py (automatic
 dynamic sizes and scalars; a str a graph break computed is left unspecialized once it changes),
 explain.py;
 guards.py reads module-tree sources once through static_sources.py and checks a fingerprint of
