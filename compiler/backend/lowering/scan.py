@@ -84,7 +84,9 @@ def _single_scan(ctx, x, dim, combine):
     src = _cast_loader(x, acc)
     if d is not None:
         length = static_length(x, d)
-        if length <= SEQUENTIAL_MAX:
+        if length == 0:
+            pass        # no elements: the loader is never called (a 0-step sequence had no value)
+        elif length <= SEQUENTIAL_MAX:
             src = _sequential(src, d, length, combine)
         else:
             [src] = log_step_scan(ctx, x.get_size(), d, [src], [acc], combine, length,

@@ -206,6 +206,11 @@ def mixed_layout_order_carried(a):          # a result in eager's order is read 
     return w, v * 2, torch.copysign(t, b) + 1
 
 
+def scan_of_zero_length(x):                 # a scan along an empty dim (the sequential scan had no value)
+    v = (x * 2).diagonal()
+    return torch.cumprod(v, -2), torch.cumsum(v + 1, -2)
+
+
 def returned_input_kept_through_no_op_views(a, b):   # contiguous()/flatten() of the input are the input
     a.squeeze_()
     a.div_(2)
@@ -287,6 +292,7 @@ CASES = {
     "mixed_layout_operands": (mixed_layout_operands,
                               lambda: [torch.randn(3, 4, 8), torch.randn(8, 4, 3).permute(2, 1, 0)]),
     "mixed_layout_carried": (mixed_layout_order_carried, lambda: [torch.randn(5, 13)]),
+    "scan_zero_length": (scan_of_zero_length, lambda: [torch.randn(13, 3, 5)]),
     "returned_input_no_op_views": (returned_input_kept_through_no_op_views,
                                    lambda: [torch.randn(3, 4, 5), torch.randn(5)]),
     "inplace_dynamic": (inplace_refs_at_dynamic_sizes, lambda: [torch.randn(4, 3)]),
@@ -299,7 +305,8 @@ CASES = {
 RESIZE = {"index_fill_": [(5, 2), (6, 3)], "inplace_dynamic": [(5, 2), (6, 3)], "cat_view_slice_flip": [(3, 5), (9, 2)],
           "strided_slices": [(9, 3), (11, 2)], "pointwise_input_order": [(5, 7), (9, 3)],
           "contiguous_eager_kernels": [(5, 7), (9, 3)],
-          "mixed_layout_carried": [(6, 7), (9, 3)], "sym_max": [(2,), (7,)]}
+          "mixed_layout_carried": [(6, 7), (9, 3)],
+          "scan_zero_length": [(13, 4, 0)], "sym_max": [(2,), (7,)]}
 
 
 def _same(e, c):
