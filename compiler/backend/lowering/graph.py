@@ -366,6 +366,13 @@ class GraphLowering:
             n_users = len(node.users) if node is not None else 2
             cost = result.op_count()
             if cost > INLINE_MAX_COST or (n_users > 1 and cost > INLINE_MAX_COST_SHARED):
+                if isinstance(result, ir.View) and node is not None:
+                    # store the viewed value and view the buffer (eager's strides, no dense copy
+                    # of an expand: `cat(...).expand(2, ...)` read twice came back with stride 10
+                    # where eager's is 0, fuzz 331850)
+                    kept = self._output_view(node, result)
+                    if isinstance(kept, ir.ReinterpretView):
+                        return kept
                 return self.realize(result, node)
         return result
 

@@ -211,6 +211,13 @@ def scan_of_zero_length(x):                 # a scan along an empty dim (the seq
     return torch.cumprod(v, -2), torch.cumsum(v + 1, -2)
 
 
+def shared_view_returned(a):                # a view read twice is a view of the stored value
+    r = torch.nn.functional.leaky_relu(a)
+    v = torch.cat([r, r * 2], 0)
+    w = v.expand(2, *v.shape)
+    return w, torch.cos(w).sum()
+
+
 def returned_input_kept_through_no_op_views(a, b):   # contiguous()/flatten() of the input are the input
     a.squeeze_()
     a.div_(2)
@@ -293,6 +300,7 @@ CASES = {
                               lambda: [torch.randn(3, 4, 8), torch.randn(8, 4, 3).permute(2, 1, 0)]),
     "mixed_layout_carried": (mixed_layout_order_carried, lambda: [torch.randn(5, 13)]),
     "scan_zero_length": (scan_of_zero_length, lambda: [torch.randn(13, 3, 5)]),
+    "shared_view_returned": (shared_view_returned, lambda: [torch.randn(1, 1, 5).bfloat16()]),
     "returned_input_no_op_views": (returned_input_kept_through_no_op_views,
                                    lambda: [torch.randn(3, 4, 5), torch.randn(5)]),
     "inplace_dynamic": (inplace_refs_at_dynamic_sizes, lambda: [torch.randn(4, 3)]),
