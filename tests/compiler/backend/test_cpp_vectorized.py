@@ -24,4 +24,6 @@ def test_pointwise_chain_calls_vector_math(backend_cache_dir, monkeypatch):
     torch.testing.assert_close(compiler.compile(chain)(x, y), chain(x, y), equal_nan=True)
     assert built, "no C++ library was built for the graph"
     symbols = subprocess.run(["nm", "-D", built[-1]], capture_output=True, text=True, check=True).stdout
-    assert "_ZGV" in symbols and "sinf" in symbols, symbols
+    # float32 math runs in double (within half an ulp, as accurate as ATen's): the vector
+    # versions called are libmvec's double ones (_ZGV?N?v_sin)
+    assert any(line.split()[-1].startswith("_ZGV") and "v_sin" in line for line in symbols.splitlines()), symbols
