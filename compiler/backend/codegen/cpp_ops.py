@@ -123,9 +123,9 @@ static inline int64_t tt_index_nowrap(int64_t v, int64_t size, int* status) {  /
   if (v < 0 || v >= size) { __atomic_store_n(status, 2, __ATOMIC_RELAXED); return 0; }
   return v;
 }
-template <typename T> static inline T tt_sigmoid(T x) {
-  auto w = tt_wide(x); return static_cast<T>(decltype(w)(1) / (decltype(w)(1) + std::exp(-w)));
-}
+// ATen's formula in T (1 + exp(-x) rounds to 1 for x > 16.6 in float: sigmoid is then exactly 1,
+// which ndtri/logit of it see), with the exp itself rounded once from double
+template <typename T> static inline T tt_sigmoid(T x) { return T(1) / (T(1) + static_cast<T>(std::exp(-tt_wide(x)))); }
 template <typename T> static inline T tt_relu(T x) { return (x != x || x > T(0)) ? x : T(0); }
 template <typename T> static inline bool tt_isnan(T x) {
   if constexpr (std::is_floating_point<T>::value) return std::isnan(x); else return false;
