@@ -126,7 +126,9 @@ static inline int64_t tt_index_nowrap(int64_t v, int64_t size, int* status) {  /
 // ATen's formula in T (1 + exp(-x) rounds to 1 for x > 16.6 in float: sigmoid is then exactly 1,
 // which ndtri/logit of it see), with the exp itself rounded once from double
 template <typename T> static inline T tt_sigmoid(T x) { return T(1) / (T(1) + static_cast<T>(std::exp(-tt_wide(x)))); }
-template <typename T> static inline T tt_relu(T x) { return (x != x || x > T(0)) ? x : T(0); }
+// eager's CPU relu keeps x unless x < 0: NaN stays NaN and -0.0 stays -0.0 (signbit, 1 / x and
+// atan2 see it: fuzz 340060/340705)
+template <typename T> static inline T tt_relu(T x) { return (x < T(0)) ? T(0) : x; }
 template <typename T> static inline bool tt_isnan(T x) {
   if constexpr (std::is_floating_point<T>::value) return std::isnan(x); else return false;
 }

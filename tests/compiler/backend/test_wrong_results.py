@@ -218,6 +218,10 @@ def shared_view_returned(a):                # a view read twice is a view of the
     return w, torch.cos(w).sum()
 
 
+def relu_negative_zero(x):                  # relu(-0.0) is -0.0 on CPU (eager keeps x unless x < 0)
+    return torch.relu(x), torch.signbit(torch.relu(x)), torch.atan2(torch.relu(x), -torch.ones_like(x))
+
+
 def returned_input_kept_through_no_op_views(a, b):   # contiguous()/flatten() of the input are the input
     a.squeeze_()
     a.div_(2)
@@ -301,6 +305,8 @@ CASES = {
     "mixed_layout_carried": (mixed_layout_order_carried, lambda: [torch.randn(5, 13)]),
     "scan_zero_length": (scan_of_zero_length, lambda: [torch.randn(13, 3, 5)]),
     "shared_view_returned": (shared_view_returned, lambda: [torch.randn(1, 1, 5).bfloat16()]),
+    "relu_negative_zero": (relu_negative_zero, lambda: [torch.tensor([-0.0, 0.0, -1.0, 2.0, float("nan")])]),
+    "relu_negative_zero_bf16": (relu_negative_zero, lambda: [torch.tensor([-0.0, 0.0, -1.0, 2.0]).bfloat16()]),
     "returned_input_no_op_views": (returned_input_kept_through_no_op_views,
                                    lambda: [torch.randn(3, 4, 5), torch.randn(5)]),
     "inplace_dynamic": (inplace_refs_at_dynamic_sizes, lambda: [torch.randn(4, 3)]),
