@@ -23,7 +23,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COLUMNS = ["programs", "ok", "rounding", "stride", "upstream", "frontend", "wrong", "crash", "hang", "invalid", "eager_graph"]
+COLUMNS = ["programs", "ok", "rounding", "stride", "upstream", "frontend", "wrong", "crash", "hang", "invalid",
+           "eager_graph"]
 
 
 def worker(target: str, max_lines: int):

@@ -89,8 +89,8 @@ def _returns_first_arg(node) -> bool:
 
 def returned_inputs(gm: torch.fx.GraphModule) -> dict[int, int]:
     """{flat output position: input position} for outputs that eager returns as the input object
-    itself (the input, the result of in-place ops or same-type conversions of it), so the runtime hands back the caller's tensor,
-    already updated by the write-back, instead of a new one with the same values."""
+    itself (the input, the result of in-place ops or same-type conversions of it), so the runtime
+    hands back the caller's tensor, already updated by the write-back, instead of a new one with the same values."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     out_node = next((n for n in gm.graph.nodes if n.op == "output"), None)
     if out_node is None:

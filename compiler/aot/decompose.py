@@ -36,7 +36,8 @@ def _ops(*names):
 #: decomposed although core ATen keeps them (our lowering handles their pieces and fuses them)
 EXTRA = _ops("_softmax", "_log_softmax", "native_layer_norm", "gelu", "native_group_norm",
              "_native_batch_norm_legit_no_training", "hardtanh", "leaky_relu", "silu", "hardswish",
-             "hardsigmoid", "mish", "softplus", "logsumexp", "addcmul", "addcdiv", "lerp", "elu", "celu", "selu", "threshold", "log_sigmoid_forward", "glu", "nll_loss_forward",
+             "hardsigmoid", "mish", "softplus", "logsumexp", "addcmul", "addcdiv", "lerp", "elu", "celu",
+             "selu", "threshold", "log_sigmoid_forward", "glu", "nll_loss_forward",
              "mse_loss", "huber_loss", "smooth_l1_loss", "rsub", "xlogy", "logit", "sinc", "frac", "deg2rad",
              "rad2deg", "linalg_vector_norm", "_log_softmax_backward_data", "_adaptive_avg_pool2d",
              "max_pool2d_with_indices", "unfold", "upsample_nearest2d", "upsample_bilinear2d", "repeat",

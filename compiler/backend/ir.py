@@ -537,7 +537,8 @@ class ExternKernel(Buffer):
             if isinstance(a, Buffer):
                 return a.name
             if isinstance(a, ReinterpretView):
-                return f"as_strided({a.data.name}, {_fmt_list(a.layout.size)}, {_fmt_list(a.layout.stride)}, {a.layout.offset})"
+                size, stride = _fmt_list(a.layout.size), _fmt_list(a.layout.stride)
+                return f"as_strided({a.data.name}, {size}, {stride}, {a.layout.offset})"
             if isinstance(a, (list, tuple)):
                 return "[" + ", ".join(fmt(x) for x in a) + "]"
             return repr(a) if not isinstance(a, (sympy.Basic, torch.dtype)) else _fmt_arg(a)

@@ -117,7 +117,8 @@ class CppKernel:
             t = ctype(b.dtype)
             name = f"tt_rcp{len(self.reciprocals)}"
             self.preheader.append(f"const {t} {name} = {t}(1) / {b}; "
-                                  f"const bool {name}_ok = std::isnormal({b}) && std::isnormal({name}) && tt_pow2({b});")
+                                  f"const bool {name}_ok = std::isnormal({b}) && std::isnormal({name})"
+                                  f" && tt_pow2({b});")
             self.reciprocals[str(b)] = CppVar(name, b.dtype)
         r = self.reciprocals[str(b)]
         return r, CppVar(f"{r.name}_ok", torch.bool)

@@ -25,7 +25,8 @@ Modules, in the order data flows through them:
     extern                ops kept whole and the per-op ATen fallback
 """
 
-from tracetorch.compiler.backend.lowering import extern, misc, pointwise, pooling, reductions, scan, search, sort, special, views  # noqa: F401
+from tracetorch.compiler.backend.lowering import (  # noqa: F401
+    extern, misc, pointwise, pooling, reductions, scan, search, sort, special, views)
 from tracetorch.compiler.backend.lowering import embedding_bag, scatter  # noqa: F401
 from tracetorch.compiler.backend.lowering import special_extra, special_polynomials  # noqa: F401
 from tracetorch.compiler.backend.lowering.graph import GraphFallback, GraphLowering, user_location

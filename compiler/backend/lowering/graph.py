@@ -449,7 +449,8 @@ class GraphLowering:
         except NotLowerable:
             return value
         if isinstance(again, ir.ReinterpretView):
-            log.debug("output_view_kept", node=node.name, base=base.name if isinstance(base, ir.Buffer) else base.data.name)
+            log.debug("output_view_kept", node=node.name,
+                      base=base.name if isinstance(base, ir.Buffer) else base.data.name)
             return again
         return value
 

@@ -10,8 +10,8 @@ import torch
 
 from tracetorch.compiler.backend import ir
 from tracetorch.compiler.backend.ir import ops
-from tracetorch.compiler.backend.lowering.registry import NotLowerable, aten, broadcast_loader, register_lowering, same, \
-    to_sympy
+from tracetorch.compiler.backend.lowering.registry import (NotLowerable, aten, broadcast_loader,
+                                                            register_lowering, same, to_sympy)
 
 
 def _const_node(ctx, value):
@@ -275,7 +275,8 @@ def slice_scatter(ctx, x, src, dim=0, start=None, end=None, step=1):
         j = idx[dim]
         jv = _index_value(j)
         hit = ops.logical_and(_in_range(j, start, end),
-                              ops.eq(ops.remainder(ops.sub(jv, _index_value(start)), ops.constant(int(step), torch.int64)),
+                              ops.eq(ops.remainder(ops.sub(jv, _index_value(start)),
+                                                           ops.constant(int(step), torch.int64)),
                                      ops.constant(0, torch.int64)))
         sub = list(idx)
         sub[dim] = ir.FloorDiv(j - start, step)

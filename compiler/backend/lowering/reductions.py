@@ -14,8 +14,8 @@ import torch
 from tracetorch.compiler.backend import ir
 from tracetorch.compiler.backend.ir import ops
 from tracetorch.compiler.backend.lowering import split_reduction
-from tracetorch.compiler.backend.lowering.registry import NotLowerable, aten, inlined_origins, register_lowering, same, \
-    uses_triton
+from tracetorch.compiler.backend.lowering.registry import (NotLowerable, aten, inlined_origins,
+                                                            register_lowering, same, uses_triton)
 
 
 def _dims(x, dim):

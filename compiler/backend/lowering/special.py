@@ -153,7 +153,8 @@ def _k_large_arg(m, x):
 
 def _k0_small(m, x, table):
     # 0.5 * (a - p) - log(0.5 * x) * I0(x)
-    return ops.sub(m.chbevl(_k_small_arg(m, x), table), ops.mul(ops.log(ops.mul(m.c(0.5), x)), modified_bessel_i0(m, x)))
+    log_term = ops.mul(ops.log(ops.mul(m.c(0.5), x)), modified_bessel_i0(m, x))
+    return ops.sub(m.chbevl(_k_small_arg(m, x), table), log_term)
 
 
 def _k1_small(m, x, table):

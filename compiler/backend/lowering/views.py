@@ -117,7 +117,8 @@ def squeeze(ctx, x, dim=None):
         return [sympy.Integer(0) if d in dims else next(it) for d in range(n)]
 
     return _view(ctx, x, [old[d] for d in keep], reindex,
-                 lambda L: ir.Layout([L.size[d] for d in keep], [L.stride[d] for d in keep], L.dtype, L.device, L.offset))
+                 lambda L: ir.Layout([L.size[d] for d in keep], [L.stride[d] for d in keep], L.dtype,
+                                     L.device, L.offset))
 
 
 @register_lowering(aten.slice.Tensor)

@@ -5,9 +5,9 @@ no libdevice, so kernels generated for CPU tensors import this module under the 
 kernel text is otherwise identical. Each function is written with interpreter-supported tl ops;
 accuracy is within a few float32 ulps, relative as well near 0 (tanh, sinh, expm1, log1p, asinh,
 atanh avoid the cancellation of 1 + x; erfc uses a continued fraction where 1 - erf(x) vanishes;
-hypot, pow and the hyperbolic/log functions work in float64, then round once). Functions that need a real implementation (asin, acos, atan, atan2, lgamma,
-erfinv) are absent: the code generator reports them unsupported under the interpreter, and the
-graph then runs eagerly.
+hypot, pow and the hyperbolic/log functions work in float64, then round once). Functions that
+need a real implementation (asin, acos, atan, atan2, lgamma, erfinv) are absent: the code
+generator reports them unsupported under the interpreter, and the graph then runs eagerly.
 """
 import triton
 import triton.language as tl
@@ -37,7 +37,8 @@ def _sinh(x):
 @triton.jit
 def _cosh(x):
     a = tl.abs(x)
-    return tl.where(a < 1.0, 0.5 * (tl.exp(a) + tl.exp(-a)), tl.exp(a - 0.6931471805599453) + 0.25 / tl.exp(a - 0.6931471805599453))
+    big = tl.exp(a - 0.6931471805599453)       # e^a / 2, without overflowing before e^a does
+    return tl.where(a < 1.0, 0.5 * (tl.exp(a) + tl.exp(-a)), big + 0.25 / big)
 
 
 @triton.jit
