@@ -206,24 +206,18 @@ def _wrap_namedtuple(tx, value, source, guard):
     return V.NamedTupleVariable(_items(tx, value, source, guard), type(value), source)
 
 
-def _wrap_python_module(tx, value, source, guard):
-    _guard(tx, source, guard, "ID_MATCH", value)
-    return V.PythonModuleVariable(value, source)
+def _id_guarded(kind):
+    """A wrapper for values held as themselves (modules, library functions): guarded by id."""
+    def wrap(tx, value, source, guard):
+        _guard(tx, source, guard, "ID_MATCH", value)
+        return kind(value, source)
+    return wrap
 
 
-def _wrap_numpy_function(tx, value, source, guard):
-    _guard(tx, source, guard, "ID_MATCH", value)
-    return V.NumpyFunctionVariable(value, source)
-
-
-def _wrap_builtin(tx, value, source, guard):
-    _guard(tx, source, guard, "ID_MATCH", value)
-    return V.BuiltinVariable(value, source)
-
-
-def _wrap_torch_callable(tx, value, source, guard):
-    _guard(tx, source, guard, "ID_MATCH", value)
-    return V.TorchFunctionVariable(value, source)
+_wrap_python_module = _id_guarded(V.PythonModuleVariable)
+_wrap_numpy_function = _id_guarded(V.NumpyFunctionVariable)
+_wrap_builtin = _id_guarded(V.BuiltinVariable)
+_wrap_torch_callable = _id_guarded(V.TorchFunctionVariable)
 
 
 def _wrap_function(tx, value, source, guard):

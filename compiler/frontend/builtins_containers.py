@@ -117,15 +117,7 @@ def _frozenset(tx, fn, args, kwargs):
 
 @dispatch.builtin(dict)
 def _dict(tx, fn, args, kwargs):
-    items = {}
-    if args:
-        src = args[0]
-        if isinstance(src, V.DictVariable):
-            items.update(src.items)
-        else:
-            for pair in dispatch.unpack(tx, src):
-                k, v = dispatch.unpack(tx, pair)
-                items[k.as_constant()] = v
+    items = symbolic.mapping_items(tx, args[0], "dict()") if args else {}
     items.update(kwargs)
     return V.DictVariable(items)
 

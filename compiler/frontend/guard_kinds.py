@@ -373,12 +373,16 @@ class NnModuleTraining(GuardKind):
         return None if flag is bool(g.expected) else (
             f"'{label}' mismatch (module training flag). expected {bool(g.expected)}, actual {flag}")
 
+    @staticmethod
+    def flag_source(g) -> str:
+        """The source of the flag itself: `<module>.training`."""
+        return g.source if g.source.endswith(".training") else g.source + ".training"
+
     def describe(self, g):
-        src = g.source if g.source.endswith(".training") else g.source + ".training"
-        return f"NN_MODULE_TRAINING: {src} is {bool(g.expected)}"
+        return f"NN_MODULE_TRAINING: {self.flag_source(g)} is {bool(g.expected)}"
 
     def implied(self, g, statics):
-        ok, v = statics.static_value(g.source if g.source.endswith(".training") else g.source + ".training")
+        ok, v = statics.static_value(self.flag_source(g))
         return ok and v is bool(g.expected)
 
 

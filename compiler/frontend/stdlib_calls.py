@@ -204,17 +204,7 @@ def _deque(tx, args, kwargs):
 
 def _defaultdict(tx, args, kwargs):
     factory = args[0] if args else V.ConstantVariable(None)
-    items = {}
-    if len(args) > 1:
-        src = args[1]
-        if isinstance(src, V.DictVariable):
-            items.update(src.items)
-        else:
-            for pair in dispatch.unpack(tx, src):
-                k, v = dispatch.unpack(tx, pair)
-                if not k.is_constant():
-                    raise Unsupported("defaultdict with a non-constant key")
-                items[k.as_constant()] = v
+    items = symbolic.mapping_items(tx, args[1], "defaultdict") if len(args) > 1 else {}
     if len(args) > 2:
         raise Unsupported("defaultdict() takes at most two arguments")
     items.update(kwargs)

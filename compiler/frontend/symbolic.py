@@ -4,6 +4,7 @@ tensor's shape as a SizeVariable, the Python type a Variable stands for."""
 from __future__ import annotations
 
 import torch
+from tracetorch.compiler.frontend import dispatch
 from tracetorch.compiler.frontend import variables as V
 from tracetorch.compiler.frontend.errors import Unsupported
 
@@ -65,3 +66,17 @@ def python_type(v):
     if isinstance(v, V.NullVariable):
         raise Unsupported("type of NULL")
     return v.python_type()
+
+
+def mapping_items(tx, src, what: str) -> dict:
+    """{key: value} of what dict(src) would copy: another dict's items, or the (key, value)
+    pairs of an iterable. Keys must be constants (`what` names the caller in the break)."""
+    if isinstance(src, V.DictVariable):
+        return dict(src.items)
+    items = {}
+    for pair in dispatch.unpack(tx, src):
+        k, v = dispatch.unpack(tx, pair)
+        if not k.is_constant():
+            raise Unsupported(f"{what} with a non-constant key")
+        items[k.as_constant()] = v
+    return items
