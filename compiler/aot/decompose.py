@@ -15,6 +15,9 @@ from typing import Optional
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
+from tracetorch import logs
+
+log = logs.get_logger(__name__)
 aten = torch.ops.aten
 
 
@@ -112,6 +115,8 @@ def sdpa_call(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
         return NotImplemented
     if torch_would_run_math(query, key, value, attn_mask, dropout_p, is_causal, scale):
         # ATen's math path itself (a composite of matmuls, softmax and masking), traced through
+        log.info("sdpa_math_path_traced", query=list(query.shape), dtype=str(query.dtype),
+                 reason="ATen would run its unfused math path on these inputs; traced for fusion")
         return aten._scaled_dot_product_attention_math.default(
             query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale)[0]
     return torch.ops.tracetorch.sdpa.default(query, key, value, attn_mask, dropout_p, is_causal, scale)

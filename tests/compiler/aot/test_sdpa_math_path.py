@@ -2,6 +2,8 @@
 our backend fuses); otherwise it stays one tracetorch::sdpa node. ATen only answers the question
 for CUDA tensors during tracing, so these CPU tests stand in ATen's answer."""
 
+import logging
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -9,6 +11,7 @@ import torch.nn.functional as F
 from tracetorch import compiler
 from tracetorch.compiler.aot import decompose
 from tracetorch.compiler.aot.inference import aot_module
+from tracetorch.logs.testing import capture
 
 
 def _attention(q, k, v, bias):
@@ -42,9 +45,11 @@ def _inputs(dtype=torch.float32):
 def test_attention_kept_whole_unless_aten_would_run_math(monkeypatch, math_path):
     monkeypatch.setattr(decompose, "torch_would_run_math", lambda *a: math_path)
     args = _inputs()
-    compiled, gm = _graphs(_attention, args)
+    with capture(names={"sdpa_math_path_traced"}, level=logging.INFO) as events:
+        compiled, gm = _graphs(_attention, args)
     kept = torch.ops.tracetorch.sdpa.default in _targets(gm)
     assert kept is not math_path
+    assert bool(events) is math_path          # the decision is logged
     torch.testing.assert_close(compiled(*args), _attention(*args))
 
 
