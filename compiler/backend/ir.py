@@ -193,6 +193,23 @@ def merge_points(idx, chunks, dims) -> list:
             for start, end in chunks]
 
 
+def dense_order(size, stride) -> Optional[list[int]]:
+    """The dims of a dense layout from fastest (stride 1) to slowest, or None where the strides
+    are not a permutation of contiguous strides. Dims of size 1 carry no stride and keep their
+    place (they go to the slowest end, in order); symbolic sizes compare as expressions."""
+    left = [d for d in range(len(size)) if not (size[d].is_number and int(size[d]) == 1)]
+    ones = [d for d in range(len(size)) if d not in left]
+    order, expect = [], sympy.Integer(1)
+    while left:
+        d = next((d for d in reversed(left) if sympy.expand(stride[d] - expect) == 0), None)
+        if d is None:
+            return None
+        left.remove(d)
+        order.append(d)
+        expect = expect * size[d]
+    return order + list(reversed(ones))
+
+
 class Pointwise(Loops):
     """out[i] = inner_fn(i) for every i in ranges."""
 
@@ -327,6 +344,35 @@ class ComputedBuffer(Buffer):
                          self.data.device, origins=self.data.origins, cost=self.data.cost)
         out = ComputedBuffer(self.name, self.layout, data, origins=self.origins)
         out._merge = merge
+        return out
+
+    def in_storage_order(self) -> "ComputedBuffer":
+        """This pointwise node with its loops nested as its layout stores the elements: the
+        largest stride outermost, stride 1 innermost. A channels-last or transposed result
+        iterated in logical order stores (and usually loads) with a stride between neighbouring
+        threads or vector lanes; in storage order both are contiguous (Inductor orders its loops
+        by the output's strides too). The same buffer; itself where the order already agrees or
+        the layout is not dense."""
+        if type(self.data) is not Pointwise or self._merge is not None:
+            return self
+        order = dense_order(self.layout.size, self.layout.stride)
+        if order is None:
+            return self
+        outer_first = list(reversed(order))
+        if outer_first == sorted(outer_first):
+            return self
+        inner, n = self.data.inner_fn, len(outer_first)
+
+        def logical(idx):                  # point over the permuted loops -> logical point
+            point = [None] * n
+            for pos, d in enumerate(outer_first):
+                point[d] = idx[pos]
+            return point
+
+        data = Pointwise([self.data.ranges[d] for d in outer_first], lambda idx: inner(logical(idx)),
+                         self.data.dtype, self.data.device, origins=self.data.origins, cost=self.data.cost)
+        out = ComputedBuffer(self.name, self.layout, data, origins=self.origins)
+        out._merge = logical
         return out
 
     def read_deps(self) -> list[tuple[str, Expr]]:

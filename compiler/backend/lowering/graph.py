@@ -209,7 +209,7 @@ class GraphLowering:
         else:
             raise TypeError(f"cannot realize {type(value).__name__}")
         layout = self._layout_for(data.get_size(), data.get_dtype(), data.get_device(), fx_node)
-        buf = ir.ComputedBuffer(self.new_name(), layout, data, origins=data.origins)
+        buf = ir.ComputedBuffer(self.new_name(), layout, data, origins=data.origins).in_storage_order()
         return self.register_buffer(buf)
 
     def new_float_symbol(self):
@@ -509,19 +509,10 @@ def graph_constants(gm) -> dict:
 
 
 def _is_dense_permutation(size, stride) -> bool:
-    """Strides are a permutation of some contiguous strides: walking the dims from stride 1, each
-    stride is the product of the sizes before it (dims of size 1 carry no stride). Symbolic sizes
+    """Strides are a permutation of some contiguous strides (ir.dense_order). Symbolic sizes
     compare as expressions, so a pointwise result on a transposed input keeps eager's order after
     the recompile at new sizes too (it came back contiguous there: fuzz 320052/320088)."""
-    left = [d for d in range(len(size)) if not (size[d].is_number and int(size[d]) == 1)]
-    expect = sympy.Integer(1)
-    while left:
-        d = next((d for d in reversed(left) if sympy.expand(stride[d] - expect) == 0), None)
-        if d is None:
-            return False
-        left.remove(d)
-        expect = expect * size[d]
-    return True
+    return ir.dense_order(size, stride) is not None
 
 
 #: ops whose eager kernel allocates a contiguous result where FakeTensor's value follows the
