@@ -69,7 +69,12 @@ MODELS = {
     "convnext_t": _timm("convnext_tiny", 32),
     "t5_small": _hf("T5Config", "T5ForConditionalGeneration", 8, 256, 32128, seq2seq=True),
 }
-VARIANTS = ("eager", "inductor", "ours", "ours_ro", "ours_backend")
+VARIANTS = ("eager", "inductor", "ours", "ours_ro", "ours_backend", "ours_cl", "ours_ro_cl")
+#: variants that are another variant under a config change (the config holds for the whole
+#: variant: compiling happens at its first call)
+VARIANT_CONFIG = {"ours_cl": ("ours", {"backend.conv_layout": "auto"}),
+                  "ours_ro_cl": ("ours_ro", {"backend.conv_layout": "auto"})}
+DEFAULT_VARIANTS = ("eager", "inductor", "ours", "ours_ro", "ours_backend")
 
 
 def _main_tensor(out):
@@ -95,6 +100,7 @@ class VariantEvents(harness.EventCounter):
 
 
 def _compiled(variant, model):
+    variant = VARIANT_CONFIG.get(variant, (variant, None))[0]
     if variant == "eager":
         return model
     if variant == "inductor":
@@ -171,6 +177,9 @@ def run_model(name, args):
     for variant in args.variants:
         counter = _fresh_variant(args.device)
         row = {}
+        from tracetorch.compiler import config
+        patch = config.patch(VARIANT_CONFIG.get(variant, (variant, {}))[1] or {})
+        patch.__enter__()
         try:
             fn = _compiled(variant, model)
             with torch.no_grad():
@@ -193,6 +202,7 @@ def run_model(name, args):
         except Exception as e:       # one variant failing is a row, not the end of the run
             row["error"] = f"{type(e).__name__}: {e}"[:300]
         finally:
+            patch.__exit__(None, None, None)
             counter.close()
         rows[variant] = row
         print(f"  {name:<11} {variant:<13} {json.dumps(row)}", flush=True)
@@ -278,15 +288,17 @@ def run_training(name, args):
 
 
 def table(results, variants) -> str:
-    head = ["model", *[f"{v} ms" for v in variants], "ours/ind", "ours_ro/ind", "backend/ind"]
+    """Times per variant, then inductor's time over each of our variants' (above 1: we are faster)."""
+    ours = [v for v in variants if v.startswith("ours")]
+    head = ["model", *[f"{v} ms" for v in variants], *[f"ind/{v}" for v in ours]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
-    def ratio(r, a, b):
-        ra, rb = r.get(a, {}), r.get(b, {})
-        return f"{rb['ms'] / ra['ms']:.2f}" if "ms" in ra and "ms" in rb else "-"
+    def speed(r, v):
+        ind, mine = r.get("inductor", {}), r.get(v, {})
+        return f"{ind['ms'] / mine['ms']:.2f}" if "ms" in ind and "ms" in mine else "-"
     for name, r in results.items():
         cells = [name] + [str(r.get(v, {}).get("ms", r.get(v, {}).get("error", "-")))[:24] for v in variants]
-        cells += [ratio(r, "ours", "inductor"), ratio(r, "ours_ro", "inductor"), ratio(r, "ours_backend", "inductor")]
+        cells += [speed(r, v) for v in ours]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -295,7 +307,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     harness.add_device_dtype_args(p, dtype="bfloat16")
     p.add_argument("--only", default="", help=f"comma-separated models (default all: {', '.join(MODELS)})")
-    p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated: {', '.join(VARIANTS)}")
+    p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help=f"comma-separated: {', '.join(VARIANTS)}")
     p.add_argument("--repeat", type=int, default=30)
     p.add_argument("--out", default=None, help="write <out>.json and <out>.md")
     p.add_argument("--profile", action="store_true", help="print a torch.profiler table per variant")
