@@ -63,3 +63,39 @@ def test_reducer_keeps_the_failure_and_shrinks():
     finally:
         del runner.TARGETS["broken"]
     assert "wrong" in text and text.count("\n    ") <= prog.source().count("\n    ")
+
+
+def test_reference_sums_are_exact():
+    """The float64 reference sums exactly: 1e30 - 1e30 cancel whatever the order, so the small
+    terms survive (float64 in ATen's lane order absorbs them, repeating eager's float32 answer)."""
+    from tests.compiler.backend.fuzz.compare import exact_sums
+    x = torch.tensor([[-1.5, 1e30, -1e30, -0.5, 0.25], [1.0, 2.0, float("nan"), 3.0, 4.0]], dtype=torch.float64)
+    with exact_sums():
+        s, m, ns, full = x.sum(1, keepdim=True), x.mean(1), x.nansum(1), x[:1].sum()
+    assert s.shape == (2, 1) and s[0, 0].item() == -1.75 and torch.isnan(s[1, 0])
+    assert m[0].item() == -1.75 / 5 and ns[1].item() == 10.0 and full.item() == -1.75
+
+
+def test_rounding_rule_nan_cases():
+    """compare's d(x, r): eager NaN where the reference is a number bounds nothing; the
+    reference and eager both NaN require NaN; an infinite reference allows no finite value."""
+    from tests.compiler.backend.fuzz.compare import is_rounding
+    nan, inf = float("nan"), float("inf")
+
+    def rounding(e, c, r):
+        return is_rounding(torch.tensor([e]), torch.tensor([c]), torch.tensor([r], dtype=torch.float64))
+
+    assert rounding(nan, 0.0, 0.0)                  # eager invalid (ATen's vectorized fmod)
+    assert not rounding(nan, 5.0, nan)              # all but the compiled code say NaN
+    assert rounding(1.0, nan, nan)                  # eager's value is decided by rounding
+    assert not rounding(inf, 5.0, inf)
+    assert rounding(inf, 3.4e38, 1e39)              # overflow at the edge of float32's range
+    assert rounding(1.0, 1.0 + 2e-6, 1.0 + 1.5e-6) and not rounding(1.0 + 1e-6, 1.1, 1.0)
+
+
+def test_isinf_of_a_cancelling_sum_is_rounding(backend_cache_dir):
+    """Fuzz seed 340210: isinf(x / s) where s = 1e30 - 1e30 + small terms is 0 in ATen's lane
+    order (so eager's quotient is inf) and not in our loop's; the exact sum is -4.57, so eager's
+    True is the rounding artifact, and the outcome is rounding, not wrong."""
+    res = run_program(generate(340210), "cpp", max_calls=2)
+    assert res.status == "rounding", res

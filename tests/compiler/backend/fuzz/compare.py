@@ -4,18 +4,30 @@ Rules:
 - dtype and shape must be equal; bool and integer values exactly equal.
 - Floats: NaN positions equal (NaN == NaN), infinities equal (same sign), finite values within the
   dtype's tolerance: |c - e| <= atol + rtol * |e| (TOLERANCES, about a few ulps of the dtype).
-- A float difference beyond that is *rounding* (not wrong) when the compiled value is at least
-  nearly as close to a float64 reference (the program run on float64 copies of its float inputs)
-  as eager is: |c - r| <= 2 * |e - r| + atol + rtol * |r| elementwise, NaN where r is NaN
-  allowed. Otherwise it is *wrong*. The reference decides which of two roundings is "right"
-  instead of a wider tolerance that would also hide real bugs.
-- Where eager's value is NaN and the float64 reference's is not, eager has no valid value to
-  judge by (its error counts as infinite): ATen's vectorized CPU kernels compute remainder/fmod
-  as `a - floor(a / b) * b`, so `3.4e38 % 0.5` is NaN in a full vector and 0 in the scalar tail
-  of the same call; the compiled code's exact fmod gives 0 everywhere.
-- An integer or bool difference is rounding only where eager's own value changes when the
-  program runs in float64 (a float cast to int or compared: the answer there is decided by
-  float rounding, e.g. a 1-ulp different exp before .to(int16)); anywhere else it is wrong.
+- The *reference* r is the program run on float64 copies of its float inputs, with every sum
+  (sum, mean, nansum) computed exactly and rounded once (math.fsum; `exact_sums`). A sum's order
+  of accumulation is the implementation's choice (ATen's cascade of vector lanes, our loop), and
+  with terms that cancel beyond float64's precision (1e30 - 1e30 + small) float64 in eager's
+  order repeats eager's float32 answer instead of judging it.
+- A float difference beyond the tolerance is *rounding* (not wrong) when the compiled value is
+  at least nearly as close to the reference as eager is, elementwise:
+  d(c, r) <= 2 * d(e, r) + atol + rtol * |r|, where d is |x - r| for numbers, 0 for x and r both
+  NaN (or equal infinities), infinite where exactly one of them is NaN. Otherwise it is *wrong*.
+  The reference decides which of two roundings is "right" instead of a wider tolerance that
+  would also hide real bugs. Consequences of d:
+  - where eager is NaN and the reference is not, eager has no valid value to judge by (its error
+    is infinite), so any compiled value passes there: ATen's vectorized CPU kernels compute
+    remainder/fmod as `a - floor(a / b) * b`, so `3.4e38 % 0.5` is NaN in a full vector and 0 in
+    the scalar tail of the same call; the compiled code's exact fmod gives 0 everywhere;
+  - where the reference and eager are both NaN, the compiled value must be NaN too (a finite
+    value there is wrong, not rounding); where only the reference is NaN, eager's error is
+    infinite and the element is decided by rounding;
+  - an overflow that eager rounds to inf and the compiled code just below (or the reverse) is
+    rounding if the reference is beyond half the dtype's range too.
+- An integer or bool difference is rounding only where eager's own value differs from the
+  reference's (a float cast to int or compared: the answer there is decided by float rounding,
+  e.g. a 1-ulp different exp before .to(int16), or isinf(x / s) where the sum s cancels to 0 in
+  eager's order and not in the exact one); anywhere else it is wrong.
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ from __future__ import annotations
 import math
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 #: dtype -> (rtol, atol)
 TOLERANCES = {torch.float64: (1e-7, 1e-9), torch.float32: (1.3e-6, 1e-5), torch.float16: (1e-3, 1e-5),
@@ -87,6 +100,15 @@ def coarsest(dtypes) -> torch.dtype | None:
     return max(fl, key=lambda d: TOLERANCES[d][0]) if fl else None
 
 
+def _distance(x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    """d(x, r) of the module docstring, elementwise: |x - r|, 0 where both are NaN or equal
+    (inf - inf is NaN), infinite where exactly one is NaN."""
+    x_nan, r_nan = torch.isnan(x), torch.isnan(r)
+    d = torch.where(x == r, torch.zeros_like(x), (x - r).abs())
+    d = torch.where(x_nan & r_nan, torch.zeros_like(d), d)
+    return torch.where(x_nan ^ r_nan, torch.full_like(d, math.inf), d)
+
+
 def is_rounding(expected, actual, reference, work_dtype=None) -> bool:
     """The float difference between actual and expected is rounding (module docstring rule).
     work_dtype: the coarsest float type the program computes in (a float32 sum cast to float64
@@ -100,14 +122,14 @@ def is_rounding(expected, actual, reference, work_dtype=None) -> bool:
     rtol, atol = TOLERANCES[coarsest([expected.dtype] + ([work_dtype] if work_dtype else []))]
     c, e, r = actual.cpu().double(), expected.cpu().double(), reference.cpu().double()
     close = _float_close(c, e, rtol, atol)
-    ref_nan = torch.isnan(r)
-    err_c, err_e = (c - r).abs(), (e - r).abs()
-    err_e = torch.where(torch.isnan(e) & ~ref_nan, torch.full_like(err_e, float("inf")), err_e)
-    fine = err_c <= 2 * err_e + atol + rtol * r.abs()
+    # the relative part only where the reference is a number (an infinite one would allow anything)
+    tol = atol + rtol * torch.where(torch.isfinite(r), r.abs(), torch.zeros_like(r))
+    fine = _distance(c, r) <= 2 * _distance(e, r) + tol
     # an overflow that eager rounds to inf and the compiled code just below (or the reverse) is
-    # rounding if the reference is beyond the dtype's range too
-    big = r.abs() >= torch.finfo(expected.dtype).max / 2
-    return bool((close | fine | ref_nan | big).all())
+    # rounding if the reference is beyond half the dtype's range too
+    half = torch.finfo(expected.dtype).max / 2
+    big = (r.abs() >= half) & (c.abs() >= half)
+    return bool((close | fine | big).all())
 
 
 def strides_differ(expected, actual) -> bool:
@@ -130,3 +152,55 @@ def decided_by_rounding(expected, actual, reference) -> bool:
     differ = expected.cpu() != actual.cpu()
     unstable = expected.cpu() != reference.cpu().to(expected.dtype)
     return bool((~differ | unstable).all())
+
+
+# ---- the reference's exact sums (module docstring) ----
+
+_SUMS = {torch.ops.aten.sum.default, torch.ops.aten.sum.dim_IntList, torch.ops.aten.mean.default,
+         torch.ops.aten.mean.dim, torch.ops.aten.nansum.default}
+
+
+def _fsum(row: list, skip_nan: bool) -> float:
+    """The correctly rounded sum of `row`; non-finite terms as IEEE addition gives them (any
+    order gives the same NaN or infinity)."""
+    if skip_nan:
+        row = [v for v in row if not math.isnan(v)]
+    if all(math.isfinite(v) for v in row):
+        try:
+            return math.fsum(row)
+        except OverflowError:       # the exact sum is beyond float64's range
+            pass
+    return sum(row)
+
+
+def _exact_sum(func, x: torch.Tensor, dim=None, keepdim=False, *, dtype=None) -> torch.Tensor | None:
+    """sum/mean/nansum of a float64 tensor with each output element's sum exact; None where the
+    call is outside that (another dtype, an empty tensor): the op runs as it is."""
+    if x.dtype != torch.float64 or dtype not in (None, torch.float64) or x.numel() == 0:
+        return None
+    n = x.dim()
+    dim = [dim] if isinstance(dim, int) else dim
+    dims = sorted({d % n for d in dim}) if dim else list(range(n))     # [] and None: all dims
+    kept = [d for d in range(n) if d not in dims]
+    rows = x.permute(kept + dims).reshape(math.prod(x.shape[d] for d in kept), -1).tolist()
+    count = math.prod(x.shape[d] for d in dims)
+    skip_nan = func is torch.ops.aten.nansum.default
+    vals = [_fsum(row, skip_nan) for row in rows]
+    if func in (torch.ops.aten.mean.default, torch.ops.aten.mean.dim):
+        vals = [v / count for v in vals]
+    out = torch.tensor(vals, dtype=torch.float64).reshape([x.shape[d] for d in kept])
+    for d in dims if keepdim else []:
+        out = out.unsqueeze(d)
+    return out
+
+
+class exact_sums(TorchDispatchMode):
+    """Within it, float64 sums, means and nansums are exact (math.fsum), in any order of terms."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _SUMS:
+            out = _exact_sum(func, *args, **kwargs)
+            if out is not None:
+                return out
+        return func(*args, **kwargs)

@@ -81,12 +81,12 @@ def _clone_all(xs):
 
 
 def _reference(prog_fn, inputs):
-    """The program on float64 copies of its floating inputs: its output leaves, then the inputs
-    after the call (None if that fails)."""
+    """The program on float64 copies of its floating inputs, its sums exact (compare's
+    docstring): its output leaves, then the inputs after the call (None if that fails)."""
     up = [clone_input(x).double() if isinstance(x, torch.Tensor) and x.dtype.is_floating_point else clone_input(x)
           for x in inputs]
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), compare.exact_sums():
             warnings.simplefilter("ignore")
             return compare.leaves(prog_fn(*up)) + up
     except Exception:
