@@ -128,3 +128,156 @@ def _same_meta(a, b) -> bool:
                 and va.stride() == vb.stride())
     except Exception:
         return False
+
+
+# ---- outputs that are views of inputs (regenerated from the caller's tensor) ----
+
+#: ops whose result is a view of their first argument (or, for split-like ones, a tuple of views):
+#: method / function names, as the frontend's graph spells them (AOTAutograd's "alias of input"
+#: outputs; it replays their view ops on the real input too)
+VIEW_NAMES = {
+    "getitem", "view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze",
+    "transpose", "swapaxes", "swapdims", "t", "permute", "movedim", "moveaxis", "narrow", "select",
+    "diagonal", "expand", "expand_as", "broadcast_to", "unfold", "as_strided", "split", "split_with_sizes",
+    "chunk", "unbind", "tensor_split", "hsplit", "vsplit", "dsplit", "real", "imag", "view_as_real",
+    "view_as_complex", "detach", "alias", "contiguous", "T", "mT", "mH", "H", "adjoint", "conj",
+}
+#: non-tensor values a view's arguments may be computed with (sizes of tensors, their arithmetic)
+SIZE_METHODS = {"size", "stride", "dim", "ndimension", "numel", "nelement", "storage_offset"}
+#: in-place methods that change a tensor's metadata: a view replayed before them would differ
+_METADATA_INPLACE = {"as_strided_", "resize_", "resize_as_", "squeeze_", "unsqueeze_", "swapaxes_",
+                     "swapdims_", "t_", "transpose_", "set_", "detach_"}
+
+
+def _target_name(node) -> str:
+    if node.op == "call_method":
+        return node.target
+    if node.op == "call_function":
+        if node.target is getattr and len(node.args) == 2:
+            return node.args[1]
+        return getattr(node.target, "__name__", "")
+    return ""
+
+
+def _storage(v):
+    from torch.multiprocessing.reductions import StorageWeakRef
+    try:
+        return StorageWeakRef(v.untyped_storage())
+    except Exception:       # no storage to compare (sparse, nested, a subclass)
+        return None
+
+
+def _is_view_node(node) -> bool:
+    """A call that returns a view of its first argument (or a tuple of views) computed from it and
+    non-tensor arguments only, changing no memory (no `out=`, no `inplace=`)."""
+    if node.op not in ("call_method", "call_function") or "out" in node.kwargs or "inplace" in node.kwargs:
+        return False
+    name = _target_name(node)
+    if name not in VIEW_NAMES:
+        return False
+    if node.op == "call_function" and node.target not in (operator.getitem, getattr) and \
+            node.target not in (getattr(torch, name, None), getattr(torch.Tensor, name, None)):
+        return False
+    # another tensor argument (an index, expand_as's target) might be changed by the graph later
+    return not any(isinstance(_value(a), torch.Tensor) for a in pytree.tree_leaves((node.args[1:], node.kwargs)))
+
+
+def _is_size_node(node) -> bool:
+    """A non-tensor value computed from sizes, not from a tensor's data (`.item()` would read a
+    value the graph may have changed since)."""
+    if any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(_value(node))):
+        return False
+    if node.op == "call_method":
+        return node.target in SIZE_METHODS
+    if node.op == "call_function":
+        return (node.target is getattr and node.args[1:] in (("shape",), ("ndim",))) or \
+            getattr(node.target, "__module__", "") in ("_operator", "operator", "math") or \
+            getattr(node.target, "__name__", "").startswith("sym_")
+    return False
+
+
+def _bypassed(node) -> bool:
+    """Eager returns the first argument itself: an in-place op (its effect is in the caller's
+    tensor after the write-back) or a conversion that changes nothing."""
+    return _returns_first_arg(node) or _returns_self(node) or _same_object(node)
+
+
+def _view_chain(leaf, input_storages, metadata_mutated) -> list | None:
+    """The nodes to replay to compute `leaf` if it is a view of a graph input made by view ops
+    (at least one) from that input and sizes; else None."""
+    out_val = _value(leaf)
+    base = _storage(out_val) if isinstance(out_val, torch.Tensor) else None
+    if base is None or base not in input_storages:
+        return None
+    seen, chain, stack = set(), [], [leaf]
+    views = 0
+    while stack:
+        n = stack.pop()
+        if not isinstance(n, torch.fx.Node) or n in seen or n.op == "placeholder":
+            continue
+        seen.add(n)
+        v = _value(n)
+        if n in metadata_mutated:
+            return None
+        if isinstance(v, torch.Tensor) and _bypassed(n):
+            stack.append(n.args[0])
+        elif _is_view_node(n) and (isinstance(v, (list, tuple)) or
+                                   (isinstance(v, torch.Tensor) and _storage(v) == base)):
+            views += 1
+            stack.extend(pytree.tree_leaves((n.args, n.kwargs)))
+        elif _is_size_node(n):
+            stack.extend(pytree.tree_leaves((n.args, n.kwargs)))
+        else:
+            return None
+        chain.append(n)
+    return chain if views else None
+
+
+def _metadata_mutated(gm) -> set:
+    """Nodes whose tensor a metadata in-place op (t_, squeeze_, ...) changes later."""
+    return {n.args[0] for n in gm.graph.nodes
+            if n.op in ("call_method", "call_function") and _target_name(n) in _METADATA_INPLACE and n.args}
+
+
+def input_views(gm: torch.fx.GraphModule):
+    """(flat output positions, a GraphModule of gm's inputs that returns those outputs) for the
+    outputs that eager returns as views of a graph input (`a.diagonal()`, `a[..., None][1:]` after
+    `a.sub_(b)`), or None. The compiled graph returns such an output as a new tensor (its value
+    from the functional graph); calling the replay module on the caller's inputs after the
+    write-back gives eager's view itself: same storage, sizes, strides and offset, values updated."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    out_node = next((n for n in gm.graph.nodes if n.op == "output"), None)
+    if out_node is None:
+        return None
+    mutated = _metadata_mutated(gm)
+    if any(p in mutated for p in placeholders):
+        return None             # the input's own sizes change: left to the compiled outputs
+    storages = {_storage(_value(p)) for p in placeholders if isinstance(_value(p), torch.Tensor)} - {None}
+    leaves, _ = pytree.tree_flatten(out_node.args[0])
+    chains = {}
+    for pos, leaf in enumerate(leaves):
+        if isinstance(leaf, torch.fx.Node):
+            found = _view_chain(leaf, storages, mutated)
+            if found is not None:
+                chains[pos] = (leaf, found)
+    if not chains:
+        return None
+    replay = _replay_module(gm, placeholders, [leaf for leaf, _ in chains.values()],
+                            set().union(*(set(c) for _, c in chains.values())))
+    log.debug("aot_output_views", outputs=sorted(chains),
+              reason="eager returns views of inputs: replayed on the caller's tensors after the call")
+    return sorted(chains), replay
+
+
+def _replay_module(gm, placeholders, leaves, keep) -> torch.fx.GraphModule:
+    """gm's placeholders and the `keep` nodes (in gm's order, those that return their first
+    argument replaced by it), returning `leaves` as a tuple."""
+    graph = torch.fx.Graph()
+    env = {}
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            env[n] = graph.node_copy(n)
+        elif n in keep:
+            env[n] = env[n.args[0]] if _bypassed(n) else graph.node_copy(n, lambda a: env[a])
+    graph.output(tuple(env[leaf] for leaf in leaves))
+    return torch.fx.GraphModule(gm, graph)

@@ -26,7 +26,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 
 from tracetorch import logs
-from tracetorch.compiler.aot.aliases import alias_same_type_conversions, returned_inputs
+from tracetorch.compiler.aot.aliases import alias_same_type_conversions, input_views, returned_inputs
 from tracetorch.compiler.aot.inplace_forms import functional_inplace_calls
 from tracetorch.compiler.aot.decompose import decomposition_table, sdpa_decompositions
 from tracetorch.compiler.aot.functionalize import count_mutations, functional_flat_fn
@@ -392,19 +392,21 @@ def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynam
         logs.artifact("perf_hints", lambda value=value: (
             f"a float input was specialized to {value!r} while tracing (an op in the graph takes it as a "
             "C++ double, e.g. F.pad's value): other values of it run the graph eagerly"))
-    return InferenceRuntime(gm, compiled, spec, check, returned_inputs(gm))
+    return InferenceRuntime(gm, compiled, spec, check, returned_inputs(gm), input_views(gm))
 
 
 class InferenceRuntime:
     """Runs the compiled graph and rebuilds gm's output structure; inputs that do not match the
     traced sizes/strides/guards run gm eagerly (logged once per distinct input shape)."""
 
-    def __init__(self, gm, compiled, spec, check, returned=None):
+    def __init__(self, gm, compiled, spec, check, returned=None, views=None):
         self.gm = gm
         self.compiled = compiled
         self.spec = spec
         self.check = check
         self.returned = returned or {}    # flat output -> input it is (aliases.returned_inputs)
+        # (flat outputs, replay module): outputs that are views of inputs (aliases.input_views)
+        self.views = views
 
     def __call__(self, *args):
         why = self.check(args)
@@ -415,10 +417,15 @@ class InferenceRuntime:
             return self.gm(*args)
         with torch.no_grad():
             flat = self.compiled(*args)
-        if self.returned:
+        if self.returned or self.views:
             flat = list(flat)
             for pos, k in self.returned.items():
                 flat[pos] = args[k]
+            if self.views:
+                # after the write-back: the views see the inputs' final values
+                positions, replay = self.views
+                for pos, view in zip(positions, replay(*args)):
+                    flat[pos] = view
         return pytree.tree_unflatten(list(flat), self.spec)
 
     _warned: set = set()
