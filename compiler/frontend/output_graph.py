@@ -10,6 +10,7 @@ too, with a SymInt/SymFloat example value, guarded by their type.
 from __future__ import annotations
 
 import contextlib
+import functools
 import operator
 
 import torch
@@ -90,9 +91,19 @@ class OutputGraph:
         self._inputs_by_source[name] = var
         self.input_sources.append(source)
         self.example_inputs.append(tensor)
-        self.input_fakes.append(fake)
+        self.input_fakes.append(self._own_alias(fake))
         self.add_guard(source, "TENSOR_MATCH", tensor_expected(tensor, dims, fake))
         return var
+
+    def _own_alias(self, fake):
+        """What produce_guards reads for an input: an alias of its fake, never handed out, so
+        the metadata stays the input's at entry whoever changes the placeholder's fake in
+        place (AOT traces the graph's t_/unsqueeze_ of an input on it, before the guards are
+        produced at the end of the capture). Without a ShapeEnv no guard reads it."""
+        if self.shape_env is None:
+            return fake
+        with self.fake_mode, self._dispatcher():
+            return torch.ops.aten.alias(fake)
 
     def real_input(self, var):
         """The real tensor behind a graph-input TensorVariable, else None."""
@@ -163,8 +174,12 @@ class OutputGraph:
         node_kwargs = to_node_args(kwargs)
         fake_args = to_fake_args(args)
         fake_kwargs = to_fake_args(kwargs)
+        operand = fake_args[0] if changes_metadata(target) and args \
+            and isinstance(args[0], V.TensorVariable) else None
         try:
             with self.fake_mode, torch.set_grad_enabled(self.grad_enabled), self._dispatcher():
+                if operand is not None:
+                    fake_args = (torch.ops.aten.alias(operand), *fake_args[1:])
                 if kind == "call_method":
                     example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
                 else:
@@ -180,7 +195,26 @@ class OutputGraph:
         node.meta["example_value"] = example
         self._stamp(node)
         self.op_count += 1
+        if operand is not None:
+            self._metadata_changed(node, operand, fake_args[0])
         return self.wrap_result(node, example)
+
+    def _metadata_changed(self, node, old, new):
+        """An in-place metadata op (`node`) ran on `new`, a fresh alias of the fake `old`, so
+        `old` keeps its metadata: a placeholder's fake must stay the input as it enters the
+        graph (produce_guards binds its sizes to L['x'].size()[i]; AOT traces from it), while
+        the rest of the trace must see the change. Every node that holds the same tensor as
+        `old` (its placeholder, in-place ops that returned it) now holds `new`."""
+        holders = [n for n in self.graph.nodes if n.op != "output" and n is not node
+                   and n.meta.get(V.CURRENT_VALUE, n.meta.get("example_value")) is old]
+        for n in holders:
+            n.meta[V.CURRENT_VALUE] = new
+        log.debug("inplace_metadata_op", op=_target_name(node.target), node=node.name,
+                  holders=[n.name for n in holders], shape_before=str(tuple(old.shape)),
+                  shape_after=str(tuple(new.shape)),
+                  reason="traced on an alias of the tensor's fake: the nodes holding it see the "
+                         "new metadata from here on, their example_value keeps the old (a "
+                         "graph input's guards and AOT's fake input are the input at entry)")
 
     def _stamp(self, node):
         """Where in the user's code the node comes from (torch.fx's node.meta['stack_trace']:
@@ -237,14 +271,58 @@ class OutputGraph:
                                              for s, f in zip(self.input_sources, self.input_fakes)):
             return []
         sources = [shape_env_source(s.name()) for s in self.input_sources]
+        only = self._guards_on_inputs()
         try:
             exprs = self.shape_env.produce_guards(self.input_fakes, sources,
-                                                  source_ref=lambda s: str(s.name))
+                                                  source_ref=lambda s: str(s.name), **only)
         except TypeError:
-            exprs = self.shape_env.produce_guards(self.input_fakes, sources)
+            exprs = self.shape_env.produce_guards(self.input_fakes, sources, **only)
         exprs = list(exprs) + self._specialized_size_guards()
         _log_symbols(self.shape_env)    # issue 18: each symbol with its value range
         return [Guard(e, "SYMBOLIC", e, self.location) for e in exprs]
+
+    def _guards_on_inputs(self) -> dict:
+        """produce_guards' `guards=` without the ShapeEnv guards on the sizes of a view input's
+        base (`L['x']._base`), or {} when there are none. The fake of a view input is a view
+        of a fake base with sizes of its own; an op that checks a view against its storage
+        (the as_strided_ inside t_/unsqueeze_/... on a view) guards those sizes, but no
+        input source carries them (produce_guards asserts on such a symbol), the trace never
+        reads `_base` (attributes.py breaks on it), and every real view lies in its storage:
+        torch's meta converter leaves the same check unguarded when it builds the view."""
+        bound = self._input_symbols()
+        keep, base_only = [], []
+        for g in self.shape_env.guards:
+            free = self.shape_env.simplify(g.expr).free_symbols - bound
+            (base_only if free and all(self._base_symbol(s) for s in free) else keep).append(g)
+        for g in base_only:
+            log.info("guard_not_installed", guard=str(g.expr),
+                     symbols={str(s): self._symbol_source(s) for s in g.expr.free_symbols},
+                     reason="it bounds a view input's base (x._base), which no input source "
+                            "carries and the trace never reads: a storage-bounds check every "
+                            "real view satisfies")
+        return {"guards": keep} if base_only else {}
+
+    def _input_symbols(self) -> set:
+        """The symbols produce_guards binds to an input source: each size, stride or storage
+        offset of an input tensor, or scalar input, that is a bare symbol."""
+        out = set()
+        for fake in self.input_fakes:
+            values = [*fake.shape, *fake.stride(), fake.storage_offset()] \
+                if isinstance(fake, torch.Tensor) else [fake]
+            for v in values:
+                expr = getattr(getattr(v, "node", None), "expr", None)
+                if expr is not None and expr.is_symbol:
+                    out.add(expr)
+        return out
+
+    def _symbol_source(self, symbol) -> str | None:
+        found = self.shape_env.var_to_sources.get(symbol)
+        name = getattr(found[0], "name", None) if found else None
+        return name() if callable(name) else name      # a method in older torch
+
+    def _base_symbol(self, symbol) -> bool:
+        name = self._symbol_source(symbol)
+        return isinstance(name, str) and "._base" in name
 
     def _specialized_size_guards(self) -> list[str]:
         """`L['x'].size()[0] == 3` for each dynamic size that capture specialized because
@@ -274,6 +352,30 @@ class OutputGraph:
                               reason="the trace used the size's value: guarded equal to it")
                     out.append(f"{src.name()}.size()[{i}] == {int(size)}")
         return out
+
+
+def changes_metadata(target) -> bool:
+    """Does `target` (a Tensor method's name, torch.Tensor.t_, an aten op) change the sizes or
+    strides of its first argument in place? Those are the aten ops torch tags inplace_view
+    (t_, transpose_, swapdims_, squeeze_, unsqueeze_, as_strided_, resize_, set_, detach_...):
+    read from torch's tags, so a new such op needs no entry here."""
+    name = target if isinstance(target, str) else getattr(target, "__name__", None)
+    name = name.split(".")[0] if isinstance(name, str) else None
+    return name is not None and name not in _SAME_GEOMETRY and _inplace_view(name)
+
+
+#: in-place view ops that leave sizes, strides and offset as they are: traced on the tensor's
+#: own fake (an alias, being a view, would refuse them)
+_SAME_GEOMETRY = {"detach_": "only detaches from autograd; a view refuses detach_"}
+
+
+@functools.lru_cache(maxsize=None)
+def _inplace_view(name: str) -> bool:
+    try:
+        packet = getattr(torch.ops.aten, name)
+        return any(torch.Tag.inplace_view in getattr(packet, o).tags for o in packet.overloads())
+    except (AttributeError, RuntimeError):     # not an aten op (a Python function's name)
+        return False
 
 
 def _has_unbacked(example) -> bool:

@@ -64,9 +64,16 @@ class ConstantVariable(Variable):
         return f"Const({self.value!r})"
 
 
+#: node.meta key of a node's fake tensor as the trace sees it now, once an in-place metadata op
+#: (t_, unsqueeze_, ...) changed it (output_graph.OutputGraph.call); meta['example_value'] keeps
+#: the value the node produced (a placeholder's: the input at entry, which guards and AOT read)
+CURRENT_VALUE = "current_value"
+
+
 class TensorVariable(Variable):
     """A tensor produced by (or fed into) the FX graph. `node` is its FX node; the fake
-    tensor is in node.meta['example_value']."""
+    tensor is in node.meta['example_value'] (node.meta[CURRENT_VALUE] after an in-place
+    metadata op on it)."""
 
     def __init__(self, node, source=None):
         self.node = node
@@ -74,7 +81,8 @@ class TensorVariable(Variable):
 
     @property
     def example(self):
-        return self.node.meta["example_value"]
+        meta = self.node.meta
+        return meta.get(CURRENT_VALUE, meta["example_value"])
 
     def python_type(self):
         return type(self.example) if not hasattr(self.example, "fake_mode") else torch.Tensor
