@@ -92,7 +92,7 @@ class OutputGraph:
         self.input_sources.append(source)
         self.example_inputs.append(tensor)
         self.input_fakes.append(self._own_alias(fake))
-        self.add_guard(source, "TENSOR_MATCH", tensor_expected(tensor, dims, fake))
+        self.add_guard(source, "TENSOR_MATCH", tensor_expected(tensor, _symbolic_dims(name, dims, fake), fake))
         return var
 
     def _own_alias(self, fake):
@@ -384,6 +384,23 @@ def _has_unbacked(example) -> bool:
         return bool(free_unbacked_symbols(example))
     except Exception:
         return False
+
+
+def _symbolic_dims(name: str, dims: set[int], fake) -> set[int]:
+    """The dims of `dims` whose size the fake holds as a symbol. A dynamic dim of size 0 or 1
+    is a plain int in the fake (the ShapeEnv's 0/1 specialization, as in Dynamo) and the graph
+    is traced for that size: TENSOR_MATCH must check it (left unchecked, a graph traced at
+    size 1 after a size change served every later size)."""
+    out = set()
+    for d in sorted(dims):
+        size = fake.shape[d]
+        if isinstance(size, torch.SymInt) and size.node.maybe_as_int() is None:
+            out.add(d)
+        else:
+            log.debug("dynamic_size_specialized", source=name, dim=d, value=int(size),
+                      reason="0/1 specialization: the ShapeEnv made the size a constant, so "
+                             "TENSOR_MATCH checks it")
+    return out
 
 
 def tensor_expected(t: torch.Tensor, dynamic_dims, fake=None) -> dict:

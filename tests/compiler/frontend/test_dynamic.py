@@ -67,3 +67,23 @@ def test_specialized_dynamic_size_is_guarded():
     for n in (3, 5, 6):
         x = torch.randn(n, 2)
         torch.testing.assert_close(c(x), h(x))
+
+
+def _size_dependent(x):
+    return x + 1, x.shape[0] * 2, x.sum(0)
+
+
+def test_dynamic_dim_recompiled_at_size_0_or_1_is_checked(events):
+    """A dim marked dynamic whose recompile sees size 0 or 1 is traced for that size (0/1
+    specialization): its TENSOR_MATCH must check the size. It did not, and the graph traced at
+    size 1 served every later size (fuzz seed 336365: a size-0 graph for a size-1 call)."""
+    g = compiler.compile(_size_dependent, backend="eager")
+    for n in [4, 1, 5, 0, 6, 1, 0, 7]:
+        x = torch.randn(n, 3)
+        got, want = g(x), _size_dependent(x)
+        assert got[1] == want[1]
+        for a, b in ((got[0], want[0]), (got[2], want[2])):
+            assert a.shape == b.shape
+            torch.testing.assert_close(a, b)
+    specialized = [(e.fields["dim"], e.fields["value"]) for e in events if e.name == "dynamic_size_specialized"]
+    assert (0, 1) in specialized and (0, 0) in specialized, specialized
