@@ -69,3 +69,26 @@ def test_cpu_values_never_asked():
     so the question is asked for CUDA tensors only."""
     q, k, v, bias = _inputs()
     assert decompose.torch_would_run_math(q, k, v, bias, 0.0, False, 1.0) is False
+
+
+def _bool_mask_attention(q, k, v, mask):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.25)
+
+
+@pytest.mark.parametrize("mask_kind", ["causal_expanded", "padding"])
+def test_math_path_with_a_boolean_mask_matches_eager(monkeypatch, mask_kind):
+    """A boolean mask (True = attend) means 0 / -inf to attention, never 1 / 0: the math op adds
+    its mask as given, so the boolean one is converted first, as scaled_dot_product_attention
+    does. Llama's causal mask is this case: an expanded boolean tensor."""
+    monkeypatch.setattr(decompose, "torch_would_run_math", lambda *a: True)
+    q, k, v, _ = _inputs()
+    if mask_kind == "causal_expanded":
+        i = torch.arange(6)
+        mask = (i[None, :] <= i[:, None])[None, None].expand(2, 1, 6, 6)
+    else:
+        mask = torch.ones(2, 4, 6, 6, dtype=torch.bool)
+        mask[1, :, :, -2:] = False
+    fn = compiler.compile(_bool_mask_attention)
+    for shift in (0.0, 1.0):
+        args = (q + shift, k - shift, v, mask)
+        torch.testing.assert_close(fn(*args), _bool_mask_attention(*args))
