@@ -77,6 +77,11 @@ VARIANT_CONFIG = {"ours_cl": ("ours", {"backend.conv_layout": "auto"}),
 DEFAULT_VARIANTS = ("eager", "inductor", "ours", "ours_ro", "ours_backend")
 
 
+#: a relative error against eager above this is a wrong result, not bf16 rounding (a row that
+#: fails loudly): bf16 models land near 1e-2
+WRONG_REL_ERR = 0.1
+
+
 def _main_tensor(out):
     if isinstance(out, torch.Tensor):
         return out
@@ -89,11 +94,20 @@ def _main_tensor(out):
 class VariantEvents(harness.EventCounter):
     """harness.EventCounter registered as a logs sink for one variant (close() removes it)."""
 
+    #: events whose reason goes into the row (why CUDA graphs were not used, why a graph ran eagerly)
+    REASONS = ("cudagraph_skipped", "cudagraph_disabled", "graph_runs_eagerly", "aot_runs_eagerly")
+
     def __init__(self):
         super().__init__()
+        self.reasons: list[str] = []
         from tracetorch import logs
         self._logs = logs
         self._sink = logs.add_sink(self, level=logging.INFO)
+
+    def __call__(self, event):
+        super().__call__(event)
+        if event.name in self.REASONS and len(self.reasons) < 4:
+            self.reasons.append(f"{event.name}: {event.fields.get('reason', '')}"[:200])
 
     def close(self):
         self._logs.remove_sink(self._sink)
@@ -199,6 +213,10 @@ def run_model(name, args):
             row["graphs_run_eagerly"] = counter.get("graph_runs_eagerly", "aot_runs_eagerly")
             row["graphs"] = counter.get("graph_compiled") + row["graphs_run_eagerly"]
             row["cudagraph_records"] = counter.get("cudagraph_record")
+            if counter.reasons:
+                row["reasons"] = counter.reasons
+            if row.get("rel_err", 0) > WRONG_REL_ERR:
+                row["error"] = f"wrong result: relative error {row['rel_err']:.3g} against eager"
         except Exception as e:       # one variant failing is a row, not the end of the run
             row["error"] = f"{type(e).__name__}: {e}"[:300]
         finally:
