@@ -157,9 +157,21 @@ def _log_sigmoid_forward(self):
 
 _TORCH_LOG_SIGMOID = get_decompositions([aten.log_sigmoid_forward])[aten.log_sigmoid_forward.default]
 
+
+def _repeat(self, repeats):
+    """torch's decomposition, its output made contiguous: ATen's repeat allocates a contiguous
+    result, where the decomposition clones the expanded input in the input's own order (a
+    transposed input came back transposed: fuzz 340142). The clone fuses into the same kernel."""
+    out = _TORCH_REPEAT(self, repeats)
+    return aten.clone.default(out, memory_format=torch.contiguous_format)
+
+
+_TORCH_REPEAT = get_decompositions([aten.repeat])[aten.repeat.default]
+
 #: decompositions of our own, for ops torch's tables leave whole (or whose result layout differs
 #: from eager's)
-OWN = {aten.addbmm.default: _addbmm, aten.log_sigmoid_forward.default: _log_sigmoid_forward}
+OWN = {aten.addbmm.default: _addbmm, aten.log_sigmoid_forward.default: _log_sigmoid_forward,
+       aten.repeat.default: _repeat}
 
 
 @functools.lru_cache(maxsize=1)

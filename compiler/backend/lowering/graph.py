@@ -162,12 +162,16 @@ class GraphLowering:
             stride = [to_sympy(s) for s in v.stride()]
             if _is_dense_permutation(size, stride):
                 return ir.Layout(size, stride, dtype, device)
+            order = ir.dense_order(size, [_without_max1(s) for s in stride])
+            if order is not None:
+                return _layout_in_order(size, order, dtype, device)
         return ir.Layout.contiguous(size, dtype, device)
 
     def _note_eager_order(self, node):
         """Where eager's result order differs from the node's fake value (`_CONTIGUOUS_RESULT`,
-        `_ITERATOR_ORDER`), note it in `eager_orders` (dims fastest first), and carry it to the
-        pointwise ops that read such a result (their fake values follow the wrong strides:
+        `_ITERATOR_ORDER`, a pointwise op on an operand of lower rank: `_broadcasts_rank`), note
+        it in `eager_orders` (dims fastest first), and carry it to the pointwise ops that read
+        such a result (their fake values follow the wrong strides:
         `torch.div(a, b.t(), rounding_mode="floor").float()`, fuzz 331450)."""
         v = node.meta.get("val")
         if not isinstance(v, torch.Tensor):
@@ -180,7 +184,8 @@ class GraphLowering:
             return
         args = [a for a in node.args if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor)]
         pointwise = torch.Tag.pointwise in getattr(node.target, "tags", ()) or node.target in _LAYOUT_KEEPING
-        if node.target in _ITERATOR_ORDER or (pointwise and any(a in self.eager_orders for a in args)):
+        if node.target in _ITERATOR_ORDER or (pointwise and (any(a in self.eager_orders for a in args)
+                                                             or _broadcasts_rank(args, v))):
             operands = []
             for a in args:
                 val = a.meta["val"]
@@ -515,6 +520,22 @@ def _is_dense_permutation(size, stride) -> bool:
     return ir.dense_order(size, stride) is not None
 
 
+def _without_max1(stride):
+    """A fake value's stride with every Max(1, n) read as n. FakeTensor (as ATen) builds a dense
+    stride from Max(1, size) so that a zero size keeps strides positive; a size such as
+    (s0 + 1)//2 is not known to be >= 1, so the Max stays and the strides did not compare as a
+    permutation of dense ones: the result came back contiguous where eager keeps the input's
+    order (fuzz 340223, `x[::2]` of a column-major x at new sizes). With a zero size the tensor
+    is empty, and its strides are not observable."""
+    if not isinstance(stride, sympy.Basic):
+        return stride
+
+    def unmax(*args):
+        rest = [a for a in args if a != 1]
+        return rest[0] if len(args) == 2 and len(rest) == 1 else sympy.Max(*args)
+    return stride.replace(sympy.Max, unmax)
+
+
 #: ops whose eager kernel allocates a contiguous result where FakeTensor's value follows the
 #: input's order: pow(Scalar, Tensor) is meta'd contiguous in ATen (`0.5 ** x.t()`: fuzz 331538)
 _CONTIGUOUS_RESULT = {aten.pow.Scalar}
@@ -578,6 +599,17 @@ def _iterator_order(vals, shape) -> list[int] | None:
             elif c < 0:
                 break
     return perm
+
+
+def _broadcasts_rank(args, val) -> bool:
+    """A tensor operand of lower rank than the result. FakeTensor orders such an elementwise
+    result by the operands expanded to the result's rank, where the new leading dims of size 1
+    carry strides (size * stride of the next dim) that vote in the order; TensorIterator gives
+    them stride 0, so they do not vote, and size-1 dims of the other operands decide ties
+    (`b % f` with b (2, 3) contiguous and f (1, 1, 1, 3) of strides (1, 1, 1, 1): eager's
+    result is column-major, the fake value row-major: fuzz 340182, 340691). `_iterator_order`
+    follows TensorIterator."""
+    return any(a.meta["val"].dim() < val.dim() for a in args)
 
 
 def _layout_in_order(size, order, dtype, device) -> ir.Layout:

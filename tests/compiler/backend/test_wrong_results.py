@@ -252,6 +252,27 @@ def empty_integer_softmax(a):               # the decomposition's -inf fill in a
     return torch.softmax(a, 0), a * 2
 
 
+def repeat_of_transposed(x):                # ATen's repeat allocates contiguous (the decomposition kept x's order)
+    return torch.clamp(x.t().repeat(2, 1), min=-2), x.t().repeat(1, 2, 1)
+
+
+def _column_major(x):
+    t = torch.empty_strided(x.shape, torch.empty(x.shape[::-1]).permute(*reversed(range(x.dim()))).stride())
+    t[:] = x
+    return t
+
+
+def rank_broadcast_order(a):                # a lower-rank operand's new dims do not vote (TensorIterator)
+    f = torch.empty_strided((1, 1, 1, a.shape[1]), (1, 1, 1, 1))
+    f[:] = a[:1]
+    b = a > 0
+    return b % f, a * f, torch.where(b, f, a), (f <= a.sum(0)).float()
+
+
+def strided_slice_at_new_sizes(a):          # a column-major x[::2] keeps its order after the recompile
+    return torch.clamp(_column_major(a)[::2], -2, 0), torch.nan_to_num(_column_major(a))[1::3] + 1
+
+
 CASES = {
     "1_writeback_order": (writeback_before_reader, lambda: [torch.zeros(3), torch.tensor(1.)]),
     "2_output_overwritten": (fused_output_overwritten, lambda: [torch.tensor([1., 2.])]),
@@ -314,13 +335,18 @@ CASES = {
     "scan_order": (scan_order_under_cancellation,
                    lambda: [torch.tensor([0.25, 1e30, -1e30, 0.5, 3.0, -1e30, 1e30, 7.0])]),
     "empty_int_softmax": (empty_integer_softmax, lambda: [torch.zeros(0, 3, dtype=torch.int64)]),
+    "repeat_of_transposed": (repeat_of_transposed, lambda: [torch.randn(4, 6)]),
+    "rank_broadcast_order": (rank_broadcast_order, lambda: [torch.randn(2, 3)]),
+    "strided_slice_new_sizes": (strided_slice_at_new_sizes, lambda: [torch.randn(7, 5, 3, 4)]),
 }
 #: cases run again at other sizes (dynamic shapes after the automatic recompile)
 RESIZE = {"index_fill_": [(5, 2), (6, 3)], "inplace_dynamic": [(5, 2), (6, 3)], "cat_view_slice_flip": [(3, 5), (9, 2)],
           "strided_slices": [(9, 3), (11, 2)], "pointwise_input_order": [(5, 7), (9, 3)],
           "contiguous_eager_kernels": [(5, 7), (9, 3)],
           "mixed_layout_carried": [(6, 7), (9, 3)],
-          "scan_zero_length": [(13, 4, 0)], "sym_max": [(2,), (7,)]}
+          "scan_zero_length": [(13, 4, 0)], "sym_max": [(2,), (7,)],
+          "repeat_of_transposed": [(5, 7), (9, 3)], "rank_broadcast_order": [(3, 5), (4, 2)],
+          "strided_slice_new_sizes": [(13, 7, 3, 2), (5, 2, 3, 3)]}
 
 
 def _same(e, c):
