@@ -93,16 +93,54 @@ def _sdpa_fake(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
 def torch_would_run_math(query, key, value, attn_mask, dropout_p, is_causal, scale) -> bool:
     """Would scaled_dot_product_attention take ATen's unfused math path on these inputs?
 
-    ATen's own choice (`_fused_sdp_choice`) on the traced values. On CUDA it answers for fake
-    tensors as for real ones (the query's dispatch keys name the device); for CPU fake tensors it
-    always says math, although the real call takes the CPU flash kernel, so only CUDA asks."""
+    ATen's own choice (`_fused_sdp_choice`), asked on real tensors with the traced values' sizes,
+    strides, dtypes and devices, outside the trace. Asked on the traced (fake) values it answered
+    MATH where the real call takes cuDNN attention (ViT-B/16 on the H100: its attention then ran
+    as float32 batched products, 30% of the call), and the question itself was recorded into the
+    graph as a node tagged random, which kept CUDA graphs off. CPU is never asked: only CUDA has
+    fused kernels worth keeping whole and a math path worth fusing. Where the sizes are symbolic
+    or the inputs large, the op stays whole and ATen picks at run time."""
     if query.device.type != "cuda":
         return False
-    try:
-        choice = torch._fused_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale=scale)
-    except Exception:          # an input it cannot judge: keep the whole op (torch picks at run time)
-        return False
+    choice = aten_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale)
     return choice == int(torch.nn.attention.SDPBackend.MATH)
+
+
+def aten_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale) -> int | None:
+    """ATen's kernel choice for attention on tensors like these (fake or real, traced or not),
+    asked on real, unfilled tensors of the same sizes, strides, dtypes and devices outside any
+    trace; None where it cannot be asked (symbolic sizes, inputs over the probe limit, an error)."""
+    tensors = [t for t in (query, key, value, attn_mask) if t is not None]
+    if not all(type(n) is int for t in tensors for n in (*t.shape, *t.stride())):
+        return None                 # symbolic sizes: asking would specialise them
+    shapes = [(tuple(t.shape), tuple(t.stride())) for t in tensors]
+    nbytes = sum(_extent(size, stride) * t.element_size() for (size, stride), t in zip(shapes, tensors))
+    if nbytes > _MAX_PROBE_BYTES:
+        log.debug("sdpa_choice_not_probed", bytes=nbytes, reason="inputs larger than the probe limit")
+        return None
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+    try:
+        with unset_fake_temporarily(), disable_proxy_modes_tracing():
+            real = [_unfilled(size, stride, t) for (size, stride), t in zip(shapes, tensors)]
+            mask = real[3] if attn_mask is not None else None
+            return int(torch._fused_sdp_choice(real[0], real[1], real[2], mask, dropout_p, is_causal, scale=scale))
+    except Exception:          # an input it cannot judge: keep the whole op (torch picks at run time)
+        return None
+
+
+def _unfilled(size, stride, like):
+    t = torch.empty_strided(size, stride, dtype=like.dtype, device=like.device)
+    return t.requires_grad_(like.requires_grad) if t.is_floating_point() else t
+
+
+#: the real tensors ATen's choice is asked on are allocated (not filled) at compile time
+_MAX_PROBE_BYTES = 1 << 30
+
+
+def _extent(size, stride) -> int:
+    """Elements a strided tensor's storage spans."""
+    return 0 if 0 in size else 1 + sum((n - 1) * st for n, st in zip(size, stride))
 
 
 def _additive_mask(attn_mask, dtype):

@@ -92,3 +92,31 @@ def test_math_path_with_a_boolean_mask_matches_eager(monkeypatch, mask_kind):
     for shift in (0.0, 1.0):
         args = (q + shift, k - shift, v, mask)
         torch.testing.assert_close(fn(*args), _bool_mask_attention(*args))
+
+
+def test_kernel_choice_is_asked_outside_the_trace_on_real_tensors():
+    """Asked during a fake trace, ATen's choice comes from real tensors of the same layout (the
+    fake answer differed from the real call's on the GPU) and leaves no node in the graph (the
+    recorded node is tagged random and kept CUDA graphs off)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    q, k, v, bias = _inputs()
+    q = q.transpose(1, 2).contiguous().transpose(1, 2)        # a permuted layout, as ViT's qkv split
+    answers = []
+
+    def fn(q, k, v, bias):
+        answers.append(decompose.aten_sdp_choice(q, k, v, bias, 0.0, False, 1.0))
+        return q + 1
+    gm = make_fx(fn, tracing_mode="fake")(q, k, v, bias)
+    assert answers == [int(torch._fused_sdp_choice(q, k, v, bias, 0.0, False, scale=1.0))]
+    assert torch.ops.aten._fused_sdp_choice.default not in _targets(gm)
+
+
+def test_kernel_choice_not_asked_for_symbolic_sizes():
+    from torch.fx.experimental.proxy_tensor import make_fx
+    answers = []
+
+    def fn(q, k, v, bias):
+        answers.append(decompose.aten_sdp_choice(q, k, v, bias, 0.0, False, 1.0))
+        return q + 1
+    make_fx(fn, tracing_mode="symbolic")(*_inputs())
+    assert answers == [None]
