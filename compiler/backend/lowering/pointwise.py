@@ -92,10 +92,28 @@ def _binary(opname, scale_arg=False):
             # bool is a or (alpha and b); scaling the int32 sum by -1 gave a xor b
             alpha = int(bool(alpha))
         if alpha != 1:
-            return make_pointwise(ctx, [a, b, alpha], lambda x, y, al: getattr(ops, opname)(x, ops.mul(y, al)),
-                                  compute_dtype=compute)
+            return make_pointwise(ctx, [a, b, alpha], _scaled(ctx, opname), compute_dtype=compute)
         return make_pointwise(ctx, [a, b], getattr(ops, opname), compute_dtype=compute)
     return lower
+
+
+def _scaled(ctx, opname):
+    """a + alpha * b (or a - alpha * b). ATen's CPU kernel computes it fused, fma(b, alpha, a):
+    one rounding, so `inf - 2 * 3.4e38` is inf and `-3e38 + 2 * 3e38` is 3e38 in float32, where a
+    rounded product overflows to inf (inf - inf is NaN: fuzz 340101). For float32 and the half
+    types (computed in float) the fused result is reproduced in double: alpha * b is exact there
+    (alpha is taken in the op's type, as eager converts it), and the sum is rounded once more to
+    float, which is fma's value but for rare double-rounding ties. float64 and integers keep the
+    plain form (no overflow or rounding difference within their range and tolerance)."""
+    op = getattr(ops, opname)
+    if opname not in ("add", "sub") or ctx.device.type != "cpu" or \
+            ctx.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        return lambda x, y, al: op(x, ops.mul(y, al))
+    wide, back = torch.float64, ctx.dtype
+
+    def fused(x, y, al):
+        return ops.to_dtype(op(ops.to_dtype(x, wide), ops.mul(ops.to_dtype(y, wide), ops.to_dtype(al, wide))), back)
+    return fused
 
 
 for _name, _op in {"add": "add", "sub": "sub", "mul": "mul", "div": "truediv", "true_divide": "truediv",

@@ -273,6 +273,10 @@ def strided_slice_at_new_sizes(a):          # a column-major x[::2] keeps its or
     return torch.clamp(_column_major(a)[::2], -2, 0), torch.nan_to_num(_column_major(a))[1::3] + 1
 
 
+def alpha_fused(a, b):                      # a + alpha * b rounds once on CPU (ATen's fma)
+    return a.sub(b, alpha=2), (-a).add(b, alpha=2), a.bfloat16().sub(b, alpha=2), a.add(b, alpha=0.1)
+
+
 CASES = {
     "1_writeback_order": (writeback_before_reader, lambda: [torch.zeros(3), torch.tensor(1.)]),
     "2_output_overwritten": (fused_output_overwritten, lambda: [torch.tensor([1., 2.])]),
@@ -335,6 +339,8 @@ CASES = {
     "scan_order": (scan_order_under_cancellation,
                    lambda: [torch.tensor([0.25, 1e30, -1e30, 0.5, 3.0, -1e30, 1e30, 7.0])]),
     "empty_int_softmax": (empty_integer_softmax, lambda: [torch.zeros(0, 3, dtype=torch.int64)]),
+    "alpha_fused": (alpha_fused, lambda: [torch.tensor([float("inf"), 3e38, 1.0, -2.5]),
+                                          torch.tensor([3.4028234663852886e38, 3e38, 0.3, 7.0])]),
     "repeat_of_transposed": (repeat_of_transposed, lambda: [torch.randn(4, 6)]),
     "rank_broadcast_order": (rank_broadcast_order, lambda: [torch.randn(2, 3)]),
     "strided_slice_new_sizes": (strided_slice_at_new_sizes, lambda: [torch.randn(7, 5, 3, 4)]),
