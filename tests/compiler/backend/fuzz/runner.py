@@ -7,7 +7,8 @@ TRITON_INTERPRET=1); "frontend" is compiler.compile(fn) (our frontend and backen
 
 Outcomes (worst over the program's calls): ok, rounding (compare.is_rounding), stride (values
 right, an observable output stride differs from eager's), wrong (values, dtype, shape, a
-mutated input, or a returned input that is not the caller's tensor), crash (compiled raised
+mutated input, a returned input that is not the caller's tensor, or an output that is a view
+of an input in one and not the other), crash (compiled raised
 where eager did not), invalid (eager rejects the first call: not counted). A wrong or crash
 that the target's baseline (the same frontend with backend="eager") shows as well is reported
 as "upstream" (Dynamo) or "frontend" (our frontend) instead: not the backend's.
@@ -104,6 +105,13 @@ _DTYPE_WORDS = {torch.float16: ("float16", ".half()"), torch.bfloat16: ("bfloat1
                 torch.float32: ("float32", ".float()", "linspace", "arange(", "torch.tensor(", "empty(")}
 
 
+def _shares_memory(out, inp) -> bool:
+    """`out` is (a view of) the input's memory: same storage, both non-empty."""
+    if not (isinstance(out, torch.Tensor) and isinstance(inp, torch.Tensor)) or not out.numel() or not inp.numel():
+        return False
+    return out.untyped_storage().data_ptr() == inp.untyped_storage().data_ptr()
+
+
 def _check_call(prog_fn, inputs, e_in, e_out, c_in, c_out) -> tuple[str, str] | None:
     """(status, detail) of the worst difference of one call, or None if all match."""
     e_leaves, c_leaves = compare.leaves(e_out), compare.leaves(c_out)
@@ -115,6 +123,11 @@ def _check_call(prog_fn, inputs, e_in, e_out, c_in, c_out) -> tuple[str, str] | 
         for j, x in enumerate(e_in):
             if e is x and c is not c_in[j]:
                 return "wrong", f"output {i} is input {j} in eager, a new tensor compiled"
+            if _shares_memory(e, x) != _shares_memory(c, c_in[j]):
+                # a later write to the input shows in eager's output and not in the compiled one
+                # (or the reverse)
+                return "wrong", (f"output {i} is {'' if _shares_memory(e, x) else 'not '}a view of input {j} "
+                                 f"in eager, {'' if _shares_memory(c, c_in[j]) else 'not '}compiled")
     worst = None
     ref = None
     for what, k, e, c in pairs:
