@@ -110,7 +110,19 @@ def lookup(key: str):
 # -- the records a compile emits, stored with its entry and emitted again on a hit (issue 18) --
 _RECORDED = frozenset({"kernel", "kernel_code", "fusion_decision", "fusion", "ir_pre_fusion",
                        "ir_post_fusion", "schedule", "perf_hint", "perf_hints"})
+#: of those, the ones whose payloads are already at hand (kernel sources, hints): recorded on
+#: every miss. The IR, schedule and fusion records print every node's loop body with SymPy
+#: (GPT-2: about 1.2 s of a compile) and are recorded only while some consumer builds them anyway
+#: (a trace is open, or a log/sink asked for them): a disabled artifact costs nothing. A hit on
+#: an entry stored without them replays what it has.
+_CHEAP = frozenset({"kernel", "kernel_code", "perf_hint", "perf_hints"})
 _recorder = None   # (key, list of events, sink) between a miss and its store()
+
+
+def _wanted_records() -> frozenset:
+    if logs.tracing():
+        return _RECORDED
+    return _CHEAP | frozenset(n for n in _RECORDED if logs.enabled(n))
 
 
 def _artifacts_path(key: str) -> str:
@@ -121,12 +133,14 @@ def _start_recording(key: str) -> None:
     global _recorder
     events: list = []
 
+    wanted = _wanted_records()
+
     def sink(ev):
-        if ev.kind == "artifact" and ev.name in _RECORDED:
+        if ev.kind == "artifact" and ev.name in wanted:
             events.append({"name": ev.name, "fields": dict(ev.fields), "payload": ev.payload})
 
     _recorder = (key, events, sink)
-    logs.add_sink(sink, artifacts=_RECORDED)
+    logs.add_sink(sink, artifacts=wanted)
 
 
 def _stop_recording():
