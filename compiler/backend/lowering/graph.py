@@ -176,6 +176,8 @@ class GraphLowering:
         v = node.meta.get("val")
         if not isinstance(v, torch.Tensor):
             return
+        if node.kwargs.get("memory_format", torch.preserve_format) != torch.preserve_format:
+            return      # the layout is asked for (conv_layout's clone back to contiguous at an output)
         if node.target in _CONTIGUOUS_RESULT:
             self.eager_orders[node] = list(reversed(range(v.dim())))
             return
