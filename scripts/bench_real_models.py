@@ -196,11 +196,16 @@ def run_model(name, args):
         patch.__enter__()
         try:
             fn = _compiled(variant, model)
+            from tracetorch.compiler.backend.runtime import triton_compile
+            before = dict(triton_compile.STATS)
             with torch.no_grad():
                 t0 = time.perf_counter()
                 out = _call(fn, inputs)
                 _sync(args.device)
                 row["first_call_s"] = round(time.perf_counter() - t0, 3)
+                # Triton kernels compiled by the main process itself vs by the worker pool
+                row["triton_compiles"] = {k: round(triton_compile.STATS[k] - before[k], 2)
+                                          for k in ("in_process", "precompiled", "cancelled", "waited_s")}
                 for _ in range(3):                       # warm-up (CUDA graphs record on the 2nd)
                     out = _call(fn, inputs)
                 got = _main_tensor(out).float()

@@ -36,11 +36,30 @@ def inner_compile(gm, example_inputs):
 
 def compile_fx(gm, example_inputs, *, dynamic=None):
     """Our backend: aot (functionalize, decompose / joint+partition) then the inner compiler."""
+    _start_compile_workers(example_inputs)
     from tracetorch.compiler.aot import aot_module
     from tracetorch.compiler import hooks
     inner = hooks.wrap_compiler(inner_compile, "backend")   # repro/minifier wrappers, if any
     from tracetorch.compiler.backend.runtime.cudagraphs import maybe_wrap
     return aot_module(gm, example_inputs, inner, dynamic=dynamic, wrap_inference=maybe_wrap)
+
+
+def _start_compile_workers(example_inputs) -> None:
+    """A graph with CUDA inputs will compile Triton kernels: start the compile workers now, so
+    that their start-up (importing Triton, a warm-up compile: seconds on a fresh machine)
+    overlaps aot, lowering and code generation. Started when the kernels are submitted, the
+    workers were still starting when the first launches came, and the main process compiled
+    those kernels itself, one after another (GPT-2 on the H100: 28 of them)."""
+    import torch
+    if not any(isinstance(x, torch.Tensor) and x.is_cuda for x in example_inputs):
+        return
+    from tracetorch.compiler.backend.runtime import triton_compile
+    try:
+        if triton_compile.pool_size() > 1:
+            triton_compile.get_pool(target=triton_compile.current_target())
+    except Exception as e:      # an optimisation only: kernels then compile at their first launch
+        from tracetorch import logs
+        logs.get_logger(__name__).warning("triton_compile_pool_not_started", error=f"{type(e).__name__}: {e}"[:300])
 
 
 class _CallableModule(types.ModuleType):

@@ -122,3 +122,22 @@ def test_cuda_launch_path_compiles_explicitly_and_launches_directly():
     expected = ["torch.float32", "torch.bfloat16", "torch.bfloat16", 5000, 1024]
     assert r["args"] == [expected, expected]            # signature order, constexpr XBLOCK included
     assert r["packed_is_kernels"] == [True, True]
+
+
+def test_the_worker_pool_starts_when_a_cuda_graph_arrives(monkeypatch):
+    """The pool starts at the backend's entry for a graph with CUDA inputs (its start-up then
+    overlaps aot and code generation), not only once the kernels are submitted; CPU graphs never
+    start it. Fake CUDA tensors stand in for a GPU."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from tracetorch.compiler import backend
+    from tracetorch.compiler.backend.runtime import triton_compile
+    started = []
+    monkeypatch.setattr(triton_compile, "pool_size", lambda: 4)
+    monkeypatch.setattr(triton_compile, "current_target", lambda device=None: "target")
+    monkeypatch.setattr(triton_compile, "get_pool", lambda size=None, target=None: started.append(target))
+    backend._start_compile_workers([torch.randn(2), 3])
+    assert started == []
+    with FakeTensorMode():
+        cuda_input = torch.empty(2, device="cuda")
+    backend._start_compile_workers([cuda_input, 3])
+    assert started == ["target"]
