@@ -116,7 +116,10 @@ def _same_object(node) -> bool:
     if node.op not in ("call_method", "call_function") or not node.args:
         return False
     src, out = _value(node.args[0]), _value(node)
-    return isinstance(out, torch.Tensor) and out is src
+    # after an in-place metadata op (squeeze_, t_) the frontend traces on an alias of the input's
+    # fake, kept in meta['current_value'] of the nodes that hold the input
+    now = node.args[0].meta.get("current_value") if isinstance(node.args[0], torch.fx.Node) else None
+    return isinstance(out, torch.Tensor) and (out is src or out is now)
 
 
 def _same_meta(a, b) -> bool:
