@@ -87,10 +87,13 @@ def _returns_first_arg(node) -> bool:
             and isinstance(_value(node.args[0]), torch.Tensor))
 
 
-def returned_inputs(gm: torch.fx.GraphModule) -> dict[int, int]:
+def returned_inputs(gm: torch.fx.GraphModule, replayed=frozenset()) -> dict[int, int]:
     """{flat output position: input position} for outputs that eager returns as the input object
     itself (the input, the result of in-place ops or same-type conversions of it), so the runtime
-    hands back the caller's tensor, already updated by the write-back, instead of a new one with the same values."""
+    hands back the caller's tensor, already updated by the write-back, instead of a new one with the same values.
+    `replayed`: input positions whose in-place metadata ops (t_, squeeze_, ...) the runtime replays
+    on the caller's tensor (input_metadata_mutations): the caller's tensor then has the output's
+    sizes, so an in-place chain to such an input is the input whatever its metadata."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     out_node = next((n for n in gm.graph.nodes if n.op == "output"), None)
     if out_node is None:
@@ -102,7 +105,8 @@ def returned_inputs(gm: torch.fx.GraphModule) -> dict[int, int]:
         while isinstance(n, torch.fx.Node) and n.op != "placeholder" and (
                 _returns_first_arg(n) or _returns_self(n) or _same_object(n)):
             n = n.args[0]
-        if isinstance(n, torch.fx.Node) and n.op == "placeholder" and _same_meta(n, leaf):
+        if isinstance(n, torch.fx.Node) and n.op == "placeholder" and (
+                placeholders.index(n) in replayed or _same_meta(n, leaf)):
             found[pos] = placeholders.index(n)
     if found:
         log.debug("aot_returned_inputs", outputs=found, reason="in-place op results are their input")
@@ -272,15 +276,103 @@ def input_views(gm: torch.fx.GraphModule):
     return sorted(chains), replay
 
 
-def _replay_module(gm, placeholders, leaves, keep) -> torch.fx.GraphModule:
+def _replay_module(gm, placeholders, leaves, keep, run=frozenset()) -> torch.fx.GraphModule:
     """gm's placeholders and the `keep` nodes (in gm's order, those that return their first
-    argument replaced by it), returning `leaves` as a tuple."""
+    argument replaced by it, unless listed in `run`), returning `leaves` as a tuple."""
     graph = torch.fx.Graph()
     env = {}
     for n in gm.graph.nodes:
         if n.op == "placeholder":
             env[n] = graph.node_copy(n)
         elif n in keep:
-            env[n] = env[n.args[0]] if _bypassed(n) else graph.node_copy(n, lambda a: env[a])
+            env[n] = env[n.args[0]] if _bypassed(n) and n not in run else graph.node_copy(n, lambda a: env[a])
     graph.output(tuple(env[leaf] for leaf in leaves))
     return torch.fx.GraphModule(gm, graph)
+
+
+# ---- in-place metadata changes of inputs (replayed on the caller's tensors) ----
+
+#: in-place ops that change only a tensor's sizes/strides/offset: replayed on the caller's tensor
+#: after the compiled call (AOTAutograd's "metadata mutations" of inputs). detach_ is left out: in
+#: the inference path no input requires grad, so it changes nothing; resize_/set_ change storage.
+REPLAYED_METADATA = {"as_strided_", "squeeze_", "unsqueeze_", "swapaxes_", "swapdims_", "t_", "transpose_"}
+
+
+def _input_through_bypass(node):
+    """The placeholder `node` is, following ops that return their first argument (in-place ops,
+    conversions that change nothing), or None."""
+    while isinstance(node, torch.fx.Node) and node.op != "placeholder":
+        if node.op not in ("call_method", "call_function") or not node.args or not _bypassed(node):
+            return None
+        node = node.args[0]
+    return node
+
+
+def _size_args_replayable(node, keep) -> bool:
+    """Every argument of `node` after the first is a constant or computed from sizes of inputs
+    (so the replay module can compute it from the caller's tensors); the nodes it needs go to `keep`."""
+    stack = list(pytree.tree_leaves((node.args[1:], node.kwargs)))
+    while stack:
+        a = stack.pop()
+        if not isinstance(a, torch.fx.Node) or a in keep or a.op == "placeholder":
+            continue
+        if isinstance(_value(a), torch.Tensor):
+            src = _input_through_bypass(a)
+            if src is None:
+                return False       # sizes of a computed tensor: the replay does not compute it
+            keep.add(a)
+            stack.append(a.args[0])
+        elif _is_size_node(a):
+            keep.add(a)
+            stack.extend(pytree.tree_leaves((a.args, a.kwargs)))
+        else:
+            return False           # a value read from data (item()) or anything else
+    return True
+
+
+def input_metadata_mutations(gm: torch.fx.GraphModule):
+    """(input positions, replay GraphModule of gm's inputs) for the inputs that in-place metadata
+    ops of gm change (`a.t_()`, `a.add_(1).unsqueeze_(0)`); None without any, or when one of them
+    cannot be replayed (an argument not computed from sizes, another metadata op on the input:
+    resize_, set_), with the reason logged.
+
+    The compiled graph works on an alias of such an input (functionalize.FlatFunction), so its
+    data write-back goes to the input as it entered; calling the replay module on the caller's
+    tensors after the call runs the same in-place ops on them, in gm's order, with their size
+    arguments recomputed from the tensors at that point: eager's sizes, strides and offset exactly
+    (functionalize's own propagation, `as_strided_` to the functional value's strides, gave
+    contiguous strides after `as_strided_` and mutated the fakes it traced on)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    ops, keep, positions = [], set(), set()
+    for n in gm.graph.nodes:
+        if n.op not in ("call_method", "call_function") or not n.args:
+            continue
+        name = _target_name(n)
+        if name not in _METADATA_INPLACE:
+            continue
+        src = _input_through_bypass(n.args[0])
+        if src is None:
+            continue               # a computed tensor: functionalization handles it in the graph
+        if name not in REPLAYED_METADATA:
+            if name == "detach_":
+                continue
+            log.info("aot_input_metadata_not_replayed", node=n.name, op=name,
+                     reason="changes an input's storage, not only its metadata: left to functionalize")
+            return None
+        if not _size_args_replayable(n, keep):
+            log.info("aot_input_metadata_not_replayed", node=n.name, op=name,
+                     reason="an argument is not computed from sizes: left to functionalize")
+            return None
+        ops.append(n)
+        keep.add(n)
+        positions.add(placeholders.index(src))
+        a = n.args[0]
+        while a.op != "placeholder":     # the in-place chain from the input to the op
+            keep.add(a)
+            a = a.args[0]
+    if not ops:
+        return None
+    replay = _replay_module(gm, placeholders, [], keep, run=set(ops))
+    log.debug("aot_input_metadata_mutations", inputs=sorted(positions), ops=[n.name for n in ops],
+              reason="in-place metadata ops on inputs: traced on an alias, replayed on the caller's tensor")
+    return sorted(positions), replay

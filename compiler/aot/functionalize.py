@@ -148,20 +148,32 @@ class _Interp(torch.fx.Interpreter):
 
 
 class FlatFunction:
-    """Callable f(*inputs) -> flat list of outputs, recording the output spec when traced."""
+    """Callable f(*inputs) -> flat list of outputs, recording the output spec when traced.
 
-    def __init__(self, gm: torch.fx.GraphModule):
+    `alias_inputs`: positions of inputs that in-place metadata ops (t_, unsqueeze_, as_strided_)
+    change. The graph runs on an alias of each (a view in the functional world): the op changes
+    the alias's metadata only, data writes through it reach the input as it entered (the write-back
+    copies into the caller's tensor with its entry sizes), and functionalize has no metadata change
+    of an input to propagate (it would `as_strided_` the traced fake and, at run time, the caller's
+    tensor to the functional value's strides, not eager's). The runtime replays the metadata ops
+    on the caller's tensor after the call (aliases.input_metadata_mutations)."""
+
+    def __init__(self, gm: torch.fx.GraphModule, alias_inputs=()):
         self.gm = gm
         self.spec = None
+        self.alias_inputs = frozenset(alias_inputs)
 
     def __call__(self, *args):
+        if self.alias_inputs:
+            args = tuple(torch.ops.aten.alias.default(a) if i in self.alias_inputs and isinstance(a, torch.Tensor)
+                         else a for i, a in enumerate(args))
         out = _Interp(self.gm).run(*args)
         flat, self.spec = pytree.tree_flatten(out)
         return flat
 
 
-def functional_flat_fn(gm: torch.fx.GraphModule):
-    flat = FlatFunction(gm)
+def functional_flat_fn(gm: torch.fx.GraphModule, alias_inputs=()):
+    flat = FlatFunction(gm, alias_inputs)
     return torch.func.functionalize(flat, remove="mutations"), flat
 
 

@@ -26,7 +26,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 
 from tracetorch import logs
-from tracetorch.compiler.aot.aliases import alias_same_type_conversions, input_views, returned_inputs
+from tracetorch.compiler.aot.aliases import (alias_same_type_conversions, input_metadata_mutations, input_views,
+                                             returned_inputs)
 from tracetorch.compiler.aot.inplace_forms import functional_inplace_calls
 from tracetorch.compiler.aot.decompose import decomposition_table, sdpa_decompositions
 from tracetorch.compiler.aot.functionalize import count_mutations, functional_flat_fn
@@ -104,10 +105,11 @@ def _scalar_tensor_calls(gm, example_inputs=()):
     return new
 
 
-def trace_inference(gm, example_inputs, dynamic=None):
-    """(traced aten GraphModule, output spec, fake inputs, shape_env or None, guards)."""
+def trace_inference(gm, example_inputs, dynamic=None, alias_inputs=()):
+    """(traced aten GraphModule, output spec, fake inputs, shape_env or None, guards).
+    `alias_inputs`: inputs whose in-place metadata ops are traced on an alias (FlatFunction)."""
     gm = functional_inplace_calls(alias_same_type_conversions(_scalar_tensor_calls(gm, example_inputs)))
-    fn, flat = functional_flat_fn(gm)
+    fn, flat = functional_flat_fn(gm, alias_inputs)
     table = decomposition_table()
     table.update(sdpa_decompositions())
     fakes = _placeholder_fakes(gm)
@@ -125,7 +127,11 @@ def trace_inference(gm, example_inputs, dynamic=None):
             shape_env = fake_mode.shape_env
             n_guards = len(shape_env.guards) if shape_env is not None else 0
             with fake_mode:
-                traced = make_fx(fn, decomposition_table=table, tracing_mode="real")(*fakes)
+                # on aliases of the frontend's fakes: an op that still changes an input's metadata
+                # while tracing (functionalize's propagation of one that is not replayed) must not
+                # change the placeholder's fake, which the frontend's guards and the runtime input
+                # check below read as the input at entry
+                traced = make_fx(fn, decomposition_table=table, tracing_mode="real")(*_fresh_aliases(fakes))
             new_guards = shape_env.guards[n_guards:] if shape_env is not None else []
             inputs = fakes
         else:
@@ -142,6 +148,12 @@ def trace_inference(gm, example_inputs, dynamic=None):
             shape_env = _shape_env_of(inputs)
             new_guards = list(shape_env.guards) if shape_env is not None else []
     return traced, flat.spec, inputs, shape_env, new_guards
+
+
+def _fresh_aliases(fakes):
+    """A new FakeTensor per tensor input, with its sizes, strides, storage offset (the same
+    symbols) and storage: in-place metadata changes of it leave the original as it was."""
+    return [torch.ops.aten.alias.default(f) if isinstance(f, FakeTensor) else f for f in fakes]
 
 
 def symbolic_fakes(example_inputs):
@@ -369,8 +381,12 @@ def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynam
                           lambda e=e: f"training aot failed, graph runs eagerly under autograd: {e}")
             return gm
     t0 = time.perf_counter()
+    # inputs changed by in-place metadata ops: traced on an alias, the change replayed on the
+    # caller's tensor after each call (None: none, or not replayable, left to functionalize)
+    metadata = input_metadata_mutations(gm)
     try:
-        traced, spec, traced_inputs, shape_env, guards = trace_inference(gm, example_inputs, dynamic)
+        traced, spec, traced_inputs, shape_env, guards = trace_inference(
+            gm, example_inputs, dynamic, alias_inputs=metadata[0] if metadata else ())
     except Exception as e:
         log.warning("aot_runs_eagerly", reason=f"tracing failed: {type(e).__name__}: {e}")
         logs.artifact("perf_hints",
@@ -392,14 +408,15 @@ def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynam
         logs.artifact("perf_hints", lambda value=value: (
             f"a float input was specialized to {value!r} while tracing (an op in the graph takes it as a "
             "C++ double, e.g. F.pad's value): other values of it run the graph eagerly"))
-    return InferenceRuntime(gm, compiled, spec, check, returned_inputs(gm), input_views(gm))
+    return InferenceRuntime(gm, compiled, spec, check, returned_inputs(gm, metadata[0] if metadata else ()),
+                            input_views(gm), metadata[1] if metadata else None)
 
 
 class InferenceRuntime:
     """Runs the compiled graph and rebuilds gm's output structure; inputs that do not match the
     traced sizes/strides/guards run gm eagerly (logged once per distinct input shape)."""
 
-    def __init__(self, gm, compiled, spec, check, returned=None, views=None):
+    def __init__(self, gm, compiled, spec, check, returned=None, views=None, metadata_replay=None):
         self.gm = gm
         self.compiled = compiled
         self.spec = spec
@@ -407,6 +424,12 @@ class InferenceRuntime:
         self.returned = returned or {}    # flat output -> input it is (aliases.returned_inputs)
         # (flat outputs, replay module): outputs that are views of inputs (aliases.input_views)
         self.views = views
+        # the in-place metadata ops on inputs (aliases.input_metadata_mutations), run on the
+        # caller's tensors after the call: the compiled graph leaves their metadata as it was
+        self.metadata_replay = metadata_replay
+        # input keys already warned about (per runtime: a class-wide set silenced a second
+        # compiled function's skip of the same input shapes)
+        self._warned = set()
 
     def __call__(self, *args):
         why = self.check(args)
@@ -417,6 +440,10 @@ class InferenceRuntime:
             return self.gm(*args)
         with torch.no_grad():
             flat = self.compiled(*args)
+            if self.metadata_replay is not None:
+                # after the data write-back (into the inputs as they entered), before the
+                # returned inputs and views below, which must see the final metadata
+                self.metadata_replay(*args)
         if self.returned or self.views:
             flat = list(flat)
             for pos, k in self.returned.items():
@@ -427,5 +454,3 @@ class InferenceRuntime:
                 for pos, view in zip(positions, replay(*args)):
                     flat[pos] = view
         return pytree.tree_unflatten(list(flat), self.spec)
-
-    _warned: set = set()

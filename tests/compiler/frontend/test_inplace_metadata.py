@@ -133,22 +133,17 @@ def _check_call(e_in, e_out, c_in, c_out):
         torch.testing.assert_close(c, e, equal_nan=True)
 
 
-#: differences that the aot stage (compiler/aot, not the frontend) still makes, seen with the
-#: frontend's graph correct: the caller's tensor after as_strided_ has contiguous strides, and
-#: the tensor t_ returns is a new tensor instead of the caller's (returned_inputs misses it)
-AOT_OPEN = {"as_strided_": "aot: input strides after as_strided_ differ from eager's",
-            "returns_input": "aot: the result of t_ on an input is not the caller's tensor"}
+#: events that say a whole graph ran eagerly (our rule: never for one op)
+WHOLE_GRAPH_EAGER = {"compiled_graph_skipped", "aot_runs_eagerly", "graph_runs_eagerly"}
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_inplace_metadata_op_on_input_matches_eager(name, layout, backend, events, request):
+def test_inplace_metadata_op_on_input_matches_eager(name, layout, backend, events):
     fn, a_shape, b_shape = PROGRAMS[name]
     if name == "detach_" and layout == "view":
         pytest.skip("eager refuses detach_ of a view")
-    if backend == "aot_eager" and name in AOT_OPEN:
-        request.applymarker(pytest.mark.xfail(reason=AOT_OPEN[name], strict=True))
     compiled = compiler.compile(fn, backend=backend)
     gen = torch.Generator().manual_seed(0)
     for n in SIZES:
@@ -162,6 +157,8 @@ def test_inplace_metadata_op_on_input_matches_eager(name, layout, backend, event
     # guards read from the input after its metadata changed index dims it does not have
     assert not any("could not be evaluated" in t for t in texts), texts
     assert len(texts) <= 2, texts       # one size change, then the dynamic graph serves the rest
+    eager = [(e.name, e.fields) for e in events if e.name in WHOLE_GRAPH_EAGER]
+    assert not eager, eager             # aot traced the inputs as they enter: its check passes
 
 
 def test_guards_and_placeholder_describe_the_input_at_entry(events):
