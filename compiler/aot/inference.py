@@ -147,7 +147,28 @@ def trace_inference(gm, example_inputs, dynamic=None, alias_inputs=()):
                       for v, ex in zip(vals, example_inputs)]
             shape_env = _shape_env_of(inputs)
             new_guards = list(shape_env.guards) if shape_env is not None else []
+    if alias_inputs:
+        _drop_input_aliases(traced)
     return traced, flat.spec, inputs, shape_env, new_guards
+
+
+def _drop_input_aliases(traced):
+    """The traced graph with `aten.alias(input)` (FlatFunction's aliases of inputs that metadata
+    ops change) replaced by the input: in the functional graph nothing writes the input before its
+    final write-back, so the alias reads the same values, and the backend lowers an alias as a
+    computed tensor (as_strided of it at the input's storage offset was refused: the whole graph
+    ran eagerly)."""
+    placeholders = {n for n in traced.graph.nodes if n.op == "placeholder"}
+    dropped = []
+    for n in list(traced.graph.nodes):
+        if n.op == "call_function" and n.target is torch.ops.aten.alias.default and n.args[0] in placeholders:
+            n.replace_all_uses_with(n.args[0])
+            traced.graph.erase_node(n)
+            dropped.append(n.name)
+    if dropped:
+        traced.recompile()
+        log.debug("aot_input_aliases_dropped", nodes=dropped,
+                  reason="the alias only kept metadata ops off the input while tracing")
 
 
 def _fresh_aliases(fakes):
