@@ -28,7 +28,9 @@ TL_TYPES = {
     torch.bfloat16: "tl.bfloat16", torch.int8: "tl.int8", torch.uint8: "tl.uint8",
     torch.int16: "tl.int16", torch.int32: "tl.int32", torch.int64: "tl.int64", torch.bool: "tl.int1",
 }
-INTERP_MISSING = {"asin", "acos", "atan", "atan2", "lgamma", "erfinv"}
+#: libdevice functions with no stand-in under the interpreter (runtime/triton_interp_libdevice.py
+#: has one for every function this module emits; a kernel using a missing one is unsupported)
+INTERP_MISSING: set[str] = set()
 
 # float math: op -> template; {x} the operand. tl.* where Triton has it, libdevice otherwise.
 _UNARY_FLOAT = {

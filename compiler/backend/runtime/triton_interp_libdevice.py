@@ -5,9 +5,9 @@ no libdevice, so kernels generated for CPU tensors import this module under the 
 kernel text is otherwise identical. Each function is written with interpreter-supported tl ops;
 accuracy is within a few float32 ulps, relative as well near 0 (tanh, sinh, expm1, log1p, asinh,
 atanh avoid the cancellation of 1 + x; erfc uses a continued fraction where 1 - erf(x) vanishes;
-hypot, pow and the hyperbolic/log functions work in float64, then round once). Functions that
-need a real implementation (asin, acos, atan, atan2, lgamma, erfinv) are absent: the code
-generator reports them unsupported under the interpreter, and the graph then runs eagerly.
+hypot, pow, the hyperbolic/log functions and the inverse trigonometric, lgamma and erfinv
+stand-ins work in float64, then round once). With these, every libdevice function the code
+generator emits has a stand-in, so CPU tests check the Triton code of every op.
 """
 import triton
 import triton.language as tl
@@ -152,7 +152,110 @@ def pow(a, b):
     return tl.where(a == 1, 1.0, r)
 
 
+@triton.jit
+def _atan(x):
+    # |x| > 1 reflects (atan x = pi/2 - atan 1/x), then three half-angle steps
+    # (atan t = 2 atan(t / (1 + sqrt(1 + t^2)))) bring |t| under 0.1, where 11 terms of the Taylor
+    # series are exact in float64 (the next term is below 1e-23)
+    a = tl.abs(x)
+    big = a > 1.0
+    t = tl.where(big, 1.0 / a, a)
+    for _ in tl.static_range(3):
+        t = t / (1.0 + tl.sqrt(1.0 + t * t))
+    t2 = t * t
+    s = t * 0.0
+    for k in tl.static_range(21, 0, -2):       # t - t^3/3 + t^5/5 - ..., Horner from t^21
+        s = (1.0 / k) - t2 * s
+    r = 8.0 * t * s
+    r = tl.where(big, 1.5707963267948966 - r, r)
+    return tl.where(x == 0, x, tl.where(x < 0, -r, r))
+
+
+@triton.jit
+def _atan2(y, x):
+    # the angle of |y|/|x| in [0, pi/2] (both infinite: pi/4, both zero: 0), mirrored to
+    # pi - angle when x's sign bit is set, then given y's sign: C's atan2, signed zeros included
+    ay = tl.abs(y)
+    ax = tl.abs(x)
+    both_inf = (ay == float("inf")) & (ax == float("inf"))
+    both_zero = (ay == 0) & (ax == 0)
+    a = tl.where(both_inf, 0.7853981633974483, tl.where(both_zero, 0.0, _atan(ay / tl.where(both_zero, 1.0, ax))))
+    a = tl.where(signbit(x), 3.141592653589793 - a, a)
+    r = copysign(a, y)
+    return tl.where((x != x) | (y != y), x + y, r)
+
+
+@triton.jit
+def _lgamma(x):
+    # x > 0: shift to z >= 10 (lgamma x = lgamma(x + n) - log(x (x+1) ... (x+n-1))), then
+    # Stirling's series to 1/z^7 (next term < 1e-12 there); x <= 0: the reflection
+    # lgamma x = log(pi / |sin(pi x)|) - lgamma(1 - x), inf at the poles (integers <= 0)
+    neg = x <= 0.0
+    z = tl.where(neg, 1.0 - x, x)
+    shift = z * 0.0
+    for _ in tl.static_range(10):
+        small = z < 10.0
+        shift = tl.where(small, shift + tl.log(tl.where(small, z, 1.0)), shift)
+        z = tl.where(small, z + 1.0, z)
+    iz = 1.0 / z
+    iz2 = iz * iz
+    series = iz * (1.0 / 12.0 - iz2 * (1.0 / 360.0 - iz2 * (1.0 / 1260.0 - iz2 * (1.0 / 1680.0))))
+    pos = (z - 0.5) * tl.log(z) - z + 0.9189385332046728 + series - shift
+    # |sin(pi x)| from x's distance to the nearest integer (x - floor(x) rounds -1e-30 to 1)
+    d = x - tl.floor(x + 0.5)
+    refl = tl.log(3.141592653589793 / tl.abs(tl.sin(3.141592653589793 * d))) - pos
+    r = tl.where(neg, tl.where(d == 0, float("inf"), refl), pos)
+    r = tl.where((x == 1.0) | (x == 2.0), 0.0, r)       # exact zeros, as C's lgamma gives
+    return tl.where(tl.abs(x) == float("inf"), float("inf"), tl.where(x != x, x, r))
+
+
+@triton.jit
+def _erfinv(y):
+    # Winitzki's closed-form estimate (a = 0.147), then three Newton steps on erf in float64:
+    # x -= (erf x - y) / (2/sqrt(pi) exp(-x^2)); +-1 give +-inf, |y| > 1 NaN
+    a = tl.abs(y)
+    w = tl.log((1.0 - a) * (1.0 + a))
+    u = 4.330746750799873 + 0.5 * w                 # 2 / (pi * 0.147) + w / 2
+    x = tl.sqrt(tl.sqrt(u * u - w / 0.147) - u)
+    for _ in tl.static_range(3):
+        x = x - (tl.erf(x) - a) / (1.1283791670955126 * tl.exp(-x * x))
+    x = tl.where(a == 1.0, float("inf"), tl.where(a > 1.0, float("nan"), x))
+    return tl.where(y == 0, y, tl.where(y < 0, -x, x))
+
+
 # the public stand-ins: the formulas above in float64, rounded once to the argument's type
+
+@triton.jit
+def atan(x):
+    return _atan(x.to(tl.float64)).to(x.dtype)
+
+
+@triton.jit
+def atan2(y, x):
+    return _atan2(y.to(tl.float64), x.to(tl.float64)).to(y.dtype)
+
+
+@triton.jit
+def asin(x):
+    x64 = x.to(tl.float64)
+    return _atan2(x64, tl.sqrt((1.0 - x64) * (1.0 + x64))).to(x.dtype)
+
+
+@triton.jit
+def acos(x):
+    x64 = x.to(tl.float64)
+    return _atan2(tl.sqrt((1.0 - x64) * (1.0 + x64)), x64).to(x.dtype)
+
+
+@triton.jit
+def lgamma(x):
+    return _lgamma(x.to(tl.float64)).to(x.dtype)
+
+
+@triton.jit
+def erfinv(x):
+    return _erfinv(x.to(tl.float64)).to(x.dtype)
+
 
 @triton.jit
 def tanh(x):

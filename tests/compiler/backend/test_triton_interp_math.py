@@ -3,9 +3,9 @@ on values that expose cancellation and overflow: tiny (1e-30, denormals), huge, 
 NaN/inf and signed zeros. Relative accuracy near 0 matters: a stand-in that answered
 tanh(1e-308) = 0 or log1p(1e-36) = 0 changed later comparisons and divisions in fuzz programs.
 
-Functions the interpreter has no stand-in for (INTERP_MISSING: asin, acos, atan, atan2, lgamma,
-erfinv) make the code generator raise CodegenUnsupported and the graph run eagerly; that limit
-is asserted here too, so a new stand-in must come with its accuracy test."""
+Every libdevice function the code generator emits has a stand-in (codegen's INTERP_MISSING is
+empty): the inverse trigonometric functions, lgamma and erfinv used to make their graphs run
+eagerly under the interpreter, so CPU tests never ran their Triton code."""
 import os
 
 import torch
@@ -22,8 +22,8 @@ from tracetorch.compiler.backend.codegen.triton_ops import INTERP_MISSING  # noq
 VALUES = [0.0, -0.0, 1e-38, -1e-30, 1e-8, -3e-5, 0.1, -0.4999, 0.5, 0.7, -1.0, 1.0, 2.0, -3.5, 4.0, 6.0,
           10.0, -20.0, 40.0, 88.0, 1e4, -1e10, 3e19, float("inf"), float("-inf"), float("nan")]
 UNARY = ["tanh", "sinh", "cosh", "tan", "asinh", "acosh", "atanh", "log1p", "expm1", "log10", "erfc",
-         "trunc", "round"]
-BINARY = ["hypot", "fmod", "remainder", "copysign", "pow", "floor_divide"]
+         "trunc", "round", "atan", "asin", "acos", "lgamma", "erfinv"]
+BINARY = ["hypot", "fmod", "remainder", "copysign", "pow", "floor_divide", "atan2"]
 
 
 def _compile(fn):
@@ -57,16 +57,18 @@ def test_binary_standin_matches_eager(name, backend_cache_dir):
     _check(got, fn(a, b))
 
 
-@pytest.mark.parametrize("name", sorted(INTERP_MISSING))
-def test_missing_functions_run_eagerly_not_wrongly(name, backend_cache_dir):
-    """The recorded limit: these graphs run eagerly under the interpreter (logged), with eager's
-    values; on a GPU the same kernels call CUDA's libdevice."""
-    fn = getattr(torch, name if name != "atan2" else "atan2")
-    x = torch.tensor([0.3, -0.7, 0.9])
-    call = (lambda t: fn(t, t + 1)) if name == "atan2" else (lambda t: fn(t))
+def test_no_function_lacks_a_standin():
+    assert INTERP_MISSING == set()
+
+
+@pytest.mark.parametrize("name", ["asin", "acos", "erfinv"])
+def test_inverse_functions_inside_their_domain(name, backend_cache_dir):
+    """Dense values in [-1, 1] (the VALUES above are mostly outside it), ends included."""
+    fn = getattr(torch, name)
+    x = torch.cat([torch.linspace(-1, 1, 401), torch.tensor([-0.0, 1e-30, -0.99999994, 0.99999994])])
     with config.patch(**{"backend.cpu_codegen": "triton", "backend.fallback_on_error": False}):
-        got = _compile(call)(x)
-    _check(got, call(x))
+        got = _compile(lambda t: fn(t))(x)
+    _check(got, fn(x))
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
