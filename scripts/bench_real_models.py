@@ -249,9 +249,19 @@ def _loss(name, model, inputs):
     return torch.nn.functional.cross_entropy(out.float(), target)
 
 
-def _train_step_fn(variant, name, model, opt):
+def _autocast(dtype_name, inputs):
+    """torch.autocast around the forward and loss (mixed precision training), or nothing."""
+    import contextlib
+    if not dtype_name:
+        return contextlib.nullcontext()
+    first = inputs[0] if isinstance(inputs, tuple) else next(iter(inputs.values()))
+    return torch.autocast(first.device.type, dtype=getattr(torch, dtype_name))
+
+
+def _train_step_fn(variant, name, model, opt, autocast=None):
     """One training step (forward, backward, optimizer step) for a variant; the optimizer step is
-    compiled by the same compiler as the model."""
+    compiled by the same compiler as the model. `autocast`: a dtype name for torch.autocast
+    around the forward and loss (weights and optimizer stay float32)."""
     if variant == "eager":
         fwd, step = model, opt.step
     elif variant == "inductor":
@@ -264,7 +274,8 @@ def _train_step_fn(variant, name, model, opt):
         raise ValueError(f"variant {variant} has no training mode")
 
     def run(inputs):
-        loss = _loss(name, fwd, inputs)
+        with _autocast(autocast, inputs):
+            loss = _loss(name, fwd, inputs)
         loss.backward()
         step()
         opt.zero_grad(set_to_none=True)
@@ -287,7 +298,7 @@ def run_training(name, args):
         counter = _fresh_variant(args.device)
         row = {}
         try:
-            step = _train_step_fn(variant, name, base, opt)
+            step = _train_step_fn(variant, name, base, opt, args.autocast)
             t0 = time.perf_counter()
             first = float(step(inputs))
             _sync(args.device)
@@ -337,6 +348,8 @@ def main(argv=None):
     p.add_argument("--train", action="store_true",
                    help=f"time training steps instead (fp32/TF32, AdamW; default models {', '.join(TRAIN_MODELS)})")
     p.add_argument("--profile-rows", type=int, default=12)
+    p.add_argument("--autocast", default=None, choices=("bfloat16", "float16"),
+                   help="with --train: mixed precision, torch.autocast to this dtype around the forward")
     args = p.parse_args(argv)
     names = [n for n in args.only.split(",") if n] or list(TRAIN_MODELS if args.train else
                                                           [m for m in MODELS if m != "vit_s16"])
@@ -345,8 +358,9 @@ def main(argv=None):
     if bad:
         p.error(f"unknown model or variant {bad}; models: {', '.join(MODELS)}; variants: {', '.join(VARIANTS)}")
     card = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
+    mixed = f", autocast {args.autocast}" if args.autocast else ""
     print(f"bench_real_models: {card}, torch {torch.__version__}, "
-          f"{'training, float32 with TF32' if args.train else args.dtype}", flush=True)
+          f"{'training, float32 with TF32' + mixed if args.train else args.dtype}", flush=True)
     results = {}
     for name in names:
         try:
@@ -364,7 +378,8 @@ def main(argv=None):
     if args.out:
         Path(args.out + ".json").write_text(json.dumps({"card": card, "torch": torch.__version__,
                                                         "dtype": args.dtype, "results": results}, indent=1))
-        what = "training steps, float32 weights with TF32" if args.train else args.dtype
+        what = ("training steps, float32 weights with TF32"
+                + (f", autocast {args.autocast}" if args.autocast else "")) if args.train else args.dtype
         Path(args.out + ".md").write_text(f"# real models, {card}, {what}\n\n{md}\n")
     return 1 if loud else 0
 
