@@ -47,7 +47,7 @@ _UNARY_FLOAT = {
     "atanh": "libdevice.atanh({x})", "erfc": "libdevice.erfc({x})", "erfinv": "libdevice.erfinv({x})",
     "lgamma": "libdevice.lgamma({x})", "trunc": "libdevice.trunc({x})",
     "round": "libdevice.nearbyint({x})",
-    "relu": "th.maximum({x}, 0.0)", "isinf": '(tl.abs({x}) == float("inf"))',
+    "relu": "tl.where({x} < 0, 0.0, {x})", "isinf": '(tl.abs({x}) == float("inf"))',
     "signbit": "(libdevice.signbit({x}) != 0)",
 }
 _UNARY_INT = {"relu": "tl.maximum({x}, 0)", "isinf": "({x} != {x})", "signbit": "({x} < 0)"}
