@@ -60,9 +60,12 @@ KEEP_WHOLE = _ops("mm", "bmm", "addmm", "baddbmm", "convolution",
                   "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
                   "_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention",
                   "var_mean.correction", "var.correction", "std.correction", "std_mean.correction",
-                  "mean.dim", "embedding", "cumsum")
-# (std/std_mean are lowered whole: their square root is taken in the accumulation type, as ATen
-# does, before the cast; sqrt(var) overflowed where var exceeds float32 and std does not)
+                  "mean.dim", "embedding", "cumsum", "linspace", "logspace")
+# (linspace/logspace run as ATen's own kernel: its rounding of start + step * i depends on the
+# kernel's vector width and fused multiply-adds, which no decomposition reproduces; one ulp off
+# turned `1.5 // (v % v.flip(0))` into 8 instead of 9, fuzz 350079. std/std_mean are lowered
+# whole: their square root is taken in the accumulation type, as ATen does, before the cast;
+# sqrt(var) overflowed where var exceeds float32 and std does not)
 
 
 @torch.library.custom_op("tracetorch::sdpa", mutates_args=())

@@ -222,6 +222,12 @@ def relu_negative_zero(x):                  # relu(-0.0) is -0.0 on CPU (eager k
     return torch.relu(x), torch.signbit(torch.relu(x)), torch.atan2(torch.relu(x), -torch.ones_like(x))
 
 
+def linspace_rounding_then_floor(a):         # ATen's linspace rounding, kept: one ulp flips the floor
+    v0 = torch.linspace(0, 1, a.numel() + 1)
+    v3 = v0 % v0.flip(0)
+    return torch.full_like(v0, 1.5) // v3, torch.logspace(-3, 2, a.numel() + 3)
+
+
 def returned_input_kept_through_no_op_views(a, b):   # contiguous()/flatten() of the input are the input
     a.squeeze_()
     a.div_(2)
@@ -332,6 +338,7 @@ CASES = {
     "shared_view_returned": (shared_view_returned, lambda: [torch.randn(1, 1, 5).bfloat16()]),
     "relu_negative_zero": (relu_negative_zero, lambda: [torch.tensor([-0.0, 0.0, -1.0, 2.0, float("nan")])]),
     "relu_negative_zero_bf16": (relu_negative_zero, lambda: [torch.tensor([-0.0, 0.0, -1.0, 2.0]).bfloat16()]),
+    "linspace_floor": (linspace_rounding_then_floor, lambda: [torch.zeros(36)]),
     "returned_input_no_op_views": (returned_input_kept_through_no_op_views,
                                    lambda: [torch.randn(3, 4, 5), torch.randn(5)]),
     "inplace_dynamic": (inplace_refs_at_dynamic_sizes, lambda: [torch.randn(4, 3)]),
