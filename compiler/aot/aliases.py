@@ -209,9 +209,12 @@ def _bypassed(node) -> bool:
     return _returns_first_arg(node) or _returns_self(node) or _same_object(node)
 
 
-def _view_chain(leaf, input_storages, metadata_mutated) -> list | None:
+def _view_chain(leaf, input_storages, metadata_mutated, run: set) -> list | None:
     """The nodes to replay to compute `leaf` if it is a view of a graph input made by view ops
-    (at least one) from that input and sizes; else None."""
+    (at least one) from that input and sizes; else None. An in-place metadata op on a view along
+    the way (`a.reshape(-1).t_()`) is replayed too, on the replay's own view (added to `run`, so
+    the replay module runs it instead of passing its argument through); one whose tensor is a
+    graph input itself is input_metadata_mutations' business, and ends the search."""
     out_val = _value(leaf)
     base = _storage(out_val) if isinstance(out_val, torch.Tensor) else None
     if base is None or base not in input_storages:
@@ -225,7 +228,15 @@ def _view_chain(leaf, input_storages, metadata_mutated) -> list | None:
         seen.add(n)
         v = _value(n)
         if n in metadata_mutated:
-            return None
+            if _input_through_bypass(n) is not None:
+                return None         # the caller's own tensor changes: not a view to rebuild
+            ops = metadata_mutated[n]
+            run.update(ops)
+            stack.extend(ops)
+            stack.extend(pytree.tree_leaves([(u.args, u.kwargs) for u in ops]))
+        if n in run:
+            chain.append(n)
+            continue
         if isinstance(v, torch.Tensor) and _bypassed(n):
             stack.append(n.args[0])
         elif _is_view_node(n) and (isinstance(v, (list, tuple)) or
@@ -240,10 +251,18 @@ def _view_chain(leaf, input_storages, metadata_mutated) -> list | None:
     return chain if views else None
 
 
-def _metadata_mutated(gm) -> set:
-    """Nodes whose tensor a metadata in-place op (t_, squeeze_, ...) changes later."""
-    return {n.args[0] for n in gm.graph.nodes
-            if n.op in ("call_method", "call_function") and _target_name(n) in _METADATA_INPLACE and n.args}
+def _metadata_mutated(gm) -> dict:
+    """Node -> the metadata in-place ops (t_, squeeze_, ...) that change its tensor later. The
+    node is the tensor's producer: ops that return their argument are followed back
+    (`v.mul_(2).t_()` changes v)."""
+    out: dict = {}
+    for n in gm.graph.nodes:
+        if n.op in ("call_method", "call_function") and _target_name(n) in _METADATA_INPLACE and n.args:
+            root = n.args[0]
+            while isinstance(root, torch.fx.Node) and root.op != "placeholder" and root.args and _bypassed(root):
+                root = root.args[0]
+            out.setdefault(root, []).append(n)
+    return out
 
 
 def input_views(gm: torch.fx.GraphModule):
@@ -261,16 +280,18 @@ def input_views(gm: torch.fx.GraphModule):
         return None             # the input's own sizes change: left to the compiled outputs
     storages = {_storage(_value(p)) for p in placeholders if isinstance(_value(p), torch.Tensor)} - {None}
     leaves, _ = pytree.tree_flatten(out_node.args[0])
-    chains = {}
+    chains, run = {}, set()
     for pos, leaf in enumerate(leaves):
         if isinstance(leaf, torch.fx.Node):
-            found = _view_chain(leaf, storages, mutated)
+            ops = set()
+            found = _view_chain(leaf, storages, mutated, ops)
             if found is not None:
                 chains[pos] = (leaf, found)
+                run |= ops
     if not chains:
         return None
     replay = _replay_module(gm, placeholders, [leaf for leaf, _ in chains.values()],
-                            set().union(*(set(c) for _, c in chains.values())))
+                            set().union(*(set(c) for _, c in chains.values())), run=run)
     log.debug("aot_output_views", outputs=sorted(chains),
               reason="eager returns views of inputs: replayed on the caller's tensors after the call")
     return sorted(chains), replay

@@ -35,6 +35,18 @@ def inplace_on_view_returned(a):
     return a[1:].mul_(3).transpose(0, 1)
 
 
+def view_then_t_(a):                 # fuzz 350483: a metadata op on the view, not on the input
+    v = a.reshape(-1)
+    v.t_()
+    return (v,)
+
+
+def written_view_then_t_(a):         # the op reached through an in-place write of the view
+    v = a[:, 1:]
+    v.mul_(2).t_()
+    return v, v.unsqueeze_(0)
+
+
 def _expanded(*shape):
     return torch.randn(1, *shape[1:]).expand(shape)
 
@@ -43,7 +55,9 @@ CASES = [(diagonal_divided, lambda: [_expanded(13, 5, 7, 1)]),
          (mutated_then_viewed, lambda: [torch.randn(7, 6)[:, ::2], torch.randn(1, 1)]),
          (view_of_unmutated, lambda: [torch.randn(5, 4), torch.randn(4, 5)]),
          (split_and_sized_view, lambda: [torch.randn(4, 3), torch.randn(4, 3)]),
-         (inplace_on_view_returned, lambda: [torch.randn(4, 3)])]
+         (inplace_on_view_returned, lambda: [torch.randn(4, 3)]),
+         (view_then_t_, lambda: [torch.randn(3, 3)]),
+         (written_view_then_t_, lambda: [torch.randn(3, 4)])]
 
 
 def _views_of(outs, inputs):
@@ -93,12 +107,16 @@ def _capture_gm(fn, *inputs):
 
 
 def test_outputs_not_replayed():
-    """A view whose metadata an in-place op changes later, a view indexed by a tensor and a
-    copy are not regenerated (the compiled graph's output stands)."""
+    """A view indexed by a tensor and a copy are not regenerated (the compiled graph's output
+    stands); a view whose metadata an in-place op changes later is, with the op replayed on the
+    replay's own view (output 0: a.view(-1) then unsqueeze_)."""
     def f(a, i):
         v = a.view(-1)
         v.unsqueeze_(0)
         return v, a[i], a.reshape(-1) * 2, a.contiguous().t()
     gm = _capture_gm(f, torch.randn(3, 4), torch.tensor(1))
     found = aliases.input_views(gm)
-    assert found is not None and found[0] == [3]     # only the transpose of the input
+    assert found is not None and found[0] == [0, 3]
+    a = torch.randn(3, 4)
+    (v, t) = found[1](a, torch.tensor(1))
+    assert v.shape == (1, 12) and v.data_ptr() == a.data_ptr() and t.stride() == (1, 4)
