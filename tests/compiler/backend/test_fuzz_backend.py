@@ -76,6 +76,22 @@ def test_reference_sums_are_exact():
     assert m[0].item() == -1.75 / 5 and ns[1].item() == 10.0 and full.item() == -1.75
 
 
+def test_reference_products_are_exact():
+    """Products too: overflow and underflow follow the order of factors (1e200 * 1e200 * 0 is NaN
+    left to right, 0 exactly); only a NaN factor or an infinity times a zero gives NaN."""
+    from tests.compiler.backend.fuzz.compare import exact_sums
+    x = torch.tensor([[1e200, 1e200, 0.0, 2.0], [3.0, -2.0, 0.5, 1.0], [float("inf"), 0.0, 1.0, 1.0],
+                      [1e-300, 1e-300, 1e300, 1e300]], dtype=torch.float64)
+    with exact_sums():
+        rows, cols, kept = x.prod(1), x.prod(0), x.prod(1, keepdim=True)
+    from fractions import Fraction
+    exact = float(Fraction(1e-300) ** 2 * Fraction(1e300) ** 2)      # the floats' own product: not 1.0
+    assert rows[0].item() == 0.0 and rows[1].item() == -3.0 and torch.isnan(rows[2]) and rows[3].item() == exact
+    assert kept.shape == (4, 1) and torch.equal(kept[:, 0].nan_to_num(), rows.nan_to_num())
+    assert cols[0].item() == float("inf") and cols[1].item() == 0.0 and torch.signbit(cols[1])   # -0.0
+    assert cols[3].item() == 2e300
+
+
 def test_rounding_rule_nan_cases():
     """compare's d(x, r): eager NaN where the reference is a number bounds nothing; the
     reference and eager both NaN require NaN; an infinite reference allows no finite value."""

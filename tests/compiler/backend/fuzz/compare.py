@@ -5,7 +5,8 @@ Rules:
 - Floats: NaN positions equal (NaN == NaN), infinities equal (same sign), finite values within the
   dtype's tolerance: |c - e| <= atol + rtol * |e| (TOLERANCES, about a few ulps of the dtype).
 - The *reference* r is the program run on float64 copies of its float inputs, with every sum
-  (sum, mean, nansum) computed exactly and rounded once (math.fsum; `exact_sums`). A sum's order
+  (sum, mean, nansum, prod) computed exactly and rounded once (math.fsum, fractions;
+  `exact_sums`). A sum's (or product's: overflow then a zero factor) order
   of accumulation is the implementation's choice (ATen's cascade of vector lanes, our loop), and
   with terms that cancel beyond float64's precision (1e30 - 1e30 + small) float64 in eager's
   order repeats eager's float32 answer instead of judging it.
@@ -32,6 +33,7 @@ Rules:
 
 from __future__ import annotations
 
+import fractions
 import math
 
 import torch
@@ -194,13 +196,52 @@ def _exact_sum(func, x: torch.Tensor, dim=None, keepdim=False, *, dtype=None) ->
     return out
 
 
+def _exact_product(row: list) -> float:
+    """The correctly rounded product of `row`. Overflow and underflow depend on the order of the
+    factors (1e200 * 1e200 * 0 is inf * 0 = NaN one way, 0 the other); the exact product does not:
+    NaN only for a NaN factor or an infinity times a zero."""
+    negative = sum(math.copysign(1.0, v) < 0 for v in row if not math.isnan(v)) % 2 == 1
+    sign = -1.0 if negative else 1.0
+    if any(math.isnan(v) for v in row):
+        return math.nan
+    has_inf, has_zero = any(math.isinf(v) for v in row), any(v == 0 for v in row)
+    if has_inf:
+        return math.nan if has_zero else sign * math.inf
+    if has_zero:
+        return sign * 0.0
+    exact = fractions.Fraction(1)
+    for v in row:
+        exact *= fractions.Fraction(abs(v))
+    try:
+        return sign * float(exact)
+    except OverflowError:
+        return sign * math.inf
+
+
+def _exact_prod(func, x: torch.Tensor, dim=None, keepdim=False, *, dtype=None) -> torch.Tensor | None:
+    """prod of a float64 tensor with each output element exact (None outside that, as _exact_sum)."""
+    if x.dtype != torch.float64 or dtype not in (None, torch.float64) or x.numel() == 0 or x.dim() == 0:
+        return None
+    n = x.dim()
+    dims = [dim % n] if dim is not None else list(range(n))
+    kept = [d for d in range(n) if d not in dims]
+    rows = x.permute(kept + dims).reshape(math.prod(x.shape[d] for d in kept), -1).tolist()
+    out = torch.tensor([_exact_product(r) for r in rows], dtype=torch.float64).reshape([x.shape[d] for d in kept])
+    return out.unsqueeze(dims[0]) if keepdim and dim is not None else out
+
+
+_PRODS = {torch.ops.aten.prod.default, torch.ops.aten.prod.dim_int}
+
+
 class exact_sums(TorchDispatchMode):
-    """Within it, float64 sums, means and nansums are exact (math.fsum), in any order of terms."""
+    """Within it, float64 sums, means, nansums and products are exact (math.fsum, fractions), in
+    any order of terms."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in _SUMS:
-            out = _exact_sum(func, *args, **kwargs)
+        exact = _exact_sum if func in _SUMS else _exact_prod if func in _PRODS else None
+        if exact is not None:
+            out = exact(func, *args, **kwargs)
             if out is not None:
                 return out
         return func(*args, **kwargs)
