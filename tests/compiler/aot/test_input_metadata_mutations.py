@@ -118,14 +118,6 @@ def _check(e_in, e_out, c_in, c_out):
         torch.testing.assert_close(_buffer(c), _buffer(e))
 
 
-@pytest.fixture
-def events():
-    with logs.testing.capture(level=logging.DEBUG) as got:
-        compiler.reset()
-        yield got
-    compiler.reset()
-
-
 def _run(fn, compiled, name, layout, seed=0):
     gen = torch.Generator().manual_seed(seed)
     for n in SIZES:

@@ -2,24 +2,15 @@
 stand-in recorder (testing.cudagraph_stand_in), which re-runs the graph on replay and writes into
 the recorded output tensors exactly where a real replay would. Every result is compared with
 eager. The real recorder runs in scripts/ on the GPU machine."""
-import logging
 
 import pytest
 import torch
 
-from tracetorch import compiler, logs
+from tracetorch import compiler
 from tracetorch.compiler import config
 from tracetorch.compiler.backend.runtime import cudagraphs
 
 STAND_IN = {"testing.cudagraph_stand_in": True, "backend.cache_enabled": False}
-
-
-@pytest.fixture
-def events():
-    with logs.testing.capture(level=logging.DEBUG) as got:
-        compiler.reset()
-        yield got
-    compiler.reset()
 
 
 def named(events, name):
