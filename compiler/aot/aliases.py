@@ -102,9 +102,7 @@ def returned_inputs(gm: torch.fx.GraphModule, replayed=frozenset()) -> dict[int,
     found = {}
     for pos, leaf in enumerate(leaves):
         n = leaf
-        while isinstance(n, torch.fx.Node) and n.op != "placeholder" and (
-                _returns_first_arg(n) or _returns_self(n) or _same_object(n)):
-            n = n.args[0]
+        n = _producer(n)
         if isinstance(n, torch.fx.Node) and n.op == "placeholder" and (
                 placeholders.index(n) in replayed or _same_meta(n, leaf)):
             found[pos] = placeholders.index(n)
@@ -209,12 +207,21 @@ def _bypassed(node) -> bool:
     return _returns_first_arg(node) or _returns_self(node) or _same_object(node)
 
 
+def _producer(node):
+    """The node whose tensor `node` is: ops that return their first argument are followed back
+    (`a.add_(1).t_()` is a), stopping at a placeholder or any other op."""
+    while (isinstance(node, torch.fx.Node) and node.op in ("call_method", "call_function") and node.args
+           and _bypassed(node)):
+        node = node.args[0]
+    return node
+
+
 def _view_chain(leaf, input_storages, metadata_mutated, run: set) -> list | None:
     """The nodes to replay to compute `leaf` if it is a view of a graph input made by view ops
     (at least one) from that input and sizes; else None. An in-place metadata op on a view along
     the way (`a.reshape(-1).t_()`) is replayed too, on the replay's own view (added to `run`, so
-    the replay module runs it instead of passing its argument through); one whose tensor is a
-    graph input itself is input_metadata_mutations' business, and ends the search."""
+    the replay module runs it instead of passing its argument through). Ops on a graph input
+    itself are input_metadata_mutations' business: input_views gives up on such graphs first."""
     out_val = _value(leaf)
     base = _storage(out_val) if isinstance(out_val, torch.Tensor) else None
     if base is None or base not in input_storages:
@@ -227,9 +234,7 @@ def _view_chain(leaf, input_storages, metadata_mutated, run: set) -> list | None
             continue
         seen.add(n)
         v = _value(n)
-        if n in metadata_mutated:
-            if _input_through_bypass(n) is not None:
-                return None         # the caller's own tensor changes: not a view to rebuild
+        if n in metadata_mutated:        # a computed view: placeholders never get here
             ops = metadata_mutated[n]
             run.update(ops)
             stack.extend(ops)
@@ -258,10 +263,7 @@ def _metadata_mutated(gm) -> dict:
     out: dict = {}
     for n in gm.graph.nodes:
         if n.op in ("call_method", "call_function") and _target_name(n) in _METADATA_INPLACE and n.args:
-            root = n.args[0]
-            while isinstance(root, torch.fx.Node) and root.op != "placeholder" and root.args and _bypassed(root):
-                root = root.args[0]
-            out.setdefault(root, []).append(n)
+            out.setdefault(_producer(n.args[0]), []).append(n)
     return out
 
 
@@ -322,11 +324,8 @@ REPLAYED_METADATA = {"as_strided_", "squeeze_", "unsqueeze_", "swapaxes_", "swap
 def _input_through_bypass(node):
     """The placeholder `node` is, following ops that return their first argument (in-place ops,
     conversions that change nothing), or None."""
-    while isinstance(node, torch.fx.Node) and node.op != "placeholder":
-        if node.op not in ("call_method", "call_function") or not node.args or not _bypassed(node):
-            return None
-        node = node.args[0]
-    return node
+    node = _producer(node)
+    return node if isinstance(node, torch.fx.Node) and node.op == "placeholder" else None
 
 
 def _size_args_replayable(node, keep) -> bool:
