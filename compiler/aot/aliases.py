@@ -10,6 +10,7 @@ such a node's uses by its input, using the frontend's metadata (meta["example_va
 from __future__ import annotations
 
 import copy
+import functools
 import operator
 
 import torch
@@ -149,9 +150,20 @@ VIEW_NAMES = {
 }
 #: non-tensor values a view's arguments may be computed with (sizes of tensors, their arithmetic)
 SIZE_METHODS = {"size", "stride", "dim", "ndimension", "numel", "nelement", "storage_offset"}
-#: in-place methods that change a tensor's metadata: a view replayed before them would differ
-_METADATA_INPLACE = {"as_strided_", "resize_", "resize_as_", "squeeze_", "unsqueeze_", "swapaxes_",
-                     "swapdims_", "t_", "transpose_", "set_", "detach_"}
+
+
+@functools.lru_cache(maxsize=None)
+def inplace_view(name) -> bool:
+    """Does the aten op `name` (t_, transpose_, squeeze_, as_strided_, resize_, set_, detach_...)
+    change its first argument's metadata in place? Read from torch's `inplace_view` tag, so a new
+    such op needs no entry here (the frontend asks the same question: output_graph.changes_metadata)."""
+    if not isinstance(name, str):
+        return False
+    try:
+        packet = getattr(torch.ops.aten, name)
+        return any(torch.Tag.inplace_view in getattr(packet, o).tags for o in packet.overloads())
+    except (AttributeError, RuntimeError):     # not an aten op (a Python function's name)
+        return False
 
 
 def _target_name(node) -> str:
@@ -262,7 +274,7 @@ def _metadata_mutated(gm) -> dict:
     (`v.mul_(2).t_()` changes v)."""
     out: dict = {}
     for n in gm.graph.nodes:
-        if n.op in ("call_method", "call_function") and _target_name(n) in _METADATA_INPLACE and n.args:
+        if n.op in ("call_method", "call_function") and inplace_view(_target_name(n)) and n.args:
             out.setdefault(_producer(n.args[0]), []).append(n)
     return out
 
@@ -368,7 +380,7 @@ def input_metadata_mutations(gm: torch.fx.GraphModule):
         if n.op not in ("call_method", "call_function") or not n.args:
             continue
         name = _target_name(n)
-        if name not in _METADATA_INPLACE:
+        if not inplace_view(name):
             continue
         src = _input_through_bypass(n.args[0])
         if src is None:

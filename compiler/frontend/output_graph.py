@@ -10,7 +10,6 @@ too, with a SymInt/SymFloat example value, guarded by their type.
 from __future__ import annotations
 
 import contextlib
-import functools
 import operator
 
 import torch
@@ -358,24 +357,16 @@ def changes_metadata(target) -> bool:
     """Does `target` (a Tensor method's name, torch.Tensor.t_, an aten op) change the sizes or
     strides of its first argument in place? Those are the aten ops torch tags inplace_view
     (t_, transpose_, swapdims_, squeeze_, unsqueeze_, as_strided_, resize_, set_, detach_...):
-    read from torch's tags, so a new such op needs no entry here."""
+    read from torch's tags (aot.aliases.inplace_view, which the aot stage asks too)."""
+    from tracetorch.compiler.aot.aliases import inplace_view    # the aot stage loads when a graph compiles
     name = target if isinstance(target, str) else getattr(target, "__name__", None)
     name = name.split(".")[0] if isinstance(name, str) else None
-    return name is not None and name not in _SAME_GEOMETRY and _inplace_view(name)
+    return name is not None and name not in _SAME_GEOMETRY and inplace_view(name)
 
 
 #: in-place view ops that leave sizes, strides and offset as they are: traced on the tensor's
 #: own fake (an alias, being a view, would refuse them)
 _SAME_GEOMETRY = {"detach_": "only detaches from autograd; a view refuses detach_"}
-
-
-@functools.lru_cache(maxsize=None)
-def _inplace_view(name: str) -> bool:
-    try:
-        packet = getattr(torch.ops.aten, name)
-        return any(torch.Tag.inplace_view in getattr(packet, o).tags for o in packet.overloads())
-    except (AttributeError, RuntimeError):     # not an aten op (a Python function's name)
-        return False
 
 
 def _has_unbacked(example) -> bool:
