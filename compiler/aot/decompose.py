@@ -117,7 +117,8 @@ def aten_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale) -
     if not all(type(n) is int for t in tensors for n in (*t.shape, *t.stride())):
         return None                 # symbolic sizes: asking would specialise them
     shapes = [(tuple(t.shape), tuple(t.stride())) for t in tensors]
-    nbytes = sum(_extent(size, stride) * t.element_size() for (size, stride), t in zip(shapes, tensors))
+    from torch._prims_common import compute_required_storage_length as extent
+    nbytes = sum(extent(size, stride, 0) * t.element_size() for (size, stride), t in zip(shapes, tensors))
     if nbytes > _MAX_PROBE_BYTES:
         log.debug("sdpa_choice_not_probed", bytes=nbytes, reason="inputs larger than the probe limit")
         return None
@@ -139,11 +140,6 @@ def _unfilled(size, stride, like):
 
 #: the real tensors ATen's choice is asked on are allocated (not filled) at compile time
 _MAX_PROBE_BYTES = 1 << 30
-
-
-def _extent(size, stride) -> int:
-    """Elements a strided tensor's storage spans."""
-    return 0 if 0 in size else 1 + sum((n - 1) * st for n, st in zip(size, stride))
 
 
 def _additive_mask(attn_mask, dtype):
