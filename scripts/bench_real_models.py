@@ -113,8 +113,13 @@ class VariantEvents(harness.EventCounter):
         self._logs.remove_sink(self._sink)
 
 
+def _variant(variant) -> tuple[str, dict]:
+    """(the variant it runs as, the config it runs under) for a name of VARIANTS."""
+    return VARIANT_CONFIG.get(variant, (variant, {}))
+
+
 def _compiled(variant, model):
-    variant = VARIANT_CONFIG.get(variant, (variant, None))[0]
+    variant = _variant(variant)[0]
     if variant == "eager":
         return model
     if variant == "inductor":
@@ -175,6 +180,38 @@ def _fresh_variant(device) -> "VariantEvents":
     return VariantEvents()
 
 
+def _measure(row, name, variant, model, inputs, reference, counter, args) -> None:
+    """Fill `row` for one inference variant: first call, Triton compiles, error against eager,
+    median time, peak memory and the compiler's events (a partial row survives an exception)."""
+    from tracetorch.compiler.backend.runtime import triton_compile
+    fn = _compiled(variant, model)
+    before = dict(triton_compile.STATS)
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        out = _call(fn, inputs)
+        _sync(args.device)
+        row["first_call_s"] = round(time.perf_counter() - t0, 3)
+        # Triton kernels compiled by the main process itself vs by the worker pool
+        row["triton_compiles"] = {k: round(triton_compile.STATS[k] - before[k], 2)
+                                  for k in ("in_process", "precompiled", "cancelled", "waited_s")}
+        for _ in range(3):                       # warm-up (CUDA graphs record on the 2nd)
+            out = _call(fn, inputs)
+        got = _main_tensor(out).float()
+        row["rel_err"] = float((got - reference).norm() / reference.norm().clamp_min(1e-12))
+        row["ms"] = round(_time(lambda: _call(fn, inputs), args.device, args.repeat), 3)
+        if args.profile:
+            _profile(name, variant, fn, inputs, args)
+    if args.device == "cuda":
+        row["peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+    row["graphs_run_eagerly"] = counter.get("graph_runs_eagerly", "aot_runs_eagerly")
+    row["graphs"] = counter.get("graph_compiled") + row["graphs_run_eagerly"]
+    row["cudagraph_records"] = counter.get("cudagraph_record")
+    if counter.reasons:
+        row["reasons"] = counter.reasons
+    if row.get("rel_err", 0) > WRONG_REL_ERR:
+        row["error"] = f"wrong result: relative error {row['rel_err']:.3g} against eager"
+
+
 def run_model(name, args):
     build, make_inputs = MODELS[name]
     dtype = getattr(torch, args.dtype)
@@ -188,44 +225,16 @@ def run_model(name, args):
     with torch.no_grad():
         reference = _main_tensor(_call(model, inputs)).float()
     rows = {}
+    from tracetorch.compiler import config
     for variant in args.variants:
         counter = _fresh_variant(args.device)
         row = {}
-        from tracetorch.compiler import config
-        patch = config.patch(VARIANT_CONFIG.get(variant, (variant, {}))[1] or {})
-        patch.__enter__()
         try:
-            fn = _compiled(variant, model)
-            from tracetorch.compiler.backend.runtime import triton_compile
-            before = dict(triton_compile.STATS)
-            with torch.no_grad():
-                t0 = time.perf_counter()
-                out = _call(fn, inputs)
-                _sync(args.device)
-                row["first_call_s"] = round(time.perf_counter() - t0, 3)
-                # Triton kernels compiled by the main process itself vs by the worker pool
-                row["triton_compiles"] = {k: round(triton_compile.STATS[k] - before[k], 2)
-                                          for k in ("in_process", "precompiled", "cancelled", "waited_s")}
-                for _ in range(3):                       # warm-up (CUDA graphs record on the 2nd)
-                    out = _call(fn, inputs)
-                got = _main_tensor(out).float()
-                row["rel_err"] = float((got - reference).norm() / reference.norm().clamp_min(1e-12))
-                row["ms"] = round(_time(lambda: _call(fn, inputs), args.device, args.repeat), 3)
-                if args.profile:
-                    _profile(name, variant, fn, inputs, args)
-            if args.device == "cuda":
-                row["peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
-            row["graphs_run_eagerly"] = counter.get("graph_runs_eagerly", "aot_runs_eagerly")
-            row["graphs"] = counter.get("graph_compiled") + row["graphs_run_eagerly"]
-            row["cudagraph_records"] = counter.get("cudagraph_record")
-            if counter.reasons:
-                row["reasons"] = counter.reasons
-            if row.get("rel_err", 0) > WRONG_REL_ERR:
-                row["error"] = f"wrong result: relative error {row['rel_err']:.3g} against eager"
+            with config.patch(_variant(variant)[1]):
+                _measure(row, name, variant, model, inputs, reference, counter, args)
         except Exception as e:       # one variant failing is a row, not the end of the run
             row["error"] = f"{type(e).__name__}: {e}"[:300]
         finally:
-            patch.__exit__(None, None, None)
             counter.close()
         rows[variant] = row
         print(f"  {name:<11} {variant:<13} {json.dumps(row)}", flush=True)
