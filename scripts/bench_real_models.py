@@ -212,16 +212,22 @@ def _measure(row, name, variant, model, inputs, reference, counter, args) -> Non
         row["error"] = f"wrong result: relative error {row['rel_err']:.3g} against eager"
 
 
-def run_model(name, args):
+def build_real(name, device, dtype):
+    """(model `name` in eval mode on `device` in `dtype`, its inputs with float tensors in `dtype`),
+    from seed 0: what every script measuring a real model runs."""
     build, make_inputs = MODELS[name]
-    dtype = getattr(torch, args.dtype)
     torch.manual_seed(0)
-    model = build().to(args.device).eval()
+    model = build().to(device).eval()
     if dtype != torch.float32:
         model = model.to(dtype)
-    inputs = make_inputs(args.device)
+    inputs = make_inputs(device)
     if not isinstance(inputs, dict):
         inputs = tuple(x.to(dtype) if x.is_floating_point() else x for x in inputs)
+    return model, inputs
+
+
+def run_model(name, args):
+    model, inputs = build_real(name, args.device, getattr(torch, args.dtype))
     with torch.no_grad():
         reference = _main_tensor(_call(model, inputs)).float()
     rows = {}

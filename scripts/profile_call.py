@@ -89,7 +89,7 @@ def main(argv=None):
     from models import SUITE
     from workloads import WORKLOADS
 
-    from scripts.bench_real_models import MODELS as REAL_MODELS
+    from scripts.bench_real_models import MODELS as REAL_MODELS, build_real
     dtype = getattr(torch, args.dtype)
     torch.manual_seed(0)
     if args.model in SUITE:
@@ -100,9 +100,8 @@ def main(argv=None):
     elif args.model in WORKLOADS:
         model, inputs = WORKLOADS[args.model].build(args.device, dtype, args.device)
     elif args.model.startswith("real:") and args.model[5:] in REAL_MODELS:
-        build, make_inputs = REAL_MODELS[args.model[5:]]
-        model = build().eval().to(args.device, dtype)
-        inputs = make_inputs(args.device)
+        # float inputs in the model's dtype too (a bf16 ResNet was fed float32 images)
+        model, inputs = build_real(args.model[5:], args.device, dtype)
     else:
         sys.exit(f"profile_call: unknown model {args.model!r}; valid: suite models {', '.join(SUITE)}; "
                  f"workloads {', '.join(WORKLOADS)}; real models "

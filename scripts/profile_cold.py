@@ -1,6 +1,7 @@
 """Where does a cold first call (compile) go? cProfile of the first call of one real model of
-bench_real_models.py through compiler.compile, with our caches empty, printed by cumulative and
-by own time. A diagnostic, not a benchmark.
+bench_real_models.py through compiler.compile, with our compiled-code cache off (Triton's own
+on-disk cache of kernel binaries is as found: a fresh machine's is empty), printed by cumulative
+and by own time. A diagnostic, not a benchmark.
 
     python scripts/profile_cold.py gpt2 --device cuda --dtype bfloat16 [--rows 40]
 """
@@ -26,16 +27,11 @@ def main(argv=None):
     p.add_argument("--rows", type=int, default=40)
     args = p.parse_args(argv)
     from tracetorch import compiler
-    build, make_inputs = bench_real_models.MODELS[args.model]
-    dtype = getattr(torch, args.dtype)
-    torch.manual_seed(0)
-    model = build().to(args.device).eval().to(dtype)
-    inputs = make_inputs(args.device)
-    if not isinstance(inputs, dict):
-        inputs = tuple(x.to(dtype) if x.is_floating_point() else x for x in inputs)
+    model, inputs = bench_real_models.build_real(args.model, args.device, getattr(torch, args.dtype))
+    from tracetorch.compiler import config
     fn = compiler.compile(model)
     prof = cProfile.Profile()
-    with torch.no_grad():
+    with torch.no_grad(), config.patch({"backend.cache_enabled": False}):
         t0 = time.perf_counter()
         prof.enable()
         bench_real_models._call(fn, inputs)
