@@ -23,6 +23,7 @@ import torch
 
 from tracetorch.compiler.backend import ir
 from tracetorch.compiler.backend.codegen.cpp_ops import CppVar, cpp_index, ctype
+from tracetorch.compiler.backend.codegen.cpp_reduction import acc_ctype, rounded
 
 BLOCK = 32
 _OPS = {"sum": "+", "prod": "*", "max": ">", "min": "<"}
@@ -81,7 +82,7 @@ def loops(codegen, k, group: ir.KernelGroup, xs, rs) -> list[str]:
         adt = _acc_dtype(n.data.src_dtype)
         if rt == "sum" and adt == torch.float32:
             adt = torch.float64
-        t = ctype(adt)
+        t = acc_ctype(rt, adt)
         init = {"sum": "0", "prod": "1"}.get(rt)
         if init is None:
             lim = "infinity()" if adt.is_floating_point else ("lowest()" if rt == "max" else "max()")
@@ -101,7 +102,7 @@ def loops(codegen, k, group: ir.KernelGroup, xs, rs) -> list[str]:
     k.code = []
     for n in reductions:
         acc, adt = accs[n.name]
-        t = ctype(adt)
+        t = acc_ctype(n.data.reduction_type, adt)
         v = n.data.inner_fn(xs, rs)
         slot = f"{acc}[{xl} - xb]"
         rt = n.data.reduction_type
@@ -127,7 +128,7 @@ def loops(codegen, k, group: ir.KernelGroup, xs, rs) -> list[str]:
         if n.data.reduction_type in ("max", "min") and adt.is_floating_point:
             k.code.append(f"if ({acc}_nan[{xl} - xb]) "
                           f"{acc}[{xl} - xb] = std::numeric_limits<{ctype(adt)}>::quiet_NaN();")
-        k.store(n.name, n.store_index(xs), CppVar(f"{acc}[{xl} - xb]", adt))
+        k.store(n.name, n.store_index(xs), CppVar(rounded(n.data.reduction_type, f"{acc}[{xl} - xb]", adt), adt))
     k.pop()
     body += ["    " + c for c in k.code]
     body.append("}")

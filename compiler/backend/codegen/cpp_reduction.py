@@ -32,8 +32,29 @@ _INIT = {"sum": "0", "prod": "1", "any": "false", "all": "true"}
 _CLAUSE_OP = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "||", "all": "&&"}
 
 
+# products accumulate in a wider C type: whether a partial product overflows or underflows
+# depends on the order of multiplication (1e-300 * 1e-30 * 1e300 is 0 one way and 1e-30 the
+# other), and the wider exponent range makes the result that of the exact product rounded once
+# for any order, as a double accumulator does for float32 sums
+_WIDE_PRODUCT = {torch.float32: "double", torch.float64: "long double"}
+
+
 def acc_dtype(dtype):
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def acc_ctype(rt, adt) -> str:
+    """The C type of a reduction's accumulator whose values have dtype adt."""
+    if rt == "prod" and adt in _WIDE_PRODUCT:
+        return _WIDE_PRODUCT[adt]
+    return ctype(adt)
+
+
+def rounded(rt, acc, adt) -> str:
+    """The accumulator as a value of adt: a wider one is rounded once here, so that the rest of
+    the row computes with the value eager stores."""
+    t = acc_ctype(rt, adt)
+    return acc if t == ctype(adt) else f"static_cast<{ctype(adt)}>({acc})"
 
 
 def _static(e):
@@ -68,7 +89,7 @@ def reduction_block(codegen, k, group: ir.KernelGroup, nodes, xs, rs) -> list[st
             adt = torch.float64   # long float32 sums drift; double keeps eager's accuracy
             partial[node.name] = f"{node.name}_acc_p"
         acc = f"{node.name}_acc"
-        out.append(f"{ctype(adt)} {acc} = {_init_value(rt, adt)};")
+        out.append(f"{acc_ctype(rt, adt)} {acc} = {_init_value(rt, adt)};")
         if rt in ("argmax", "argmin"):
             out.append(f"int64_t {acc}_idx = 0;")
         accs[node.name] = (acc, adt)
@@ -165,7 +186,10 @@ def reduction_block(codegen, k, group: ir.KernelGroup, nodes, xs, rs) -> list[st
     for n in red_nodes:
         acc, adt = accs[n.name]
         arg = n.data.reduction_type in ("argmax", "argmin")
-        k.store(n.name, n.store_index(xs), CppVar(f"{acc}_idx" if arg else acc, torch.int64 if arg else adt))
+        if arg:
+            k.store(n.name, n.store_index(xs), CppVar(f"{acc}_idx", torch.int64))
+        else:
+            k.store(n.name, n.store_index(xs), CppVar(rounded(n.data.reduction_type, acc, adt), adt))
     out += k.code
     return out
 
@@ -179,7 +203,7 @@ def _lane_accumulators(red_nodes, accs, partial):
         if n.name in partial:
             lanes.append((partial[n.name], "float", "0", "+"))
         else:
-            lanes.append((acc, ctype(adt), _init_value(rt, adt), _CLAUSE_OP[rt]))
+            lanes.append((acc, acc_ctype(rt, adt), _init_value(rt, adt), _CLAUSE_OP[rt]))
         if rt in ("max", "min") and adt.is_floating_point:
             lanes.append((f"{acc}_nan", "int", "0", "|"))
     return lanes
@@ -231,7 +255,7 @@ def _multi_accumulator_loop(r, start, stop, inner, updates, lanes, red_clause) -
 
 
 def _update(rt, acc, adt, v, partial, rlinear) -> str:
-    t = ctype(adt)
+    t = acc_ctype(rt, adt)
     if rt == "sum":
         return f"{partial} += static_cast<float>({v});" if partial else f"{acc} += static_cast<{t}>({v});"
     v = f"static_cast<{t}>({v})"

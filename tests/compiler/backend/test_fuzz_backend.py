@@ -2,8 +2,9 @@
 programs per target, each compiled and compared with eager over its calls (new values and new
 sizes included). A failure prints the delta-reduced program. At scale: scripts/fuzz_backend.py.
 
-Rounding differences (compare.is_rounding: no farther from a float64 reference than eager) and
-output-stride differences are allowed here; wrong values and crashes are not.
+Rounding differences (compare.is_rounding: no farther from a float64 reference than eager; or
+ulp_envelope.within: inside eager's own answers when its inexact math rounds by an ulp the other
+way) and output-stride differences are allowed here; wrong values and crashes are not.
 """
 import os
 
@@ -115,3 +116,40 @@ def test_isinf_of_a_cancelling_sum_is_rounding(backend_cache_dir):
     True is the rounding artifact, and the outcome is rounding, not wrong."""
     res = run_program(generate(340210), "cpp", max_calls=2)
     assert res.status == "rounding", res
+
+
+def _amplified_atan2(a, b, big):
+    """Fuzz 360397's shape: `% small` makes atan2's 1-ulp error a large relative one, and `huge //`
+    that turns it into a different float (ATen's atan2f is 1 ulp off on some lanes)."""
+    v = torch.atan2(a, b) % torch.frac(b * 7)
+    return big // v
+
+
+def _atan2_inputs():
+    g = torch.Generator().manual_seed(3)
+    return [torch.rand(16, generator=g) + 0.5, torch.rand(16, generator=g) * 3 + 1, torch.full((16,), 9.1e9)]
+
+
+@pytest.mark.parametrize("ulps", [1, 6])
+def test_ulp_envelope_bounds_one_ulp_of_inexact_math(ulps):
+    """A compiled atan2 that rounds by one ulp the other way stays inside eager's envelope
+    however much the program amplifies it; one that is 6 ulps off (a wrong formula) does not."""
+    from tests.compiler.backend.fuzz.ulp_envelope import envelope, within
+    inputs = _atan2_inputs()
+    bounds = envelope(_amplified_atan2, inputs)
+    a, b, big = inputs
+    exact = torch.atan2(a.double(), b.double()).float()
+    off = exact
+    for _ in range(ulps):   # every other element moved, away from eager's own answer
+        off = torch.where(torch.arange(16) % 2 == 0, torch.nextafter(off, torch.full_like(off, 9.0)), off)
+    compiled = big // (off % torch.frac(b * 7))
+    eager = _amplified_atan2(*inputs)
+    assert not torch.equal(compiled, eager)       # the amplification is real
+    assert within(compiled, bounds[0]) == (ulps == 1)
+
+
+def test_ulp_envelope_needs_an_inexact_call():
+    """A program of exactly rounded ops (add, div, floor) has no envelope: any difference there
+    is judged by the float64 reference alone."""
+    from tests.compiler.backend.fuzz.ulp_envelope import envelope
+    assert envelope(lambda x: (x + 1) // 0.1, [torch.randn(8)]) is None

@@ -500,3 +500,31 @@ def test_cpp_sigmoid_is_atens_float_formula(backend_cache_dir):
     want = 1 / (1 + torch.exp(-x.double()).float())
     assert torch.equal(got, want)
     assert torch.equal(got == 1, torch.sigmoid(x) == 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_cpp_product_does_not_depend_on_order(dtype, dim, backend_cache_dir):
+    """A product whose partial products leave the dtype's range in some order (tiny * tiny first
+    underflows to 0, huge * huge first overflows to inf) is the exact product rounded once, as a
+    wider accumulator gives for any order of multiplication (fuzz 360693: a float64 prod of
+    2.2e-308, 1e-30 and 1.8e308 among 31 values was 0 in our order; eager's order and the exact
+    product give 4.9e237). Eager's lane order can still leave the range, so the exact product,
+    not eager, is the reference here; rows along dim 1 run the row loop, along dim 0 the column
+    loop."""
+    import fractions
+    tiny, small, huge = (1e-300, 1e-30, 1e300) if dtype == torch.float64 else (1e-30, 1e-20, 1e30)
+    rows = [[tiny, small, huge] + [1.5] * 40, [huge, huge, tiny, tiny] + [0.75] * 61, [small] * 3 + [-2.0] * 7]
+    width = max(len(r) for r in rows)
+    x = torch.tensor([r + [1.0] * (width - len(r)) for r in rows], dtype=dtype)
+    want = []
+    for r in x.tolist():
+        p = fractions.Fraction(1)
+        for v in r:
+            p *= fractions.Fraction(v)
+        want.append(float(p))
+    want = torch.tensor(want, dtype=torch.float64).to(dtype)
+    torch._dynamo.reset()
+    with config.patch(**{"backend.fallback_on_error": False, "backend.cpu_codegen": "cpp"}):
+        got = torch.compile(lambda a: a.prod(dim), backend=compiler.backend)(x if dim == 1 else x.t().contiguous())
+    torch.testing.assert_close(got, want, rtol=4 * torch.finfo(dtype).eps, atol=0)

@@ -1,0 +1,133 @@
+"""The spread of eager's own answers when its inexact math rounds the other way.
+
+ATen's CPU math functions (exp, atan2, lgamma, ...) are accurate to about 1 ulp, not correctly
+rounded, and which value an element gets depends on its position: a full vector goes through
+Sleef, the scalar tail of the same call through libm. A compiled kernel's lanes fall elsewhere,
+and our C++ code rounds these functions correctly, so it may round the other way. A later
+ill-conditioned step (`x % small`, then `huge // that`) turns 1 ulp into a large difference that
+the float64 reference cannot judge either: its own rounding of the earlier steps differs more.
+
+`envelope(fn, inputs)` runs the program eagerly again with the result of one inexact call moved
+by one ulp, up and then down (every call in turn), and with every inexact result moved by a
+random -1/0/+1 ulp per element (a few seeded trials). Elementwise lower and upper bounds of
+those answers, and of eager's own, bound what rounding alone can give; `within` asks whether a
+compiled output lies inside them. A wrong lowering of one of these functions (a wrong formula,
+not a 1-ulp rounding) moves its results far more than one ulp and stays outside.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import compare
+from .values import clone_input
+
+#: ATen functions whose CPU results are within a few ulps, not correctly rounded (by the name
+#: of the op; "_" suffixed in-place forms and "special_" names count as the same function)
+INEXACT = frozenset("""
+    exp exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan atan2 sinh cosh tanh asinh acosh
+    atanh erf erfc erfinv lgamma digamma polygamma mvlgamma pow float_power hypot rsqrt sigmoid
+    logit softplus gelu silu mish elu selu celu log_sigmoid_forward _softmax _log_softmax
+    logsumexp logaddexp logaddexp2 xlogy sinc i0 i0e i1 i1e ndtri log_ndtr
+""".split())
+#: random joint trials after the one-call-at-a-time ones
+TRIALS = 8
+#: calls moved one at a time at most (a longer program gets its first MAX_CALLS)
+MAX_CALLS = 48
+
+
+def _inexact(func) -> bool:
+    name = func.overloadpacket.__name__
+    name = name.removeprefix("special_").rstrip("_")
+    return name in INEXACT
+
+
+class _Jitter(TorchDispatchMode):
+    """Moves float results of inexact calls by one ulp. `only`: the index of the one call to
+    move, by `direction` (+1 up, -1 down); None moves every inexact result by a random -1/0/+1
+    ulp per element, from `gen`. Counts the inexact calls in `calls`."""
+
+    def __init__(self, only=None, direction=1, gen=None):
+        super().__init__()
+        self.only, self.direction, self.gen, self.calls = only, direction, gen, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if not _inexact(func):
+            return out
+        index, self.calls = self.calls, self.calls + 1
+        if self.only is not None and index != self.only:
+            return out
+        for t in compare.leaves(out):
+            if isinstance(t, torch.Tensor) and t.dtype.is_floating_point and t.numel():
+                t.copy_(self._moved(t))      # in place: an in-place op's result is its input
+        return out
+
+    def _moved(self, t: torch.Tensor) -> torch.Tensor:
+        inf = torch.full_like(t, float("inf"))
+        up, down = torch.nextafter(t, inf), torch.nextafter(t, -inf)
+        if self.only is not None:
+            return up if self.direction > 0 else down
+        pick = torch.randint(-1, 2, t.shape, generator=self.gen)
+        return torch.where(pick > 0, up, torch.where(pick < 0, down, t))
+
+
+def _run(fn, inputs, mode):
+    args = [clone_input(x) if isinstance(x, torch.Tensor) else x for x in inputs]
+    try:
+        with warnings.catch_warnings(), mode:
+            warnings.simplefilter("ignore")
+            return compare.leaves(fn(*args)) + args
+    except Exception:
+        return None
+
+
+def envelope(fn, inputs) -> list | None:
+    """Per output leaf (then per input after the call), (low, high) float64 tensors bounding
+    eager's answers under 1-ulp moves of its inexact results; None if eager's own run fails or
+    the program makes no inexact call."""
+    counter = _Jitter(only=-1)
+    base = _run(fn, inputs, counter)
+    if base is None or counter.calls == 0:
+        return None
+    runs = [base]
+    for index in range(min(counter.calls, MAX_CALLS)):
+        for direction in (1, -1):
+            runs.append(_run(fn, inputs, _Jitter(only=index, direction=direction)))
+    gen = torch.Generator().manual_seed(0)
+    runs += [_run(fn, inputs, _Jitter(gen=gen)) for _ in range(TRIALS)]
+    runs = [r for r in runs if r is not None and len(r) == len(base)]
+    bounds = []
+    for k, leaf in enumerate(base):
+        same = [r[k] for r in runs if isinstance(r[k], torch.Tensor) and isinstance(leaf, torch.Tensor)
+                and r[k].shape == leaf.shape]
+        if not same or not isinstance(leaf, torch.Tensor) or leaf.is_complex():
+            bounds.append(None)
+            continue
+        stack = torch.stack([t.detach().cpu().double() for t in same])
+        # NaN in some answers: the bounds ignore them, and `within` accepts NaN only where one is
+        nan = torch.isnan(stack)
+        low = torch.where(nan, torch.full_like(stack, float("inf")), stack).amin(0)
+        high = torch.where(nan, torch.full_like(stack, float("-inf")), stack).amax(0)
+        bounds.append((low, high, nan.any(0)))
+    return bounds
+
+
+def within(actual, bound, dtype=None) -> bool:
+    """Every element of `actual` lies in [low, high] (up to the dtype's tolerance), or is NaN
+    where one of the answers is NaN."""
+    if bound is None or not isinstance(actual, torch.Tensor):
+        return False
+    low, high, some_nan = bound
+    if tuple(actual.shape) != tuple(low.shape):
+        return False
+    c = actual.detach().cpu().double()
+    rtol, atol = compare.TOLERANCES.get(dtype or actual.dtype, (0.0, 0.0)) if actual.dtype.is_floating_point \
+        else (0.0, 0.0)
+    slack_low = atol + rtol * torch.where(torch.isfinite(low), low.abs(), torch.zeros_like(low))
+    slack_high = atol + rtol * torch.where(torch.isfinite(high), high.abs(), torch.zeros_like(high))
+    inside = (c >= low - slack_low) & (c <= high + slack_high)
+    return bool((inside | (torch.isnan(c) & some_nan)).all())
