@@ -267,6 +267,10 @@ class InputCheck:
             for sym, vr in getattr(shape_env, "var_to_range", {}).items():
                 if _is_used(sym, self.specs) and vr.lower is not None and vr.lower > 0 and vr.lower.is_finite:
                     self.guards.append(sympy.Ge(sym, int(vr.lower)))
+        # a symbol that a call does not bind (it sits only in strides of dims of size 1 there,
+        # which address nothing) takes the value it had when traced: the guards held for it
+        hints = getattr(shape_env, "var_to_val", {}) if shape_env is not None else {}
+        self.hints = {sym: hints[sym] for sym in bound if sym in hints and hints[sym].is_number}
         self.static = not any(_free(s) for s in self.specs) and not self.guards
         guarded = set()
         for g in self.guards:
@@ -345,6 +349,8 @@ class InputCheck:
         for e, v, _ in pending:
             if isinstance(e, sympy.Symbol) and e not in binds:
                 binds[e] = sympy.Integer(v)
+        for sym, hint in self.hints.items():
+            binds.setdefault(sym, hint)
         for e, v, what in pending:
             got = e.xreplace(binds) if isinstance(e, sympy.Basic) else e
             if not (got.is_number and int(got) == v):

@@ -35,3 +35,24 @@ def test_input_check_memo_and_last_call():
     assert bad, "a strided input must not pass as the traced contiguous one"
     assert check((torch.randn(3, 3), torch.randn(3, 3))) == ""
     assert check((x, 1.0)) != ""                  # not a tensor where a tensor was traced
+
+
+def test_stride_symbols_of_size_one_dims_do_not_run_the_graph_eagerly():
+    """A stride traced as a symbol (its input's strides changed between calls) can sit only on
+    dims of size 1 in a later call: such a stride addresses nothing, so the call does not bind
+    the symbol, and its guard (s >= 2) used to be unevaluable, running the whole graph eagerly
+    (fuzz 340078). It takes its traced value instead, and the compiled graph runs."""
+    import logging
+
+    from tracetorch import logs
+
+    def g(a):
+        return a * 2 + 1
+
+    compiled = compiler.compile(g)
+    with logs.testing.capture(names={"compiled_graph_skipped", "graph_runs_eagerly"}, level=logging.WARNING,
+                              artifacts=None) as eagerly:
+        for n, m, step in [(5, 1, 2), (4, 1, 3), (1, 1, 2), (1, 1, 3)]:
+            x = torch.randn(n * step, m * step)[::step, ::step]
+            torch.testing.assert_close(compiled(x), g(x))
+    assert [ev.fields for ev in eagerly] == []
