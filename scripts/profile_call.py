@@ -44,6 +44,22 @@ def wall_ms(fn, device, n=30):
     return statistics.median(times)
 
 
+def issue_ms(fn, device, n=30):
+    """Median host time to issue one call (the device idle at its start, not waited for at its
+    end): above the call's wall time's device part, the call is host-bound."""
+    import torch
+    times = []
+    for _ in range(n):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return statistics.median(times)
+
+
 def call(fn, inputs):
     """fn on the model's inputs: a tuple of positional arguments, or a dict of keywords (the
     encoder-decoder real models are called with keywords)."""
@@ -82,6 +98,8 @@ def main(argv=None):
     p.add_argument("--kernels", action="store_true",
                    help="also print torch.profiler's per-kernel device time tables (ours, eager, inductor)")
     p.add_argument("--no-inductor", action="store_true", help="--kernels without the inductor table")
+    p.add_argument("--via", choices=["compile", "backend"], default="compile",
+                   help="compile: compiler.compile (our frontend); backend: torch.compile(backend=compiler.backend)")
     args = p.parse_args(argv)
 
     import torch
@@ -106,7 +124,7 @@ def main(argv=None):
         sys.exit(f"profile_call: unknown model {args.model!r}; valid: suite models {', '.join(SUITE)}; "
                  f"workloads {', '.join(WORKLOADS)}; real models "
                  f"{', '.join('real:' + n for n in REAL_MODELS)}")
-    compiled = compiler.compile(model)
+    compiled = compiler.compile(model) if args.via == "compile" else torch.compile(model, backend=compiler.backend)
     with torch.no_grad():
         t = time.perf_counter()
         call(compiled, inputs)
@@ -115,6 +133,8 @@ def main(argv=None):
             call(compiled, inputs)
         eager_ms = wall_ms(lambda: call(model, inputs), args.device)
         ours_ms = wall_ms(lambda: call(compiled, inputs), args.device)
+        host_ms = issue_ms(lambda: call(compiled, inputs), args.device)
+        eager_host_ms = issue_ms(lambda: call(model, inputs), args.device)
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(args.calls):
@@ -131,9 +151,12 @@ def main(argv=None):
     from tracetorch import logs
     logs.get_logger("scripts.profile_call").info(
         "profile_call", model=args.model, cold_s=round(cold, 3), eager_ms=round(eager_ms, 4),
-        ours_ms=round(ours_ms, 4), calls=args.calls)
-    sys.stdout.write(f"{args.model} {args.device} {args.dtype}: cold {cold:.2f}s, eager {eager_ms:.3f} ms, "
-                     f"ours {ours_ms:.3f} ms per call\n{text}{kernel_tables}")
+        ours_ms=round(ours_ms, 4), host_ms=round(host_ms, 4), eager_host_ms=round(eager_host_ms, 4),
+        calls=args.calls, via=args.via)
+    sys.stdout.write(f"{args.model} {args.device} {args.dtype} via {args.via}: cold {cold:.2f}s, "
+                     f"eager {eager_ms:.3f} ms (host {eager_host_ms:.3f}), "
+                     f"ours {ours_ms:.3f} ms (host {host_ms:.3f}) per call\n"
+                     f"{text}{kernel_tables}")
 
 
 if __name__ == "__main__":
