@@ -1,0 +1,87 @@
+"""Our frontend against Dynamo, with our backend behind both, in one process, interleaved.
+
+    python scripts/ab_frontends.py bert --device cuda --dtype bfloat16 --rounds 5
+
+A real model of scripts/bench_real_models.py is compiled twice: compiler.compile(model) (our
+frontend) and torch.compile(model, backend=compiler.backend) (Dynamo in front of the same
+backend). Then eager, the two compiled versions (and inductor with --inductor) run in turns,
+`--rounds` rounds of `--calls` calls each, so that a drift of the machine's speed during the run
+hits every variant alike. Prints each variant's median wall time per call and median host time
+to issue a call (the device idle at the start, not waited for at the end), over all rounds.
+A diagnostic for where the frontends differ, not the benchmark (scripts/bench_real_models.py).
+"""
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def _call(fn, inputs):
+    return fn(**inputs) if isinstance(inputs, dict) else fn(*inputs)
+
+
+def _times(fn, inputs, device, calls):
+    """(wall ms, host ms) of each of `calls` calls."""
+    import torch
+    wall, host = [], []
+    for _ in range(calls):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        _call(fn, inputs)
+        issued = time.perf_counter()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        done = time.perf_counter()
+        wall.append((done - t) * 1e3)
+        host.append((issued - t) * 1e3)
+    return wall, host
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("model")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--calls", type=int, default=20)
+    p.add_argument("--inductor", action="store_true", help="also torch.compile(model) with inductor")
+    args = p.parse_args(argv)
+
+    import torch
+    from bench_real_models import MODELS, build_real
+    from tracetorch import compiler, logs
+    if args.model not in MODELS:
+        sys.exit(f"ab_frontends: unknown model {args.model!r}; valid: {', '.join(MODELS)}")
+    torch.manual_seed(0)
+    model, inputs = build_real(args.model, args.device, getattr(torch, args.dtype))
+    variants = {"eager": model, "ours": compiler.compile(model),
+                "dynamo+ours": torch.compile(model, backend=compiler.backend)}
+    if args.inductor:
+        variants["inductor"] = torch.compile(model)
+    walls = {k: [] for k in variants}
+    hosts = {k: [] for k in variants}
+    with torch.no_grad():
+        for fn in variants.values():      # compile and warm up
+            for _ in range(3):
+                _call(fn, inputs)
+        for _ in range(args.rounds):
+            for name, fn in variants.items():
+                w, h = _times(fn, inputs, args.device, args.calls)
+                walls[name] += w
+                hosts[name] += h
+    rows = {k: (statistics.median(walls[k]), statistics.median(hosts[k])) for k in variants}
+    logs.get_logger("scripts.ab_frontends").info("ab_frontends", model=args.model, device=args.device,
+                                                 **{f"{k}_ms": round(v[0], 4) for k, v in rows.items()})
+    sys.stdout.write(f"{args.model} {args.device} {args.dtype}: {args.rounds} rounds x {args.calls} calls\n")
+    for name, (w, h) in rows.items():
+        sys.stdout.write(f"  {name:12s} wall {w:8.3f} ms   host {h:8.3f} ms\n")
+
+
+if __name__ == "__main__":
+    main()
