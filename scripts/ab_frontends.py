@@ -43,6 +43,20 @@ def _times(fn, inputs, device, calls):
     return wall, host
 
 
+def _op_counts(fn, inputs, args, calls=3) -> str:
+    """The `args.ops` most frequent host-side profiler events per call (launches, aten ops)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
+    with profile(activities=acts) as prof:
+        for _ in range(calls):
+            _call(fn, inputs)
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+    events = sorted(prof.key_averages(), key=lambda e: -e.count)[:args.ops]
+    return "".join(f"  {e.count / calls:8.1f}  {e.self_cpu_time_total / calls:9.1f}  {e.key}\n" for e in events)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("model")
@@ -51,6 +65,8 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--calls", type=int, default=20)
     p.add_argument("--inductor", action="store_true", help="also torch.compile(model) with inductor")
+    p.add_argument("--ops", type=int, default=0,
+                   help="also print each variant's N most frequent host events per call (torch.profiler)")
     args = p.parse_args(argv)
 
     import torch
@@ -75,12 +91,15 @@ def main(argv=None):
                 w, h = _times(fn, inputs, args.device, args.calls)
                 walls[name] += w
                 hosts[name] += h
+        ops = {name: _op_counts(fn, inputs, args) for name, fn in variants.items()} if args.ops else {}
     rows = {k: (statistics.median(walls[k]), statistics.median(hosts[k])) for k in variants}
     logs.get_logger("scripts.ab_frontends").info("ab_frontends", model=args.model, device=args.device,
                                                  **{f"{k}_ms": round(v[0], 4) for k, v in rows.items()})
     sys.stdout.write(f"{args.model} {args.device} {args.dtype}: {args.rounds} rounds x {args.calls} calls\n")
     for name, (w, h) in rows.items():
         sys.stdout.write(f"  {name:12s} wall {w:8.3f} ms   host {h:8.3f} ms\n")
+    for name, table in ops.items():
+        sys.stdout.write(f"--- {name}: host events per call (count, self host us per call) ---\n{table}")
 
 
 if __name__ == "__main__":
