@@ -44,8 +44,8 @@ def main(argv=None):
     model, inputs = build_real(args.model, args.device, getattr(torch, args.dtype))
     call = (lambda f: f(**inputs)) if isinstance(inputs, dict) else (lambda f: f(*inputs))
     compiled = compiler.compile(model)
-    with logs.testing.capture(names={"sdpa_math_path_traced", "sdpa_choice_not_probed"}, level=logging.DEBUG,
-                              artifacts=None) as decisions, torch.no_grad():
+    names = {"sdpa_math_path_traced", "sdpa_choice_not_probed", "sdpa_choice"}
+    with logs.testing.capture(names=names, level=logging.DEBUG, artifacts=None) as decisions, torch.no_grad():
         call(compiled)
     seen = collections.Counter()
     first = []
@@ -77,6 +77,9 @@ def main(argv=None):
             ns["scaled_dot_product_attention"] = real_sdpa
     out = [f"{args.model}: {len(patched)} output modules, compile-time decisions: "
            f"{collections.Counter(ev.name for ev in decisions)}"]
+    probes = collections.Counter(f"{ev.name} {ev.fields.get('choice', '')} {ev.fields.get('reason', '')} "
+                                 f"{ev.fields.get('inputs', '')}" for ev in decisions)
+    out += [f"  compile time x{n:3d} {what}" for what, n in probes.items()]
     for (choice, q, k, mask, causal), n in sorted(seen.items(), key=lambda kv: -kv[1]):
         out.append(f"  x{n:3d} choice {choice}  q {q}  k {k}  mask {mask}  causal {causal}")
     if first and first[0][3] is not None and first[0][3].dtype == torch.bool:
