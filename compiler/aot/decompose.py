@@ -9,6 +9,8 @@ shared with the training path (compiler/aot/joint.py).
 
 from __future__ import annotations
 
+import contextlib
+
 import functools
 from typing import Optional
 
@@ -138,7 +140,16 @@ def aten_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale) -
 
 def _unfilled(size, stride, like):
     t = torch.empty_strided(size, stride, dtype=like.dtype, device=like.device)
-    return t.requires_grad_(like.requires_grad) if t.is_floating_point() else t
+    if like.requires_grad and t.is_floating_point():
+        # requires_grad_ raises under the trace's functionalization: leave it for a moment
+        with _no_functorch():
+            t.requires_grad_(True)
+    return t
+
+
+def _no_functorch():
+    exclude = getattr(torch._C, "_DisableFuncTorch", None)
+    return exclude() if exclude is not None else contextlib.nullcontext()
 
 
 #: the real tensors ATen's choice is asked on are allocated (not filled) at compile time

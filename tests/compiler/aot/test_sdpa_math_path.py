@@ -120,3 +120,30 @@ def test_kernel_choice_not_asked_for_symbolic_sizes():
         return q + 1
     make_fx(fn, tracing_mode="symbolic")(*_inputs())
     assert answers == [None]
+
+
+def test_kernel_choice_is_asked_under_functionalization_too():
+    """Our aot trace functionalizes: a real tensor's requires_grad_() raises there ("inside of a
+    function being transformed by a functorch transform"), so the probe used to answer None for
+    every attention of every model and ATen picked at run time (T5's 12 attentions with a
+    permuted bias then ran its unfused float32 math path; sdpa_choices.py on the H200)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    q, k, v, bias = _inputs()
+    answers = []
+
+    def fn(q, k, v, bias):
+        answers.append(decompose.aten_sdp_choice(q, k, v, bias, 0.0, False, 1.0))
+        return q + 1
+    make_fx(torch.func.functionalize(fn), tracing_mode="fake")(q, k, v, bias)
+    assert answers == [int(torch._fused_sdp_choice(q, k, v, bias, 0.0, False, scale=1.0))]
+
+
+@pytest.mark.parametrize("masked", [float("-inf"), -65504.0])
+def test_additive_mask_is_atens_conversion(masked):
+    """The boolean mask made additive as ATen's convert_boolean_attn_mask(_cudnn) makes it:
+    where(not mask, masked, scalar 0 of the query's dtype), rounded to that dtype."""
+    mask = torch.tensor([[True, False, True], [False, False, True]])
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        want = torch.where(mask.logical_not(), masked, torch.scalar_tensor(0.0, dtype=dtype))
+        got = decompose._additive_mask(mask, dtype, masked)
+        assert got.dtype == want.dtype and torch.equal(got, want), (dtype, got, want)
