@@ -118,6 +118,7 @@ class TritonCodegen(KernelCodegen):
             v = k.emit(f"tl.zeros({k.shape(frozenset({X}))}, tl.int64)", torch.int64, frozenset({X}))
         elif rt in ("any", "all"):
             v = k.emit(f"({v} != 0)", torch.bool, v.dims)
+        v = _as_stored(k, node, v)
         k.locals[0][node.name] = v
         if node.name in k.group.outputs:
             k.store(node.name, node.store_index(k.xs), v, frozenset({X}))
@@ -281,7 +282,7 @@ class TritonCodegen(KernelCodegen):
             adt = torch.int64
         if rt in ("any", "all"):
             adt = torch.bool
-        v = TVar(name, adt, frozenset({X}))
+        v = _as_stored(k, node, TVar(name, adt, frozenset({X})))
         k.locals[0][node.name] = v
         if node.name in k.group.outputs:
             k.store(node.name, node.store_index(k.xs), v, frozenset({X}))
@@ -384,3 +385,13 @@ def _status_arg(*statuses) -> str:
     if not live:
         return ""
     return ", status='async'" if all(s == "async" for s in live) else ", status=True"
+
+
+def _as_stored(k, node, v: TVar) -> TVar:
+    """A reduction's result as its buffer holds it: a float16/bfloat16 one kept in a register
+    for later nodes of the kernel is rounded to its dtype first, as a store and a load would
+    round it (a float16 sum read unrounded by one of std's two reads: inf where eager has NaN)."""
+    dt = k.group.layouts[node.name].dtype
+    if dt in (torch.float16, torch.bfloat16) and v.dtype in (torch.float32, torch.float64):
+        return k.handler.to_dtype(v, dt)
+    return v

@@ -20,6 +20,11 @@ from tracetorch.compiler import config  # noqa: E402
 from tracetorch.compiler.backend.codegen.triton_ops import INTERP_MISSING  # noqa: E402
 
 
+def half_sum_read_twice(x):                 # a float16 sum kept in a local was read unrounded by one
+    s = torch.rsqrt(torch.erf(x)).nansum()  # of std's two reads: (s - round(s))^2 / 0 = inf, eager NaN
+    return torch.maximum(x, s.std(0)), torch.maximum(x, s.bfloat16().std(0).half())
+
+
 def writeback_before_reader(a, s):          # 1: the write-back of s ran before a kernel reading old s
     s.add_(s)
     a.add_(s)
@@ -351,6 +356,7 @@ CASES = {
     "repeat_of_transposed": (repeat_of_transposed, lambda: [torch.randn(4, 6)]),
     "rank_broadcast_order": (rank_broadcast_order, lambda: [torch.randn(2, 3)]),
     "strided_slice_new_sizes": (strided_slice_at_new_sizes, lambda: [torch.randn(7, 5, 3, 4)]),
+    "half_sum_read_twice": (half_sum_read_twice, lambda: [torch.rand(7, 7).half() + 0.1]),
 }
 #: cases run again at other sizes (dynamic shapes after the automatic recompile)
 RESIZE = {"index_fill_": [(5, 2), (6, 3)], "inplace_dynamic": [(5, 2), (6, 3)], "cat_view_slice_flip": [(3, 5), (9, 2)],
