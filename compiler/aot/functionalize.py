@@ -72,6 +72,9 @@ class _Interp(torch.fx.Interpreter):
         # functional input -> (shared dims, its last synchronized inner tensor, its value then)
         self._shared = {}
         self._expanded = {}        # id(expanded tensor) -> (it, the tensor it expands)
+        # id(view of an expanded tensor E) -> (the view, E, f: f(E) rebuilds the view from E);
+        # tuples of views (unbind, split) too: a write into such a view is a write into E
+        self._views = {}
         for i, a in enumerate(args):
             if isinstance(a, torch.Tensor) and torch._is_functional_tensor(a) and _shared_dims(a):
                 self._shared[i] = (a, _shared_dims(a), torch._from_functional_tensor(a), a.clone())
@@ -82,9 +85,37 @@ class _Interp(torch.fx.Interpreter):
             out = super().run_node(n)
             if n.target in _EXPANDS and isinstance(out, torch.Tensor) and isinstance(n.args[0], torch.fx.Node):
                 self._expanded[id(out)] = (out, self.env[n.args[0]])
+                self._views[id(out)] = (out, out, lambda e: e)
+            elif self._views and n.args and isinstance(n.args[0], torch.fx.Node):
+                self._note_view(n, out)
             if self._shared and n.op not in ("placeholder", "output"):
                 self._resync_shared(n)
             return out
+
+    def _note_view(self, n, out):
+        """Track `out` when it is a view (or a tuple of views) of a tracked view of an expand."""
+        parent = self.env[n.args[0]]
+        entry = self._views.get(id(parent))
+        if entry is None or entry[0] is not parent:
+            return
+        _, root, rebuild_parent = entry
+        if n.op == "call_function" and n.target is operator.getitem and isinstance(parent, (tuple, list)):
+            k = n.args[1]
+            rebuild = (lambda e, f=rebuild_parent, k=k: f(e)[k])
+        elif n.op in ("call_function", "call_method") and isinstance(parent, torch.Tensor):
+            tensors = out if isinstance(out, (tuple, list)) else [out]
+            if not tensors or not all(isinstance(t, torch.Tensor) and torch._C._is_alias_of(t, parent)
+                                      for t in tensors):
+                return
+            rest, kwargs, target = tuple(self.map_nodes_to_values(n.args[1:], n)), \
+                self.map_nodes_to_values(n.kwargs, n), n.target
+            if n.op == "call_method":
+                rebuild = (lambda e, f=rebuild_parent: getattr(f(e), target)(*rest, **kwargs))
+            else:
+                rebuild = (lambda e, f=rebuild_parent: target(f(e), *rest, **kwargs))
+        else:
+            return
+        self._views[id(out)] = (out, root, rebuild)
 
     def _resync_shared(self, n):
         for i, (x, dims, inner, old) in list(self._shared.items()):
@@ -116,15 +147,20 @@ class _Interp(torch.fx.Interpreter):
         expanded tensor's source directly, so the view is regenerated from it without the sum.
         Graph inputs with shared dims are resynced after the node instead."""
         t = args[0] if args else None
-        entry = self._expanded.get(id(t)) if isinstance(t, torch.Tensor) else None
-        if entry is None or entry[0] is not t or not _shared_dims(t):
+        view = self._views.get(id(t)) if isinstance(t, torch.Tensor) else None
+        if view is None or view[0] is not t:
+            return call(target, args, kwargs)
+        e, rebuild = view[1], view[2]
+        entry = self._expanded.get(id(e))
+        if entry is None or entry[0] is not e or not _shared_dims(e):
             return call(target, args, kwargs)
         src = entry[1]
         with torch.no_grad():
-            scratch = t.clone()
-            call(target, (scratch,) + tuple(args[1:]), kwargs)
-            value = _resync(scratch, t.clone(), _shared_dims(t))
-            lead = t.dim() - src.dim()
+            # the write runs on a private copy of the whole expand, through the same views
+            scratch = e.clone()
+            call(target, (rebuild(scratch),) + tuple(args[1:]), kwargs)
+            value = _resync(scratch, e.clone(), _shared_dims(e))
+            lead = e.dim() - src.dim()
             value = value[(0,) * lead]
             for d, n in enumerate(src.shape):
                 if n == 1:

@@ -25,6 +25,16 @@ def half_sum_read_twice(x):                 # a float16 sum kept in a local was 
     return torch.maximum(x, s.std(0)), torch.maximum(x, s.bfloat16().std(0).half())
 
 
+def write_through_view_of_expand(x):       # a write into a view of an expand of an intermediate was
+    v = torch.sqrt(x)                        # reflected into v as v + (new - v): NaN where v was NaN
+    t = v.t()
+    e = v.expand(4, *v.shape)
+    e[1:3][0][0] = 7.0
+    e.narrow(0, 2, 1).squeeze(0)[:, 1].mul_(2)
+    e.unbind(0)[3].index_fill_(0, torch.tensor([0]), 0.1)
+    return t, e + 0
+
+
 def writeback_before_reader(a, s):          # 1: the write-back of s ran before a kernel reading old s
     s.add_(s)
     a.add_(s)
@@ -357,6 +367,7 @@ CASES = {
     "rank_broadcast_order": (rank_broadcast_order, lambda: [torch.randn(2, 3)]),
     "strided_slice_new_sizes": (strided_slice_at_new_sizes, lambda: [torch.randn(7, 5, 3, 4)]),
     "half_sum_read_twice": (half_sum_read_twice, lambda: [torch.rand(7, 7).half() + 0.1]),
+    "write_through_view_of_expand": (write_through_view_of_expand, lambda: [torch.randn(3, 2)]),
 }
 #: cases run again at other sizes (dynamic shapes after the automatic recompile)
 RESIZE = {"index_fill_": [(5, 2), (6, 3)], "inplace_dynamic": [(5, 2), (6, 3)], "cat_view_slice_flip": [(3, 5), (9, 2)],
