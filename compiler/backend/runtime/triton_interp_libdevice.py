@@ -143,12 +143,20 @@ def hypot(a, b):
 
 @triton.jit
 def pow(a, b):
-    # exp2(b * log2|a|) in float64: its error grows with |b * log2 a| (3 ** 20 was 2e-6 off in float32)
+    # |a| ** b as exp2(b * log2|a|) in float64 (its error grows with |b * log2 a|: 3 ** 20 was
+    # 2e-6 off in float32), then C's special cases (libdevice's and ATen's pow follow them):
+    # the sign of a negative base (-0.0 included) for odd integer exponents, NaN for a negative
+    # finite base with a finite non-integer exponent (an infinite base or exponent is not NaN:
+    # (-inf) ** 0.5 = inf, (-2) ** inf = inf), and 1 for b == 0, a == 1 and (-1) ** +-inf
     mag = tl.exp2(b.to(tl.float64) * tl.log2(tl.abs(a).to(tl.float64))).to(a.dtype)
-    b_int = tl.floor(b) == b
+    b_finite = tl.abs(b) != float("inf")
+    b_int = (tl.floor(b) == b) & b_finite
     b_odd = b_int & ((b - 2.0 * tl.floor(b * 0.5)) != 0)
-    r = tl.where(a < 0, tl.where(b_int, tl.where(b_odd, -mag, mag), float("nan")), mag)
+    negative = (a < 0) | ((a == 0) & ((1.0 / a) < 0))          # -0.0 too
+    r = tl.where(negative & b_odd, -mag, mag)
+    r = tl.where((a < 0) & (tl.abs(a) != float("inf")) & b_finite & ~b_int, float("nan"), r)
     r = tl.where(b == 0, 1.0, r)
+    r = tl.where((a == -1) & ~b_finite, 1.0, r)
     return tl.where(a == 1, 1.0, r)
 
 

@@ -57,6 +57,23 @@ def test_binary_standin_matches_eager(name, backend_cache_dir):
     _check(got, fn(a, b))
 
 
+def test_pow_standin_special_values(backend_cache_dir):
+    """C's pow special cases, as libdevice and ATen give them: signed zeros and infinities of
+    negative bases (-0.0 included) for odd exponents, no NaN for an infinite base or exponent
+    ((-inf) ** 0.1 = inf, (-2) ** inf = inf), 1 for x ** 0, 1 ** y, (-1) ** inf (fuzz 370228,
+    370570, 371812, 371960: the stand-in gave +inf for (-0.0) ** -3 and NaN for (-inf) ** 0.1)."""
+    inf, nan = float("inf"), float("nan")
+    v = torch.tensor([0.0, -0.0, inf, -inf, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, nan, -3.5])
+    e = torch.tensor([0.0, -0.0, inf, -inf, nan, 1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 0.5, -0.5, 0.1, 0.001])
+    a, b = torch.meshgrid(v, e, indexing="ij")
+    with config.patch(**{"backend.cpu_codegen": "triton", "backend.fallback_on_error": False}):
+        got = _compile(lambda s, t: torch.pow(s, t))(a, b)
+    want = torch.pow(a, b)
+    _check(got, want)
+    assert torch.equal(torch.signbit(got[want == 0]), torch.signbit(want[want == 0]))
+    assert torch.equal(torch.signbit(got[want.isinf()]), torch.signbit(want[want.isinf()]))
+
+
 def test_no_function_lacks_a_standin():
     assert INTERP_MISSING == set()
 
