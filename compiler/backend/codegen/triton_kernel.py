@@ -198,7 +198,9 @@ class TritonKernelBuilder:
         if not mask_dims:
             # a scalar load: give it the kernel's tile rank so every later op broadcasts alike
             expr = f"tl.broadcast_to({expr}, {self.shape(mask_dims)})"
-        if dt in (torch.float16, torch.bfloat16):
+        if dt == torch.bfloat16 and self.interpret:
+            expr = f"th.bf16_to_float({expr})"    # the interpreter's cast flushes subnormals
+        elif dt in (torch.float16, torch.bfloat16):
             expr += ".to(tl.float32)"
         return self.emit(expr, compute_dtype(dt), mask_dims)
 
@@ -225,7 +227,8 @@ class TritonKernelBuilder:
         dt = self.group.layouts[name].dtype
         val = f"{value}.to({tl_type(dt)})"
         if dt == torch.bfloat16 and self.interpret and value.dtype != torch.bfloat16:
-            val = f"th.round_to_bf16_bits({value}).to(tl.bfloat16)"   # the interpreter's cast truncates
+            # the interpreter's cast truncates, and flushes subnormals: rounded, then the bits
+            val = f"th.bf16_bits_to_bf16(th.round_to_bf16_bits({value}))"
         self.line(f"tl.store({name} + ({idx}), {val}" + (f", {mask})" if mask else ")"))
 
     def masked(self, mask: TVar, body, other):

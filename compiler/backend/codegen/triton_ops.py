@@ -183,17 +183,14 @@ class TritonOpsHandler(TableOpsHandler):
     def to_dtype(self, x, dtype):
         if dtype == torch.bool:
             return self.value(f"({x} != 0)", torch.bool, x)
+        if dtype == torch.bfloat16 and self.kernel.interpret:
+            # Triton's interpreter casts to bfloat16 wrong: integers and bools bit-wise (int64 8
+            # became 0), float64 to 0, float32 truncated, subnormals flushed to 0. Rounded here
+            # instead (to nearest even, from float32, as ATen's cast goes), kept as float32
+            src = x if x.dtype == torch.float32 else f"{x}.to(tl.float32)"
+            return self.value(f"th.round_to_bf16_bits({src})", torch.float32, x)
         if dtype in (torch.float16, torch.bfloat16):
-            src = x
-            if dtype == torch.bfloat16 and self.kernel.interpret and not x.dtype.is_floating_point:
-                # Triton's interpreter casts integers and bools to bfloat16 bit-wise wrong (int64 8
-                # became 0); through float32 it is right (exact for |v| < 2**24, as small counts are)
-                src = f"{x}.to(tl.float32)"
-            elif dtype == torch.bfloat16 and self.kernel.interpret:
-                # ... and floats: float64 became 0, float32 was truncated (torch rounds to nearest
-                # even, from float64 through float32 as ATen's cast does)
-                src = f"th.round_to_bf16_bits({x})"
-            return self.value(f"{src}.to({tl_type(dtype)}).to(tl.float32)", torch.float32, x)
+            return self.value(f"{x}.to({tl_type(dtype)}).to(tl.float32)", torch.float32, x)
         if x.dtype == dtype:
             return x
         return self.value(f"{x}.to({tl_type(dtype)})", dtype, x)

@@ -96,6 +96,19 @@ def round_to_bf16_bits(x):
 
 
 @triton.jit
+def bf16_bits_to_bf16(x):
+    # a float32 holding a bfloat16 value (round_to_bf16_bits) as a bfloat16, through its bits: the
+    # interpreter's value cast flushes subnormals (-1.8e-40 became -0.0)
+    return (x.to(tl.uint32, bitcast=True) >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+
+
+@triton.jit
+def bf16_to_float(x):
+    # a bfloat16 as float32 through its bits (the interpreter's value cast flushes subnormals)
+    return (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def int_pow(a, b):
     # integer power by squaring over the exponent's 63 value bits (wrapping like torch's);
     # negative exponents: 1 for a == 1, +-1 for a == -1, else 0 (torch's integer rule)

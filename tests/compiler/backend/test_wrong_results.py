@@ -9,6 +9,7 @@ import logging
 import os
 
 import torch
+import torch.nn.functional as F
 
 if not torch.cuda.is_available():   # before triton is imported (see tests/conftest.py)
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -33,6 +34,11 @@ def write_through_view_of_expand(x):       # a write into a view of an expand of
     e.narrow(0, 2, 1).squeeze(0)[:, 1].mul_(2)
     e.unbind(0)[3].index_fill_(0, torch.tensor([0]), 0.1)
     return t, e + 0
+
+
+def bf16_subnormals(x, s):                  # the Triton interpreter's bfloat16 casts flushed
+    m = F.mish(x)                            # subnormals to 0 (fuzz 370497: mish(-96) is -1.8e-40,
+    return m, m.to(torch.bool), s * 0.5, s + 0 # a True where the flushed value gave False)
 
 
 def writeback_before_reader(a, s):          # 1: the write-back of s ran before a kernel reading old s
@@ -368,6 +374,8 @@ CASES = {
     "strided_slice_new_sizes": (strided_slice_at_new_sizes, lambda: [torch.randn(7, 5, 3, 4)]),
     "half_sum_read_twice": (half_sum_read_twice, lambda: [torch.rand(7, 7).half() + 0.1]),
     "write_through_view_of_expand": (write_through_view_of_expand, lambda: [torch.randn(3, 2)]),
+    "bf16_subnormals": (bf16_subnormals, lambda: [torch.tensor([-96.0, -90.0, 3.0, -1e3]).bfloat16(),
+                                                  torch.tensor([1e-39, -5e-40, 2e-40, 1.0]).bfloat16()]),
 }
 #: cases run again at other sizes (dynamic shapes after the automatic recompile)
 RESIZE = {"index_fill_": [(5, 2), (6, 3)], "inplace_dynamic": [(5, 2), (6, 3)], "cat_view_slice_flip": [(3, 5), (9, 2)],
