@@ -241,10 +241,32 @@ def _repeat(self, repeats):
 
 _TORCH_REPEAT = get_decompositions([aten.repeat])[aten.repeat.default]
 
+
+def _addcmul(self, tensor1, tensor2, *, value=1):
+    """torch's decomposition, except that an integer (or bool) result takes `value` in its own
+    type first, as ATen's kernel does (value.to<scalar_t>()): the decomposition's fma multiplied
+    by the float value, so uint8 `a.addcmul_(a, a, value=0.5)` gave a + a*a/2, eager a + 0."""
+    from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+    _, dtype = elementwise_dtypes(self, tensor1, tensor2,
+                                  type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)
+    if not (dtype.is_floating_point or dtype.is_complex):
+        value = bool(value) if dtype == torch.bool else int(value)
+        return self + value * tensor1 * tensor2
+    return _TORCH_ADDCMUL(self, tensor1, tensor2, value=value)
+
+
+def _addcmul_(self, tensor1, tensor2, *, value=1):
+    """The in-place form through _addcmul (torch's own in-place decomposition used the fma)."""
+    return self.copy_(_addcmul(self, tensor1, tensor2, value=value))
+
+
+_TORCH_ADDCMUL = get_decompositions([aten.addcmul])[aten.addcmul.default]
+
 #: decompositions of our own, for ops torch's tables leave whole (or whose result layout differs
 #: from eager's)
 OWN = {aten.addbmm.default: _addbmm, aten.log_sigmoid_forward.default: _log_sigmoid_forward,
-       aten.repeat.default: _repeat}
+       aten.repeat.default: _repeat, aten.addcmul.default: _addcmul,
+       aten.addcmul_.default: _addcmul_}
 
 
 @functools.lru_cache(maxsize=1)
