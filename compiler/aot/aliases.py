@@ -233,7 +233,7 @@ def _view_chain(leaf, input_storages, metadata_mutated, run: set) -> list | None
     (at least one) from that input and sizes; else None. An in-place metadata op on a view along
     the way (`a.reshape(-1).t_()`) is replayed too, on the replay's own view (added to `run`, so
     the replay module runs it instead of passing its argument through). Ops on a graph input
-    itself are input_metadata_mutations' business: input_views gives up on such graphs first."""
+    itself are input_metadata_mutations' business (input_views orders the replays around them)."""
     out_val = _value(leaf)
     base = _storage(out_val) if isinstance(out_val, torch.Tensor) else None
     if base is None or base not in input_storages:
@@ -279,36 +279,50 @@ def _metadata_mutated(gm) -> dict:
     return out
 
 
-def input_views(gm: torch.fx.GraphModule):
-    """(flat output positions, a GraphModule of gm's inputs that returns those outputs) for the
-    outputs that eager returns as views of a graph input (`a.diagonal()`, `a[..., None][1:]` after
-    `a.sub_(b)`), or None. The compiled graph returns such an output as a new tensor (its value
-    from the functional graph); calling the replay module on the caller's inputs after the
-    write-back gives eager's view itself: same storage, sizes, strides and offset, values updated."""
+def input_views(gm: torch.fx.GraphModule) -> list:
+    """[(flat output positions, a GraphModule of gm's inputs that returns those outputs, early)]
+    for the outputs that eager returns as views of a graph input (`a.diagonal()`, `a[..., None][1:]`
+    after `a.sub_(b)`); [] if none. The compiled graph returns such an output as a new tensor (its
+    value from the functional graph); calling the replay module on the caller's inputs after the
+    write-back gives eager's view itself: same storage, sizes, strides and offset, values updated.
+
+    Where an input's own metadata changes (`a0.squeeze_()`), a view taken before the first such
+    op is `early`: replayed on the inputs as they entered, before the runtime replays the metadata
+    ops; one taken after the last is replayed after them; one in between is left to the compiled
+    outputs."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     out_node = next((n for n in gm.graph.nodes if n.op == "output"), None)
     if out_node is None:
-        return None
+        return []
     mutated = _metadata_mutated(gm)
-    if any(p in mutated for p in placeholders):
-        return None             # the input's own sizes change: left to the compiled outputs
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    changes = [order[op] for p in placeholders for op in mutated.get(p, ())]
     storages = {_storage(_value(p)) for p in placeholders if isinstance(_value(p), torch.Tensor)} - {None}
     leaves, _ = pytree.tree_flatten(out_node.args[0])
-    chains, run = {}, set()
+    groups = {True: ({}, set()), False: ({}, set())}      # early -> (chains, ops run)
     for pos, leaf in enumerate(leaves):
-        if isinstance(leaf, torch.fx.Node):
-            ops = set()
-            found = _view_chain(leaf, storages, mutated, ops)
-            if found is not None:
-                chains[pos] = (leaf, found)
-                run |= ops
-    if not chains:
-        return None
-    replay = _replay_module(gm, placeholders, [leaf for leaf, _ in chains.values()],
-                            set().union(*(set(c) for _, c in chains.values())), run=run)
-    log.debug("aot_output_views", outputs=sorted(chains),
-              reason="eager returns views of inputs: replayed on the caller's tensors after the call")
-    return sorted(chains), replay
+        if not isinstance(leaf, torch.fx.Node):
+            continue
+        ops = set()
+        found = _view_chain(leaf, storages, mutated, ops)
+        if found is None:
+            continue
+        early = not changes or all(order[n] < min(changes) for n in found)
+        if not early and not all(order[n] > max(changes) for n in found):
+            continue
+        chains, run = groups[early]
+        chains[pos] = (leaf, found)
+        run |= ops
+    out = []
+    for early, (chains, run) in groups.items():
+        if not chains:
+            continue
+        replay = _replay_module(gm, placeholders, [leaf for leaf, _ in chains.values()],
+                                set().union(*(set(c) for _, c in chains.values())), run=run)
+        out.append((sorted(chains), replay, early))
+        log.debug("aot_output_views", outputs=sorted(chains), early=early,
+                  reason="eager returns views of inputs: replayed on the caller's tensors after the call")
+    return out
 
 
 def _replay_module(gm, placeholders, leaves, keep, run=frozenset()) -> torch.fx.GraphModule:

@@ -458,8 +458,9 @@ class InferenceRuntime:
         self.spec = spec
         self.check = check
         self.returned = returned or {}    # flat output -> input it is (aliases.returned_inputs)
-        # (flat outputs, replay module): outputs that are views of inputs (aliases.input_views)
-        self.views = views
+        # [(flat outputs, replay module, early)]: outputs that are views of inputs
+        # (aliases.input_views)
+        self.views = views or []
         # the in-place metadata ops on inputs (aliases.input_metadata_mutations), run on the
         # caller's tensors after the call: the compiled graph leaves their metadata as it was
         self.metadata_replay = metadata_replay
@@ -474,19 +475,25 @@ class InferenceRuntime:
                 self._warned.add(k)
                 log.warning("compiled_graph_skipped", reason=why, action="run the graph eagerly")
             return self.gm(*args)
+        views = []
         with torch.no_grad():
             flat = self.compiled(*args)
+            # views of inputs, after the write-back (they see the inputs' final values): those
+            # taken from the inputs as they entered before the metadata replay, the others after
+            for positions, replay, early in self.views:
+                if early:
+                    views += zip(positions, replay(*args))
             if self.metadata_replay is not None:
                 # after the data write-back (into the inputs as they entered), before the
-                # returned inputs and views below, which must see the final metadata
+                # returned inputs below, which must see the final metadata
                 self.metadata_replay(*args)
+            for positions, replay, early in self.views:
+                if not early:
+                    views += zip(positions, replay(*args))
         if self.returned or self.views:
             flat = list(flat)
             for pos, k in self.returned.items():
                 flat[pos] = args[k]
-            if self.views:
-                # after the write-back: the views see the inputs' final values
-                positions, replay = self.views
-                for pos, view in zip(positions, replay(*args)):
-                    flat[pos] = view
+            for pos, view in views:
+                flat[pos] = view
         return pytree.tree_unflatten(list(flat), self.spec)
