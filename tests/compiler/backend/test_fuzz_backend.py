@@ -153,3 +153,20 @@ def test_ulp_envelope_needs_an_inexact_call():
     is judged by the float64 reference alone."""
     from tests.compiler.backend.fuzz.ulp_envelope import envelope
     assert envelope(lambda x: (x + 1) // 0.1, [torch.randn(8)]) is None
+
+
+def test_an_inplace_op_reading_its_own_memory_is_invalid():
+    """Fuzz 370494: `a.add_(a.unbind(0)[0])` on a transposed `a` reads row 0 while it writes it;
+    ATen's overlap check gives up on the non-dense row and eager's answer depends on its visiting
+    order. Such a program has no reference: invalid, not wrong. Disjoint views and the same view
+    (`a.add_(a)`) stay valid."""
+    from tests.compiler.backend.fuzz.overlap import WritesReadOverlap
+    cases = {"row of itself": (lambda a: a.add_(a.unbind(0)[0]), True),
+             "same view": (lambda a: a.add_(a), False),
+             "disjoint rows": (lambda a: a[0].add_(a[1]), False),
+             "shifted copy": (lambda a: a[0][1:].copy_(a[0][:-1]), True)}
+    for name, (fn, undefined) in cases.items():
+        a = torch.randn(5, 3).t()
+        with WritesReadOverlap() as watch:
+            fn(a)
+        assert bool(watch.found) == undefined, name

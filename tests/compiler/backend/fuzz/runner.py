@@ -10,7 +10,8 @@ own answers when its inexact math rounds by an ulp the other way: ulp_envelope),
 right, an observable output stride differs from eager's), wrong (values, dtype, shape, a
 mutated input, a returned input that is not the caller's tensor, or an output that is a view
 of an input in one and not the other), crash (compiled raised
-where eager did not), invalid (eager rejects the first call: not counted). A wrong or crash
+where eager did not), invalid (eager rejects the first call, or its answer is undefined: an
+in-place op that reads memory it writes through another view, fuzz/overlap.py; not counted). A wrong or crash
 that the target's baseline (the same frontend with backend="eager") shows as well is reported
 as "upstream" (Dynamo) or "frontend" (our frontend) instead: not the backend's.
 `eager_graphs` lists why whole graphs ran eagerly (events graph_runs_eagerly, aot_runs_eagerly).
@@ -31,7 +32,7 @@ if not torch.cuda.is_available():   # before triton is imported (see tests/conft
 from tracetorch import compiler, logs  # noqa: E402
 from tracetorch.compiler import config  # noqa: E402
 
-from . import compare, ulp_envelope  # noqa: E402
+from . import compare, overlap, ulp_envelope  # noqa: E402
 from .generator import Program  # noqa: E402
 from .values import clone_input  # noqa: E402
 
@@ -180,7 +181,10 @@ def _run(prog: Program, target: str, max_calls: int | None) -> Result:
                 inputs = prog.make_inputs(k)
                 e_in, c_in = _clone_all(inputs), _clone_all(inputs)
                 try:
-                    e_out = eager_fn(*e_in)
+                    with overlap.WritesReadOverlap() as watch:
+                        e_out = eager_fn(*e_in)
+                    if watch.found:      # eager's own answer is undefined (overlap.py)
+                        raise ValueError(f"undefined in eager: {watch.found[0]}")
                 except Exception as ex:
                     if k == 0:
                         res.status, res.detail = "invalid", f"eager: {type(ex).__name__}: {ex}"[:300]
