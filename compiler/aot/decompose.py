@@ -111,14 +111,18 @@ def torch_would_run_math(query, key, value, attn_mask, dropout_p, is_causal, sca
     return choice == int(torch.nn.attention.SDPBackend.MATH)
 
 
-def aten_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale) -> int | None:
+def aten_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, *,
+                    mask_contiguous=False) -> int | None:
     """ATen's kernel choice for attention on tensors like these (fake or real, traced or not),
     asked on real, unfilled tensors of the same sizes, strides, dtypes and devices outside any
-    trace; None where it cannot be asked (symbolic sizes, inputs over the probe limit, an error)."""
+    trace; None where it cannot be asked (symbolic sizes, inputs over the probe limit, an error).
+    mask_contiguous: ask as if the mask were a contiguous tensor of its sizes."""
     tensors = [t for t in (query, key, value, attn_mask) if t is not None]
     if not all(type(n) is int for t in tensors for n in (*t.shape, *t.stride())):
         return None                 # symbolic sizes: asking would specialise them
     shapes = [(tuple(t.shape), tuple(t.stride())) for t in tensors]
+    if mask_contiguous and attn_mask is not None:
+        shapes[-1] = (shapes[-1][0], _contiguous_strides(shapes[-1][0]))
     from torch._prims_common import compute_required_storage_length as extent
     nbytes = sum(extent(size, stride, 0) * t.element_size() for (size, stride), t in zip(shapes, tensors))
     if nbytes > _MAX_PROBE_BYTES:
@@ -136,6 +140,36 @@ def aten_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale) -
         return None
     log.debug("sdpa_choice", choice=choice, inputs=[f"{size}{stride}" for size, stride in shapes])
     return choice
+
+
+def _contiguous_strides(size) -> tuple:
+    strides, step = [], 1
+    for n in reversed(size):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _mask_for_a_fused_kernel(query, key, value, attn_mask, dropout_p, is_causal, scale):
+    """The mask as given, or a contiguous copy of it where ATen would run its unfused math path
+    for the mask's layout alone. A mask computed in the graph is stored by the backend anyway;
+    its traced layout (an expand over batch and keys in BERT, (0, 384, 1, 0); heads innermost in
+    T5) made ATen's choice MATH, which the trace then follows into float32 batched products (BERT
+    on the H200: 1.5 ms of device time per call), where the same attention on a contiguous mask
+    runs cuDNN's kernel."""
+    if attn_mask is None or query.device.type != "cuda" or attn_mask.dim() != 4:
+        return attn_mask
+    if tuple(attn_mask.stride()) == _contiguous_strides(tuple(attn_mask.shape)):
+        return attn_mask
+    math = int(torch.nn.attention.SDPBackend.MATH)
+    if aten_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale) != math:
+        return attn_mask
+    fused = aten_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, mask_contiguous=True)
+    if fused is None or fused == math:
+        return attn_mask
+    log.debug("sdpa_mask_made_contiguous", mask=list(attn_mask.shape), stride=list(attn_mask.stride()),
+              choice=fused, reason="ATen's fused kernels take this attention with a contiguous mask")
+    return aten.clone.default(attn_mask, memory_format=torch.contiguous_format)
 
 
 def _unfilled(size, stride, like):
@@ -196,6 +230,7 @@ def sdpa_call(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     decomposition here too, and the backend fuses it."""
     if enable_gqa:
         return NotImplemented
+    attn_mask = _mask_for_a_fused_kernel(query, key, value, attn_mask, dropout_p, is_causal, scale)
     if torch_would_run_math(query, key, value, attn_mask, dropout_p, is_causal, scale):
         # ATen's math path itself (a composite of matmuls, softmax and masking), traced through
         log.info("sdpa_math_path_traced", query=list(query.shape), dtype=str(query.dtype),
