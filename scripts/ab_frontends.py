@@ -1,14 +1,17 @@
-"""Our frontend against Dynamo, with our backend behind both, in one process, interleaved.
+"""Variants of one real model timed in turns, in one process: eager, our frontend, Dynamo with
+our backend, inductor, ...
 
-    python scripts/ab_frontends.py bert --device cuda --dtype bfloat16 --rounds 5
+    python scripts/ab_frontends.py bert --device cuda --dtype bfloat16 --rounds 5 --inductor
+    python scripts/ab_frontends.py gpt2 --device cuda --variants eager,inductor,ours,ours_ro,ours_backend
 
-A real model of scripts/bench_real_models.py is compiled twice: compiler.compile(model) (our
-frontend) and torch.compile(model, backend=compiler.backend) (Dynamo in front of the same
-backend). Then eager, the two compiled versions (and inductor with --inductor) run in turns,
-`--rounds` rounds of `--calls` calls each, so that a drift of the machine's speed during the run
-hits every variant alike. Prints each variant's median wall time per call and median host time
-to issue a call (the device idle at the start, not waited for at the end), over all rounds.
-A diagnostic for where the frontends differ, not the benchmark (scripts/bench_real_models.py).
+A real model of scripts/bench_real_models.py is compiled once per variant (the bench's names:
+ours = compiler.compile, ours_ro = with CUDA graphs, ours_backend = torch.compile(backend=
+compiler.backend)); then the variants run in turns, `--rounds` rounds of `--calls` calls each,
+so that a drift of the machine's speed during the run hits every variant alike (on the lent
+H200 the same variant measured 30% apart in two runs a minute apart). Prints each variant's
+median wall time per call and median host time to issue a call (the device idle at the start,
+not waited for at the end), over all rounds, and inductor's time over each of ours. The bench
+(scripts/bench_real_models.py) gives first calls, peak memory and errors against eager.
 """
 import argparse
 import statistics
@@ -65,30 +68,36 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--calls", type=int, default=20)
     p.add_argument("--inductor", action="store_true", help="also torch.compile(model) with inductor")
+    p.add_argument("--variants", default="", help="comma-separated names of bench_real_models' VARIANTS "
+                   "(default: eager, ours, ours_backend, and inductor with --inductor)")
     p.add_argument("--ops", type=int, default=0,
                    help="also print each variant's N most frequent host events per call (torch.profiler)")
     args = p.parse_args(argv)
 
     import torch
-    from bench_real_models import MODELS, build_real
-    from tracetorch import compiler, logs
-    if args.model not in MODELS:
-        sys.exit(f"ab_frontends: unknown model {args.model!r}; valid: {', '.join(MODELS)}")
+    from bench_real_models import MODELS, VARIANTS, _compiled, _variant, build_real
+    from tracetorch import logs
+    from tracetorch.compiler import config
+    names = [v for v in args.variants.split(",") if v] or \
+        ["eager", "ours", "ours_backend"] + (["inductor"] if args.inductor else [])
+    bad = [v for v in names if v not in VARIANTS]
+    if args.model not in MODELS or bad:
+        sys.exit(f"ab_frontends: unknown model {args.model!r} or variants {bad}; models: {', '.join(MODELS)}; "
+                 f"variants: {', '.join(VARIANTS)}")
     torch.manual_seed(0)
     model, inputs = build_real(args.model, args.device, getattr(torch, args.dtype))
-    variants = {"eager": model, "ours": compiler.compile(model),
-                "dynamo+ours": torch.compile(model, backend=compiler.backend)}
-    if args.inductor:
-        variants["inductor"] = torch.compile(model)
+    variants = {v: _compiled(v, model) for v in names}
     walls = {k: [] for k in variants}
     hosts = {k: [] for k in variants}
     with torch.no_grad():
-        for fn in variants.values():      # compile and warm up
-            for _ in range(3):
-                _call(fn, inputs)
+        for name, fn in variants.items():      # compile and warm up (CUDA graphs record on the 2nd)
+            with config.patch(_variant(name)[1]):
+                for _ in range(3):
+                    _call(fn, inputs)
         for _ in range(args.rounds):
             for name, fn in variants.items():
-                w, h = _times(fn, inputs, args.device, args.calls)
+                with config.patch(_variant(name)[1]):
+                    w, h = _times(fn, inputs, args.device, args.calls)
                 walls[name] += w
                 hosts[name] += h
         ops = {name: _op_counts(fn, inputs, args) for name, fn in variants.items()} if args.ops else {}
@@ -97,7 +106,8 @@ def main(argv=None):
                                                  **{f"{k}_ms": round(v[0], 4) for k, v in rows.items()})
     sys.stdout.write(f"{args.model} {args.device} {args.dtype}: {args.rounds} rounds x {args.calls} calls\n")
     for name, (w, h) in rows.items():
-        sys.stdout.write(f"  {name:12s} wall {w:8.3f} ms   host {h:8.3f} ms\n")
+        ratio = f"   inductor/this {rows['inductor'][0] / w:5.2f}" if "inductor" in rows and name != "inductor" else ""
+        sys.stdout.write(f"  {name:12s} wall {w:8.3f} ms   host {h:8.3f} ms{ratio}\n")
     for name, table in ops.items():
         sys.stdout.write(f"--- {name}: host events per call (count, self host us per call) ---\n{table}")
 
