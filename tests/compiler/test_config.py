@@ -285,3 +285,30 @@ def test_out_of_range_environment_value_names_the_variable():
     assert r.returncode != 0
     assert "TRACE_FRONTEND_CACHE_SIZE_LIMIT" in r.stderr and ">= 0" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_reading_while_another_thread_patches():
+    """config.patch recomputes the effective options; a thread reading an option meanwhile (the
+    Triton compile pool's callbacks read config.triton) must always find it (the recompute used
+    to clear the table first: "unknown option 'compile_timeout'" on the H200)."""
+    import threading
+
+    from tracetorch.compiler import config as cfg
+    errors, stop = [], threading.Event()
+
+    def read():
+        while not stop.is_set():
+            try:
+                cfg.triton.compile_timeout
+            except AttributeError as e:      # noqa: PERF203
+                errors.append(e)
+    t = threading.Thread(target=read)
+    t.start()
+    try:
+        for _ in range(3000):
+            with cfg.patch(**{"backend.conv_layout": "auto"}):
+                pass
+    finally:
+        stop.set()
+        t.join()
+    assert errors == []
