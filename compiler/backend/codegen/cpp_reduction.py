@@ -32,11 +32,14 @@ _INIT = {"sum": "0", "prod": "1", "any": "false", "all": "true"}
 _CLAUSE_OP = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "||", "all": "&&"}
 
 
-# products accumulate in a wider C type: whether a partial product overflows or underflows
+# float64 products accumulate in long double: whether a partial product overflows or underflows
 # depends on the order of multiplication (1e-300 * 1e-30 * 1e300 is 0 one way and 1e-30 the
 # other), and the wider exponent range makes the result that of the exact product rounded once
-# for any order, as a double accumulator does for float32 sums
-_WIDE_PRODUCT = {torch.float32: "double", torch.float64: "long double"}
+# for any order (fuzz 360693). float32 products stay in float, as ATen's: a double accumulator
+# is more exact, but a program that casts to float32 is judged against float32 arithmetic (the
+# fuzzer's reference keeps the cast), where eager's overflow to inf and a later 0 give NaN
+# (fuzz 381039, 381064)
+_WIDE_PRODUCT = {torch.float64: "long double"}
 
 
 def acc_dtype(dtype):

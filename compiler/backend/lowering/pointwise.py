@@ -243,11 +243,13 @@ def _copy(ctx, dst, src, non_blocking=False):
 
 @register_lowering(aten.fmax.default, aten.fmin.default)
 def _fmax(ctx, a, b):
-    # NaN-ignoring max/min: a NaN operand yields the other one
-    pick = ops.maximum if ctx.node.target is aten.fmax.default else ops.minimum
+    # NaN-ignoring max/min: a NaN operand yields the other one; of two equal operands (0.0 and
+    # -0.0) the first, as ATen's kernels give it (fuzz 380100: fmin(-0.0, 0.0) was 0.0 in C++,
+    # and 1 / it inf instead of -inf)
+    beats = ops.gt if ctx.node.target is aten.fmax.default else ops.lt
 
     def fn(x, y):
-        return ops.where(ops.isnan(x), y, ops.where(ops.isnan(y), x, pick(x, y)))
+        return ops.where(ops.isnan(x), y, ops.where(ops.isnan(y), x, ops.where(beats(y, x), y, x)))
     return make_pointwise(ctx, [a, b], fn)
 
 

@@ -176,9 +176,11 @@ def _fsum(row: list, skip_nan: bool) -> float:
 
 
 def _exact_sum(func, x: torch.Tensor, dim=None, keepdim=False, *, dtype=None) -> torch.Tensor | None:
-    """sum/mean/nansum of a float64 tensor with each output element's sum exact; None where the
-    call is outside that (another dtype, an empty tensor): the op runs as it is."""
-    if x.dtype != torch.float64 or dtype not in (None, torch.float64) or x.numel() == 0:
+    """sum/mean/nansum of a float tensor with each output element's sum exact, rounded once to
+    the result's dtype (a program's own cast to float32 keeps float32 there); None where the call
+    is outside that (integers, an empty tensor): the op runs as it is."""
+    out_dtype = dtype or x.dtype
+    if not (x.dtype.is_floating_point and out_dtype.is_floating_point) or x.numel() == 0:
         return None
     n = x.dim()
     dim = [dim] if isinstance(dim, int) else dim
@@ -190,7 +192,7 @@ def _exact_sum(func, x: torch.Tensor, dim=None, keepdim=False, *, dtype=None) ->
     vals = [_fsum(row, skip_nan) for row in rows]
     if func in (torch.ops.aten.mean.default, torch.ops.aten.mean.dim):
         vals = [v / count for v in vals]
-    out = torch.tensor(vals, dtype=torch.float64).reshape([x.shape[d] for d in kept])
+    out = torch.tensor(vals, dtype=torch.float64).reshape([x.shape[d] for d in kept]).to(out_dtype)
     for d in dims if keepdim else []:
         out = out.unsqueeze(d)
     return out
@@ -219,14 +221,18 @@ def _exact_product(row: list) -> float:
 
 
 def _exact_prod(func, x: torch.Tensor, dim=None, keepdim=False, *, dtype=None) -> torch.Tensor | None:
-    """prod of a float64 tensor with each output element exact (None outside that, as _exact_sum)."""
-    if x.dtype != torch.float64 or dtype not in (None, torch.float64) or x.numel() == 0 or x.dim() == 0:
+    """prod of a float tensor with each output element exact, rounded once to the result's dtype
+    (None outside that, as _exact_sum): the order of a float32 product decides whether a partial
+    product overflows to inf before a 0 turns it into NaN (fuzz 381039)."""
+    out_dtype = dtype or x.dtype
+    if not (x.dtype.is_floating_point and out_dtype.is_floating_point) or x.numel() == 0 or x.dim() == 0:
         return None
     n = x.dim()
     dims = [dim % n] if dim is not None else list(range(n))
     kept = [d for d in range(n) if d not in dims]
     rows = x.permute(kept + dims).reshape(math.prod(x.shape[d] for d in kept), -1).tolist()
     out = torch.tensor([_exact_product(r) for r in rows], dtype=torch.float64).reshape([x.shape[d] for d in kept])
+    out = out.to(out_dtype)
     return out.unsqueeze(dims[0]) if keepdim and dim is not None else out
 
 
@@ -234,8 +240,8 @@ _PRODS = {torch.ops.aten.prod.default, torch.ops.aten.prod.dim_int}
 
 
 class exact_sums(TorchDispatchMode):
-    """Within it, float64 sums, means, nansums and products are exact (math.fsum, fractions), in
-    any order of terms."""
+    """Within it, float sums, means, nansums and products are exact (math.fsum, fractions), in
+    any order of terms, and rounded once to their dtype."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
