@@ -114,6 +114,9 @@ def generate(gm, example_inputs):
     codegen = pick_codegen(graph.device)
     kernels = {}
     for group in sched.kernels():
+        if group.writes_nothing():      # its outputs are allocated empty by the wrapper, no call
+            log.debug("kernel_skipped", kernel=group.name, reason="no element to compute (a size is 0)")
+            continue
         k = codegen.generate(group)
         kernels[group.name] = k
         logs.artifact("kernel_code", lambda k=k: f"# {k.name} ({k.language})\n{k.source}",

@@ -662,6 +662,11 @@ class KernelGroup:
     def node_names(self):
         return [n.name for n in self.nodes]
 
+    def writes_nothing(self) -> bool:
+        """No outer point at all (a static size 0 among the ranges): the kernel has no element
+        to compute, and its indices may divide by that 0 (printing them failed: fuzz 381656)."""
+        return any(getattr(r, "is_number", False) and int(r) == 0 for r in self.ranges)
+
     def to_str(self) -> str:
         lines = [f"{self.name}: ranges={_fmt_list(self.ranges)} reduction_ranges={_fmt_list(self.reduction_ranges)}",
                  f"    nodes: {', '.join(f'{n.name}({self.kinds[n.name]})' for n in self.nodes)}",

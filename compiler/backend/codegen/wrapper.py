@@ -200,7 +200,16 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
 
     for i, s in enumerate(sched.steps):
         if isinstance(s, ir.KernelGroup):
-            k = kernels[s.name]
+            k = kernels.get(s.name)
+            if k is None:        # writes_nothing(): its outputs are allocated, there is no call
+                for name, _ in sched.plan.allocs.get(i, []):
+                    L = s.layouts[name]
+                    body.append(f"{name} = empty_strided({_tuple(L.size)}, {_tuple(L.stride)}, "
+                                f"dtype={_dtype(L.dtype)}, device='{L.device}')  # {s.name}: no element")
+                for d in sched.plan.frees.get(i, []):
+                    if not _reused_later(sched.plan, d, i):
+                        body.append(f"del {d}")
+                continue
             body.append("")
             prov = "; ".join(f"{n}" + (f" ({w})" if w else "") for n, w in k.provenance)
             body.append(f"# {s.name}: {prov}" if prov else f"# {s.name}")

@@ -45,6 +45,10 @@ def fmin_fmax_signed_zeros(a, b):          # fmin/fmax of equal operands give th
     return 1 / torch.fmin(a, b), 1 / torch.fmax(a, b), 1 / torch.fmin(b, a)   # 1 / x shows the sign
 
 
+def empty_after_matmul(x):                 # at a later call's size 0 the kernel's indices divided by
+    return (2.5 - x @ x.transpose(-1, -2)) * 2,  # 0 and could not be printed (fuzz 381656)
+
+
 def writeback_before_reader(a, s):          # 1: the write-back of s ran before a kernel reading old s
     s.add_(s)
     a.add_(s)
@@ -381,6 +385,7 @@ CASES = {
     "fmin_fmax_signed_zeros": (fmin_fmax_signed_zeros,
                                lambda: [torch.tensor([-0.0, 0.0, float("nan"), 1.0, -0.0] * 8),
                                         torch.tensor([0.0, -0.0, -0.0, float("nan"), -0.0] * 8)]),
+    "empty_after_matmul": (empty_after_matmul, lambda: [torch.randn(4, 3, 5, 8)]),
     "bf16_subnormals": (bf16_subnormals, lambda: [torch.tensor([-96.0, -90.0, 3.0, -1e3]).bfloat16(),
                                                   torch.tensor([1e-39, -5e-40, 2e-40, 1.0]).bfloat16()]),
 }
@@ -391,7 +396,8 @@ RESIZE = {"index_fill_": [(5, 2), (6, 3)], "inplace_dynamic": [(5, 2), (6, 3)], 
           "mixed_layout_carried": [(6, 7), (9, 3)],
           "scan_zero_length": [(13, 4, 0)], "sym_max": [(2,), (7,)],
           "repeat_of_transposed": [(5, 7), (9, 3)], "rank_broadcast_order": [(3, 5), (4, 2)],
-          "strided_slice_new_sizes": [(13, 7, 3, 2), (5, 2, 3, 3)]}
+          "strided_slice_new_sizes": [(13, 7, 3, 2), (5, 2, 3, 3)],
+          "empty_after_matmul": [(3, 0, 7, 3), (2, 5, 0, 3)]}
 
 
 def _same(e, c):
