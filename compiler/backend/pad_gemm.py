@@ -74,7 +74,28 @@ def _call(graph, fake_mode, target, args, kwargs=None):
 
 
 def _pad(graph, fake_mode, x, pad: list[int]):
+    """x padded by `pad` (constant_pad_nd's order: last dim first), in x's own memory order: a
+    transposed operand (GPT-2's output head multiplies by the embedding matrix seen as .t()) is
+    padded as the row-major matrix it views and transposed back, so the copy reads and writes
+    along rows (padded as laid out it read across rows: 0.26 ms per call for GPT-2's 77 MB
+    matrix on the H200, where a straight copy takes about 0.03)."""
+    v = _val(x)
+    if isinstance(v, torch.Tensor) and v.dim() >= 2 and _transposed(v):
+        pad = list(pad) + [0] * (4 - len(pad))          # (last dim, second-last dim)
+        swapped = _call(graph, fake_mode, aten.transpose.int, [x, -1, -2])
+        padded = _call(graph, fake_mode, aten.constant_pad_nd.default,
+                       [swapped, [pad[2], pad[3], pad[0], pad[1]], 0.0])
+        return _call(graph, fake_mode, aten.transpose.int, [padded, -1, -2])
     return _call(graph, fake_mode, aten.constant_pad_nd.default, [x, pad, 0.0])
+
+
+def _transposed(v: torch.Tensor) -> bool:
+    """The last two dims of v are a row-major matrix seen transposed (strides (1, rows))."""
+    try:
+        rows, cols = int(v.shape[-2]), int(v.shape[-1])
+        return rows > 1 and cols > 1 and int(v.stride(-2)) == 1 and int(v.stride(-1)) == rows
+    except (TypeError, ValueError):
+        return False
 
 
 def pad_products(gm: torch.fx.GraphModule) -> int:

@@ -42,6 +42,9 @@ CASES = [
     ("addmm_bias", _addmm, lambda: (torch.randn(1003), torch.randn(128, 512), torch.randn(512, 1003)), (0, 5)),
     ("bmm_internal", _bmm_then_use, lambda: (torch.randn(4, 128, 256), torch.randn(4, 256, 1001)), (0, 7)),
     ("odd_k", _odd_k, lambda: (torch.randn(256, 1001), torch.randn(1001, 512)), (7, 0)),
+    # B seen transposed: padded as the row-major matrix it views (pad_gemm._pad), K and N alike
+    ("odd_k_transposed", _lm_head, lambda: (torch.randn(256, 1001), torch.randn(512, 1001)), (7, 0)),
+    ("odd_kn_transposed", _lm_head, lambda: (torch.randn(256, 1001), torch.randn(1003, 1001)), (7, 5)),
 ]
 
 
@@ -73,3 +76,25 @@ def test_not_padded_when_off_or_small_or_aligned():
 def test_growth_limit():
     """Padding a dimension of 9 to 16 nearly doubles the work: left alone."""
     assert pad_gemm.MAX_GROWTH * 9 < pad_gemm._pad_to(9) - 9
+
+
+def test_transposed_operand_is_padded_in_its_own_order():
+    """The padded copy of a transposed B is the row-major matrix padded, then seen transposed:
+    its strides are (1, padded rows), so the copy runs along rows (a transposing copy of GPT-2's
+    77 MB embedding matrix took 0.26 ms per call on the H200)."""
+    seen = {}
+
+    def backend(gm, example_inputs):
+        pad_gemm.pad_products(gm)
+        seen["b"] = [n.args[1].meta["val"] for n in gm.graph.nodes
+                     if n.op == "call_function" and n.target is torch.ops.aten.mm.default]
+        return gm
+    from torch._functorch.aot_autograd import aot_module_simplified
+    with config.patch({"backend.pad_gemm": "always"}):
+        h, w = torch.randn(64, 768), torch.randn(785, 768)
+        aot = (lambda gm, ex: aot_module_simplified(gm, ex, fw_compiler=backend))   # torch's, only to trace
+        out = torch.compile(_lm_head, backend=aot)(h, w)
+        torch._dynamo.reset()
+    torch.testing.assert_close(out, _lm_head(h, w), atol=1e-3, rtol=1e-4)
+    [b] = seen["b"]
+    assert tuple(b.shape) == (768, 792) and b.stride() == (1, 768), (b.shape, b.stride())
