@@ -87,6 +87,8 @@ def run_target(target, seeds, args, results):
         w.kill()
         workers.remove(w)
         results.append(record)
+        print(f"{target}: seed {record['seed']} {record['status']}: {record['detail'][:200]}",
+              file=sys.stderr, flush=True)
         if pending:
             start()
 
@@ -101,6 +103,9 @@ def run_target(target, seeds, args, results):
                 continue
             rec = json.loads(line)
             results.append(rec)
+            if rec["status"] in ("wrong", "crash", "hang"):   # named at once, not only in the summary
+                print(f"{target}: seed {rec['seed']} {rec['status']}: {rec.get('detail', '')[:200]}",
+                      file=sys.stderr, flush=True)
             if len(results) % 50 == 0:
                 bad = sum(1 for r in results if r["status"] in ("wrong", "crash", "hang"))
                 print(f"{target}: {len(results)} programs, {bad} wrong/crash/hang", file=sys.stderr, flush=True)
