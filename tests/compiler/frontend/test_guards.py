@@ -229,3 +229,59 @@ def test_tensor_meta_dynamic_strides_follow_the_layout():
     m = TensorMeta.of(col_major, dynamic_dims=[0])
     assert m.shape == (None, 2) and m.stride == (1, None)
     assert TensorMeta.of(torch.randn(5, 2), dynamic_dims=[0]).stride == (2, 1)
+
+
+def _wrapped(f):
+    import functools
+
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):      # a decorated forward, as transformers' are: guards read its closure
+        return f(*args, **kwargs)
+    return wrapper
+
+
+class _Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    @_wrapped
+    def forward(self, x):
+        return self.lin(x).relu()
+
+
+class _Stack(torch.nn.Module):
+    def __init__(self, n=6):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(_Block() for _ in range(n))
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+def test_guards_on_one_method_reached_through_many_instances_are_emitted_once():
+    """Six blocks of one class call one (decorated) forward: the checks of that function's
+    closure come once, plus one identity check per other block (guards._shared_functions), and
+    a block whose forward is replaced still misses the cache and runs the new code."""
+    import gc
+    import types
+
+    from tracetorch import compiler
+    from tracetorch.compiler.frontend.cache import FrameCache
+    torch.manual_seed(0)
+    model = _Stack()
+    x = torch.randn(3, 4)
+    compiled = compiler.compile(model)
+    torch.testing.assert_close(compiled(x), model(x))
+    sets = [e.guard_set for c in gc.get_objects() if isinstance(c, FrameCache) and c.fn is _Stack.forward
+            for e in c.entries]
+    source = sets[-1].source
+    assert source.count("__closure__") <= 2, source        # the block function's cell, read once
+    assert source.count(".__func__ is ") >= 5              # the other blocks: the same function
+
+    def other(self, x):
+        return self.lin(x).sigmoid()
+    model.blocks[3].forward = types.MethodType(other, model.blocks[3])
+    torch.testing.assert_close(compiled(x), model(x))
