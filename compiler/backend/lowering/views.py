@@ -215,7 +215,13 @@ def flat_reindex(old_size, new_size):
             memo[key] = _reindex(idx)
         return memo[key]
 
+    # a static size 0: the view has no element, its loader is built but never run (its strides
+    # would divide by the 0: "Invalid NaN comparison" in simplification, fuzz 390068)
+    empty = any(getattr(s, "is_number", False) and int(s) == 0 for s in old_size + new_size)
+
     def _reindex(idx):
+        if empty:
+            return [sympy.Integer(0)] * len(old_size)
         ranges = {i: s for i, s in zip(idx, new_size) if isinstance(i, sympy.Symbol)}
         flat = sum((i * st for i, st, s in zip(idx, new_strides, new_size) if not same(s, 1)), sympy.Integer(0))
         out = []

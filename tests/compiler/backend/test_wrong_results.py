@@ -49,6 +49,11 @@ def empty_after_matmul(x):                 # at a later call's size 0 the kernel
     return (2.5 - x @ x.transpose(-1, -2)) * 2,  # 0 and could not be printed (fuzz 381656)
 
 
+def reshape_at_size_zero(x):               # a reshape's index arithmetic divided by a size 0 at a
+    v = x.repeat(2, 1, 1, 1).squeeze()       # later call's sizes ("Invalid NaN comparison", fuzz 390068)
+    return torch.where(v > 0, v, v.abs()).sinh(),
+
+
 def writeback_before_reader(a, s):          # 1: the write-back of s ran before a kernel reading old s
     s.add_(s)
     a.add_(s)
@@ -386,6 +391,7 @@ CASES = {
                                lambda: [torch.tensor([-0.0, 0.0, float("nan"), 1.0, -0.0] * 8),
                                         torch.tensor([0.0, -0.0, -0.0, float("nan"), -0.0] * 8)]),
     "empty_after_matmul": (empty_after_matmul, lambda: [torch.randn(4, 3, 5, 8)]),
+    "reshape_at_size_zero": (reshape_at_size_zero, lambda: [torch.randn(1, 3, 7, 13)]),
     "bf16_subnormals": (bf16_subnormals, lambda: [torch.tensor([-96.0, -90.0, 3.0, -1e3]).bfloat16(),
                                                   torch.tensor([1e-39, -5e-40, 2e-40, 1.0]).bfloat16()]),
 }
@@ -397,7 +403,8 @@ RESIZE = {"index_fill_": [(5, 2), (6, 3)], "inplace_dynamic": [(5, 2), (6, 3)], 
           "scan_zero_length": [(13, 4, 0)], "sym_max": [(2,), (7,)],
           "repeat_of_transposed": [(5, 7), (9, 3)], "rank_broadcast_order": [(3, 5), (4, 2)],
           "strided_slice_new_sizes": [(13, 7, 3, 2), (5, 2, 3, 3)],
-          "empty_after_matmul": [(3, 0, 7, 3), (2, 5, 0, 3)]}
+          "empty_after_matmul": [(3, 0, 7, 3), (2, 5, 0, 3)],
+          "reshape_at_size_zero": [(1, 0, 7, 13), (1, 5, 0, 16)]}
 
 
 def _same(e, c):
