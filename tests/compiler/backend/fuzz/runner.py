@@ -149,7 +149,7 @@ def _check_call(prog_fn, inputs, e_in, e_out, c_in, c_out) -> tuple[str, str] | 
             if env is None:
                 env = ulp_envelope.envelope(prog_fn, inputs) or []
             if k < len(env) and ulp_envelope.within(c, env[k], _work_dtype(prog_fn, inputs)):
-                worst = worst or ("rounding", f"{what} (within eager's 1-ulp envelope): {why}")
+                worst = worst or ("rounding", f"{what} (within eager's ulp envelope): {why}")
                 continue
         return "wrong", f"{what}: {why}"
     if worst:

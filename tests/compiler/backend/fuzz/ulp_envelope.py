@@ -8,8 +8,10 @@ ill-conditioned step (`x % small`, then `huge // that`) turns 1 ulp into a large
 the float64 reference cannot judge either: its own rounding of the earlier steps differs more.
 
 `envelope(fn, inputs)` runs the program eagerly again with the result of one inexact call moved
-by one ulp, up and then down (every call in turn), and with every inexact result moved by a
-random -1/0/+1 ulp per element (a few seeded trials). Elementwise lower and upper bounds of
+by ULPS ulps, up and then down (every call in turn), and with every inexact result moved by a
+random -ULPS/0/+ULPS ulps per element (a few seeded trials). Float sums and products count as inexact
+(ATen's cascade of vector lanes is one order among many); min/max-like calls are moved by the
+sign of their zero results (IEEE lets min(0.0, -0.0) be either). Elementwise lower and upper bounds of
 those answers, and of eager's own, bound what rounding alone can give; `within` asks whether a
 compiled output lies inside them. A wrong lowering of one of these functions (a wrong formula,
 not a 1-ulp rounding) moves its results far more than one ulp and stays outside.
@@ -32,21 +34,32 @@ INEXACT = frozenset("""
     atanh erf erfc erfinv lgamma digamma polygamma mvlgamma pow float_power hypot rsqrt sigmoid
     logit softplus gelu silu mish elu selu celu log_sigmoid_forward _softmax _log_softmax
     logsumexp logaddexp logaddexp2 xlogy sinc i0 i0e i1 i1e ndtri log_ndtr
+    sum mean nansum prod var std var_mean std_mean cumsum cumprod norm linalg_vector_norm
 """.split())
+#: ATen functions that may return either zero for equal operands 0.0 and -0.0 (IEEE leaves the
+#: choice open; ATen's vector lanes and scalar tails choose differently): moved by giving their
+#: zero results the other sign
+ZERO_SIGN = frozenset("min max amin amax minimum maximum aminmax".split())
+#: how far a call's result is moved, in ulps of its dtype: ATen's functions are within about an
+#: ulp (Sleef's u10 ones), its composite activations round two or three times (silu: within 1.9
+#: ulps of the exact value over random inputs), so two ulps bound what rounding alone can give
+ULPS = 2
 #: random joint trials after the one-call-at-a-time ones
 TRIALS = 8
 #: calls moved one at a time at most (a longer program gets its first MAX_CALLS)
 MAX_CALLS = 48
 
 
+def _name(func) -> str:
+    return func.overloadpacket.__name__.removeprefix("special_").rstrip("_")
+
+
 def _inexact(func) -> bool:
-    name = func.overloadpacket.__name__
-    name = name.removeprefix("special_").rstrip("_")
-    return name in INEXACT
+    return _name(func) in INEXACT or _name(func) in ZERO_SIGN
 
 
 class _Jitter(TorchDispatchMode):
-    """Moves float results of inexact calls by one ulp. `only`: the index of the one call to
+    """Moves float results of inexact calls by ULPS ulps. `only`: the index of the one call to
     move, by `direction` (+1 up, -1 down); None moves every inexact result by a random -1/0/+1
     ulp per element, from `gen`. Counts the inexact calls in `calls`."""
 
@@ -61,14 +74,20 @@ class _Jitter(TorchDispatchMode):
         index, self.calls = self.calls, self.calls + 1
         if self.only is not None and index != self.only:
             return out
+        zero_sign = _name(func) in ZERO_SIGN
         for t in compare.leaves(out):
             if isinstance(t, torch.Tensor) and t.dtype.is_floating_point and t.numel():
-                t.copy_(self._moved(t))      # in place: an in-place op's result is its input
+                t.copy_(self._moved(t, zero_sign))      # in place: an in-place op's result is its input
         return out
 
-    def _moved(self, t: torch.Tensor) -> torch.Tensor:
-        inf = torch.full_like(t, float("inf"))
-        up, down = torch.nextafter(t, inf), torch.nextafter(t, -inf)
+    def _moved(self, t: torch.Tensor, zero_sign: bool) -> torch.Tensor:
+        if zero_sign:        # "up" is +0.0, "down" -0.0, for zero results only
+            up, down = torch.where(t == 0, t.abs(), t), torch.where(t == 0, -t.abs(), t)
+        else:
+            inf = torch.full_like(t, float("inf"))
+            up, down = t, t
+            for _ in range(ULPS):
+                up, down = torch.nextafter(up, inf), torch.nextafter(down, -inf)
         if self.only is not None:
             return up if self.direction > 0 else down
         pick = torch.randint(-1, 2, t.shape, generator=self.gen)
@@ -87,7 +106,7 @@ def _run(fn, inputs, mode):
 
 def envelope(fn, inputs) -> list | None:
     """Per output leaf (then per input after the call), (low, high) float64 tensors bounding
-    eager's answers under 1-ulp moves of its inexact results; None if eager's own run fails or
+    eager's answers under ULPS-ulp moves of its inexact results; None if eager's own run fails or
     the program makes no inexact call."""
     counter = _Jitter(only=-1)
     base = _run(fn, inputs, counter)
