@@ -9,7 +9,8 @@ the float64 reference cannot judge either: its own rounding of the earlier steps
 
 `envelope(fn, inputs)` runs the program eagerly again with the result of one inexact call moved
 by ULPS ulps, up and then down (every call in turn), and with every inexact result moved by a
-random -ULPS/0/+ULPS ulps per element (a few seeded trials). Float sums and products count as inexact
+random -ULPS/0/+ULPS ulps per element (a few seeded trials), and with all of them moved up, then
+all down. Float sums and products count as inexact
 (ATen's cascade of vector lanes is one order among many); min/max-like calls are moved by the
 sign of their zero results (IEEE lets min(0.0, -0.0) be either). Elementwise lower and upper bounds of
 those answers, and of eager's own, bound what rounding alone can give; `within` asks whether a
@@ -60,8 +61,8 @@ def _inexact(func) -> bool:
 
 class _Jitter(TorchDispatchMode):
     """Moves float results of inexact calls by ULPS ulps. `only`: the index of the one call to
-    move, by `direction` (+1 up, -1 down); None moves every inexact result by a random -1/0/+1
-    ulp per element, from `gen`. Counts the inexact calls in `calls`."""
+    move, by `direction` (+1 up, -1 down); None moves every inexact result, by `direction`, or
+    with `gen` by a random -ULPS/0/+ULPS ulps per element. Counts the inexact calls in `calls`."""
 
     def __init__(self, only=None, direction=1, gen=None):
         super().__init__()
@@ -88,7 +89,7 @@ class _Jitter(TorchDispatchMode):
             up, down = t, t
             for _ in range(ULPS):
                 up, down = torch.nextafter(up, inf), torch.nextafter(down, -inf)
-        if self.only is not None:
+        if self.only is not None or self.gen is None:      # one call, or all of them, one way
             return up if self.direction > 0 else down
         pick = torch.randint(-1, 2, t.shape, generator=self.gen)
         return torch.where(pick > 0, up, torch.where(pick < 0, down, t))
@@ -116,6 +117,8 @@ def envelope(fn, inputs) -> list | None:
     for index in range(min(counter.calls, MAX_CALLS)):
         for direction in (1, -1):
             runs.append(_run(fn, inputs, _Jitter(only=index, direction=direction)))
+    # every inexact result moved the same way at once (errors that add up through the program)
+    runs += [_run(fn, inputs, _Jitter(only=None, direction=d)) for d in (1, -1)]
     gen = torch.Generator().manual_seed(0)
     runs += [_run(fn, inputs, _Jitter(gen=gen)) for _ in range(TRIALS)]
     runs = [r for r in runs if r is not None and len(r) == len(base)]
