@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 
 import functools
+import weakref
 from typing import Optional
 
 import torch
@@ -219,7 +220,17 @@ def _kernel_mask(query, key, value, attn_mask, dropout_p, is_causal, scale):
         return attn_mask
     cudnn = getattr(torch.nn.attention.SDPBackend, "CUDNN_ATTENTION", None)
     masked = _CUDNN_MASKED if cudnn is not None and choice == int(cudnn) else float("-inf")
-    return _additive_mask(attn_mask, query.dtype, masked)
+    # every layer of a model gets the same mask tensor: converted once, one node for all
+    key = (query.dtype, masked)
+    done = _CONVERTED_MASKS.get(attn_mask, {})
+    if key not in done:
+        done[key] = _additive_mask(attn_mask, query.dtype, masked)
+        _CONVERTED_MASKS[attn_mask] = done
+    return done[key]
+
+
+#: traced boolean mask -> {(dtype, masked value): its additive form} (weak: entries go with the trace)
+_CONVERTED_MASKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def sdpa_call(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):

@@ -43,11 +43,25 @@ def make_extern(ctx, args, kwargs, *, cls=ir.ExternKernel, reason=None):
     """An extern/fallback call of ctx.node.target on realized inputs; returns the IR value(s)
     matching the node's output (a buffer, or a tuple of buffers / sympy ints / None)."""
     graph = ctx.graph
+    # one value read by several extern calls (GPT-2's attention mask, by all 12 layers) is
+    # stored once: each realize of the same lazy value made a buffer (and a kernel) of its own.
+    # Not for an op that writes its arguments (the stored value would change under the others)
+    shared = getattr(graph, "extern_realized", None)
+    if shared is None:
+        shared = graph.extern_realized = {}
+    schema = getattr(ctx.node.target, "_schema", None)
+    writes = schema is None or schema.is_mutable
 
     def realize(a, fx_arg=None):
         if isinstance(a, ir.IRNode):
+            done = shared.get(id(a))
+            if done is not None and done[0] is a and not writes:
+                return done[1]
             # stored with the strides eager's tensor has (when dense), as ATen ops may care
-            return graph.realize(a, fx_arg if isinstance(fx_arg, torch.fx.Node) else None)
+            buf = graph.realize(a, fx_arg if isinstance(fx_arg, torch.fx.Node) else None)
+            if not writes:
+                shared[id(a)] = (a, buf)
+            return buf
         if isinstance(a, (list, tuple)):
             subs = fx_arg if isinstance(fx_arg, (list, tuple)) and len(fx_arg) == len(a) else [None] * len(a)
             return type(a)(realize(x, f) for x, f in zip(a, subs))

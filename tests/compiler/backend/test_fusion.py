@@ -131,3 +131,28 @@ def test_sibling_fusion_is_not_hoisted_past_an_extern_kernel():
                 for e in events if e.name == "fusion_decision"]
     refused = [p for p in payloads if not p["fused"] and p["kind"] == "horizontal"]
     assert any("kept alive across" in p["reason"] for p in refused), payloads
+
+
+def test_a_value_read_by_several_extern_calls_is_stored_once(backend_cache_dir):
+    """One attention mask read by every layer's attention (an extern call each) is computed by
+    one kernel into one buffer: each extern argument used to be realized on its own (GPT-2 on
+    the H200: 12 mask kernels per call where inductor has one)."""
+    import logging
+
+    from tracetorch import compiler, logs
+    from tracetorch.compiler import config
+
+    def layers(q, m):
+        mask = (m > 0) & (m < 3)
+        x = q
+        for _ in range(4):
+            x = torch.nn.functional.scaled_dot_product_attention(x, x, x, attn_mask=mask).sin()
+        return x
+    q, m = torch.randn(2, 3, 8, 4), torch.randn(2, 1, 8, 8)
+    torch._dynamo.reset()
+    with config.patch(**{"backend.fallback_on_error": False, "backend.cache_enabled": False}), \
+            logs.testing.capture(names={"kernel"}, level=logging.DEBUG) as kernels:
+        out = torch.compile(layers, backend=compiler.backend)(q, m)
+    torch.testing.assert_close(out, layers(q, m), atol=1e-5, rtol=1e-5)
+    names = [(e.payload or {}).get("name", "") for e in kernels]
+    assert sum("bitwise_and" in n for n in names) == 1, names
