@@ -161,3 +161,26 @@ def test_write_back_runs_after_every_reader(fusion):
     out = rt(a2, b)
     assert_same(out, ref)
     assert_same(a2, a1)
+
+
+def test_cpp_compiler_crash_is_retried_serial_and_unvectorized(tmp_path, monkeypatch):
+    """GCC 12's vectorizer crashed ("internal compiler error") on a fuzz kernel (400205): the
+    build is retried without OpenMP and auto-vectorization, logged, and the kernel runs."""
+    from tracetorch.compiler.backend.runtime import cpp_build
+    real_run = subprocess.run
+    calls = []
+
+    def crashing_once(cmd, *args, **kwargs):
+        if "-shared" in cmd:          # the builds (not the compiler's --version)
+            calls.append(list(cmd))
+            if len(calls) == 1:
+                return subprocess.CompletedProcess(cmd, 1, "", "x.cpp: internal compiler error: in vect_get_vec_defs")
+        return real_run(cmd, *args, **kwargs)
+    monkeypatch.setattr(cpp_build.subprocess, "run", crashing_once)
+    monkeypatch.setattr(cpp_build, "cache_dir", lambda: str(tmp_path))
+    source = ('extern "C" int tt_answer() { int s = 0;\n#pragma omp simd reduction(+:s)\n'
+              'for (int i = 0; i < 7; i++) s += i;\nreturn s; }\n')
+    with logs.testing.capture(names={"cpp_compiler_crashed"}, level=logging.WARNING) as crashed:
+        lib = cpp_build.load_library(source)
+    assert lib.tt_answer() == 21
+    assert len(crashed) == 1 and "-fopenmp" not in calls[1] and "-fno-tree-vectorize" in calls[1]
