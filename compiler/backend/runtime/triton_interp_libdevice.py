@@ -107,11 +107,13 @@ def trunc(x):
 
 @triton.jit
 def nearbyint(x):
-    # round half to even, like torch.round
+    # round half to even, like torch.round; a negative value that rounds to 0 gives -0.0, as
+    # rint does (f + 1.0 = -1.0 + 1.0 was +0.0: round(-0.4) lost its sign, fuzz 400232)
     f = tl.floor(x)
     d = x - f
     half_odd = (d == 0.5) & ((f - 2.0 * tl.floor(f * 0.5)) != 0)
-    return tl.where(d > 0.5, f + 1.0, tl.where(half_odd, f + 1.0, f))
+    r = tl.where(d > 0.5, f + 1.0, tl.where(half_odd, f + 1.0, f))
+    return tl.where((r == 0) & (x < 0), -0.0, tl.where(r == 0, x * 0.0, r))
 
 
 @triton.jit

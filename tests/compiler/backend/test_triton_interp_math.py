@@ -104,3 +104,13 @@ def test_integer_pow_matches_eager(dtype, backend_cache_dir):
         got = _compile(fn)(a, b)
     for g, e in zip(got, fn(a, b)):
         assert torch.equal(g, e)
+
+
+def test_round_keeps_the_sign_of_zero(backend_cache_dir):
+    """round(-0.4) is -0.0 (rint's sign); the stand-in gave +0.0, and copysign of it flipped a
+    sign (fuzz 400232)."""
+    x = torch.tensor([-0.0, 0.0, -0.4, 0.4, -0.5, 0.5, -1.5, 2.5, -2.5, -0.6, 1e30, float("nan"), float("-inf")])
+    with config.patch(**{"backend.cpu_codegen": "triton", "backend.fallback_on_error": False}):
+        got = _compile(lambda t: torch.round(t))(x)
+    _check(got, torch.round(x))
+    assert torch.equal(torch.signbit(got), torch.signbit(torch.round(x)))
