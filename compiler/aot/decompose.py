@@ -221,16 +221,28 @@ def _kernel_mask(query, key, value, attn_mask, dropout_p, is_causal, scale):
     cudnn = getattr(torch.nn.attention.SDPBackend, "CUDNN_ATTENTION", None)
     masked = _CUDNN_MASKED if cudnn is not None and choice == int(cudnn) else float("-inf")
     # every layer of a model gets the same mask tensor: converted once, one node for all
-    key = (query.dtype, masked)
-    done = _CONVERTED_MASKS.get(attn_mask, {})
+    return once_per_tensor(attn_mask, (query.dtype, masked),
+                           lambda: _additive_mask(attn_mask, query.dtype, masked))
+
+
+#: id(traced tensor) -> (a weak reference to it, {key: value made from it}). Not a
+#: WeakKeyDictionary: its lookups compare tensors with ==, which is elementwise (a traced mask
+#: raised "Boolean value of Tensor with more than one value is ambiguous" and GPT-2 ran eagerly)
+_PER_TENSOR: dict = {}
+
+
+def once_per_tensor(t: torch.Tensor, key, make):
+    """make(), once per (tensor object, key) while the tensor lives."""
+    entry = _PER_TENSOR.get(id(t))
+    if entry is None or entry[0]() is not t:
+        if len(_PER_TENSOR) > 256:       # entries of tensors that died (their traces ended)
+            for k in [k for k, (ref, _) in _PER_TENSOR.items() if ref() is None]:
+                del _PER_TENSOR[k]
+        entry = _PER_TENSOR[id(t)] = (weakref.ref(t), {})
+    done = entry[1]
     if key not in done:
-        done[key] = _additive_mask(attn_mask, query.dtype, masked)
-        _CONVERTED_MASKS[attn_mask] = done
+        done[key] = make()
     return done[key]
-
-
-#: traced boolean mask -> {(dtype, masked value): its additive form} (weak: entries go with the trace)
-_CONVERTED_MASKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def sdpa_call(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):

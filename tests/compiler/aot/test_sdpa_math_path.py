@@ -147,3 +147,20 @@ def test_additive_mask_is_atens_conversion(masked):
         want = torch.where(mask.logical_not(), masked, torch.scalar_tensor(0.0, dtype=dtype))
         got = decompose._additive_mask(mask, dtype, masked)
         assert got.dtype == want.dtype and torch.equal(got, want), (dtype, got, want)
+
+
+def test_once_per_tensor_is_by_identity():
+    """The mask conversion is made once per traced mask object, looked up by identity (a
+    WeakKeyDictionary compared tensors with ==, elementwise: "Boolean value of Tensor with more
+    than one value is ambiguous", and GPT-2 ran eagerly on the GPU)."""
+    a, b = torch.ones(4, dtype=torch.bool), torch.ones(4, dtype=torch.bool)
+    made = []
+
+    def make(t):
+        made.append(t)
+        return torch.where(t, 0.0, float("-inf"))
+    first = decompose.once_per_tensor(a, "k", lambda: make(a))
+    assert decompose.once_per_tensor(a, "k", lambda: make(a)) is first
+    other = decompose.once_per_tensor(b, "k", lambda: make(b))
+    assert other is not first and len(made) == 2
+    assert decompose.once_per_tensor(a, "other key", lambda: make(a)) is not first
