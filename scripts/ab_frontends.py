@@ -16,34 +16,14 @@ not waited for at the end), over all rounds, and inductor's time over each of ou
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-
-def _call(fn, inputs):
-    return fn(**inputs) if isinstance(inputs, dict) else fn(*inputs)
-
-
-def _times(fn, inputs, device, calls):
-    """(wall ms, host ms) of each of `calls` calls."""
-    import torch
-    wall, host = [], []
-    for _ in range(calls):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        _call(fn, inputs)
-        issued = time.perf_counter()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        done = time.perf_counter()
-        wall.append((done - t) * 1e3)
-        host.append((issued - t) * 1e3)
-    return wall, host
+import harness  # noqa: E402
+from bench_real_models import _call  # noqa: E402
 
 
 def _op_counts(fn, inputs, args, calls=3) -> str:
@@ -97,7 +77,7 @@ def main(argv=None):
         for _ in range(args.rounds):
             for name, fn in variants.items():
                 with config.patch(_variant(name)[1]):
-                    w, h = _times(fn, inputs, args.device, args.calls)
+                    w, h = harness.wall_and_host_ms(lambda: _call(fn, inputs), args.device, args.calls)
                 walls[name] += w
                 hosts[name] += h
         ops = {name: _op_counts(fn, inputs, args) for name, fn in variants.items()} if args.ops else {}

@@ -42,6 +42,22 @@ def sync(device) -> None:
         torch.cuda.synchronize()
 
 
+def wall_and_host_ms(fn, device, calls: int) -> tuple[list, list]:
+    """Per call of fn: (wall ms, host ms). Each call starts with the device idle; wall time waits
+    for its device work, host time is what issuing it took (above the device part of the wall
+    time, a call is host-bound)."""
+    wall, host = [], []
+    for _ in range(calls):
+        sync(device)
+        t = time.perf_counter()
+        fn()
+        issued = time.perf_counter()
+        sync(device)
+        wall.append((time.perf_counter() - t) * 1e3)
+        host.append((issued - t) * 1e3)
+    return wall, host
+
+
 def median_ms(fn, device, *, warmup_ms: float = 100, rep_ms: float = 300, min_calls: int = 5,
               max_calls: int = 200, budget_s: float = 1.0, warmup_calls: int = 1) -> float:
     """Median milliseconds of one call of `fn` (on the CPU after `warmup_calls` untimed calls)."""

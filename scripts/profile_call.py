@@ -30,36 +30,6 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import harness  # noqa: E402
 
 
-def wall_ms(fn, device, n=30):
-    import torch
-    times = []
-    for _ in range(n):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        fn()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times)
-
-
-def issue_ms(fn, device, n=30):
-    """Median host time to issue one call (the device idle at its start, not waited for at its
-    end): above the call's wall time's device part, the call is host-bound."""
-    import torch
-    times = []
-    for _ in range(n):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1e3)
-    if device == "cuda":
-        torch.cuda.synchronize()
-    return statistics.median(times)
-
-
 def call(fn, inputs):
     """fn on the model's inputs: a tuple of positional arguments, or a dict of keywords (the
     encoder-decoder real models are called with keywords)."""
@@ -131,10 +101,10 @@ def main(argv=None):
         cold = time.perf_counter() - t
         for _ in range(5):
             call(compiled, inputs)
-        eager_ms = wall_ms(lambda: call(model, inputs), args.device)
-        ours_ms = wall_ms(lambda: call(compiled, inputs), args.device)
-        host_ms = issue_ms(lambda: call(compiled, inputs), args.device)
-        eager_host_ms = issue_ms(lambda: call(model, inputs), args.device)
+        eager_ms, eager_host_ms = map(statistics.median,
+                                      harness.wall_and_host_ms(lambda: call(model, inputs), args.device, 30))
+        ours_ms, host_ms = map(statistics.median,
+                               harness.wall_and_host_ms(lambda: call(compiled, inputs), args.device, 30))
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(args.calls):
