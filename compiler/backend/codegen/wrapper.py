@@ -202,32 +202,10 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
         if isinstance(s, ir.KernelGroup):
             k = kernels.get(s.name)
             if k is None:        # writes_nothing(): its outputs are allocated, there is no call
-                for name, _ in sched.plan.allocs.get(i, []):
-                    L = s.layouts[name]
-                    body.append(f"{name} = empty_strided({_tuple(L.size)}, {_tuple(L.stride)}, "
-                                f"dtype={_dtype(L.dtype)}, device='{L.device}')  # {s.name}: no element")
-                for d in sched.plan.frees.get(i, []):
-                    if not _reused_later(sched.plan, d, i):
-                        body.append(f"del {d}")
-                continue
-            body.append("")
-            prov = "; ".join(f"{n}" + (f" ({w})" if w else "") for n, w in k.provenance)
-            body.append(f"# {s.name}: {prov}" if prov else f"# {s.name}")
-            for name, src in sched.plan.allocs.get(i, []):
-                L = s.layouts[name]
-                if src is not None and src in s.inputs and _scatters_into(s, name, src):
-                    body.append(f"{name} = {src}  # in-place: {s.name} scatters into {src}")
-                elif src is not None and src in s.inputs:
-                    body.append(f"{name} = {src}  # in-place: {s.name} reads {src} only where it writes {name}")
-                elif src is not None:
-                    body.append(f"{name} = {src}; del {src}  # reuse")
-                else:
-                    body.append(f"{name} = empty_strided({_tuple(L.size)}, {_tuple(L.stride)}, "
-                                f"dtype={_dtype(L.dtype)}, device='{L.device}')")
-            body.append(f"{k.name}({', '.join(k.call_args)})")
-            inplace = [src for _, src in sched.plan.allocs.get(i, []) if src is not None and src in s.inputs]
-            if inplace:
-                body.append(f"del {', '.join(inplace)}")
+                body += [_allocation(name, s.layouts[name]) + f"  # {s.name}: no element"
+                         for name, _ in sched.plan.allocs.get(i, [])]
+            else:
+                body += _kernel_call(s, k, sched.plan.allocs.get(i, []))
         elif isinstance(s, ir.MultiOutput):
             body.append(f"{s.name} = {s.parent.name}[{s.index}]")
             L = s.layout
@@ -253,6 +231,31 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
     lines = lines_top + ["def call(args):"] + ["    " + b if b else "" for b in body]
     lines += ["", "", _main_block(graph, example_inputs)]
     return "\n".join(lines) + "\n"
+
+
+def _allocation(name, L) -> str:
+    return (f"{name} = empty_strided({_tuple(L.size)}, {_tuple(L.stride)}, "
+            f"dtype={_dtype(L.dtype)}, device='{L.device}')")
+
+
+def _kernel_call(group, k, allocs) -> list[str]:
+    """The lines that allocate a kernel's outputs (or reuse buffers for them) and call it."""
+    prov = "; ".join(f"{n}" + (f" ({w})" if w else "") for n, w in k.provenance)
+    lines = ["", f"# {group.name}: {prov}" if prov else f"# {group.name}"]
+    for name, src in allocs:
+        if src is not None and src in group.inputs and _scatters_into(group, name, src):
+            lines.append(f"{name} = {src}  # in-place: {group.name} scatters into {src}")
+        elif src is not None and src in group.inputs:
+            lines.append(f"{name} = {src}  # in-place: {group.name} reads {src} only where it writes {name}")
+        elif src is not None:
+            lines.append(f"{name} = {src}; del {src}  # reuse")
+        else:
+            lines.append(_allocation(name, group.layouts[name]))
+    lines.append(f"{k.name}({', '.join(k.call_args)})")
+    inplace = [src for _, src in allocs if src is not None and src in group.inputs]
+    if inplace:
+        lines.append(f"del {', '.join(inplace)}")
+    return lines
 
 
 def _scatters_into(group, name, src) -> bool:
