@@ -46,9 +46,7 @@ def make_extern(ctx, args, kwargs, *, cls=ir.ExternKernel, reason=None):
     # one value read by several extern calls (GPT-2's attention mask, by all 12 layers) is
     # stored once: each realize of the same lazy value made a buffer (and a kernel) of its own.
     # Not for an op that writes its arguments (the stored value would change under the others)
-    shared = getattr(graph, "extern_realized", None)
-    if shared is None:
-        shared = graph.extern_realized = {}
+    shared = graph.extern_realized
     schema = getattr(ctx.node.target, "_schema", None)
     writes = schema is None or schema.is_mutable
 

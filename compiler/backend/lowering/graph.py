@@ -139,6 +139,9 @@ class GraphLowering:
         self._n_float = 0
         #: fx node -> eager's dense dim order (fastest first) where its fake value's differs
         self.eager_orders: dict = {}
+        #: id(lazy value) -> (it, its buffer): a value several extern calls read is stored once
+        #: (lowering/extern.py)
+        self.extern_realized: dict = {}
 
     # naming and registration ----------------------------------------------------------------
     def new_name(self) -> str:
