@@ -157,10 +157,10 @@ class CppKernel:
             # (fuzz 371158: a float16 sum read unrounded by one reader of std and rounded by
             # the other gave (x - round(x))^2 / 0 = inf where eager has 0 / 0 = NaN)
             stored = self.group.layouts[name].dtype
+            if stored in (torch.float16, torch.bfloat16):
+                value = self.handler.to_dtype(value, stored)
             dt = acc_dtype(stored)
-            rounding = {torch.float16: "tt_round_half", torch.bfloat16: "tt_round_bf16"}.get(stored)
-            value = f"{rounding}(static_cast<float>({value}))" if rounding else f"static_cast<{ctype(dt)}>({value})"
-            self.code.append(f"auto {name}_val = {value};")
+            self.code.append(f"auto {name}_val = static_cast<{ctype(dt)}>({value});")
             self.locals[name] = CppVar(f"{name}_val", dt)
             if not self.in_rloop and self.lambda_depth == 0:
                 self.invariant.add(f"{name}_val")
