@@ -122,9 +122,9 @@ def aten_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, *
     if not all(type(n) is int for t in tensors for n in (*t.shape, *t.stride())):
         return None                 # symbolic sizes: asking would specialise them
     shapes = [(tuple(t.shape), tuple(t.stride())) for t in tensors]
+    from torch._prims_common import compute_required_storage_length as extent, make_contiguous_strides_for
     if mask_contiguous and attn_mask is not None:
-        shapes[-1] = (shapes[-1][0], _contiguous_strides(shapes[-1][0]))
-    from torch._prims_common import compute_required_storage_length as extent
+        shapes[-1] = (shapes[-1][0], tuple(make_contiguous_strides_for(shapes[-1][0])))
     nbytes = sum(extent(size, stride, 0) * t.element_size() for (size, stride), t in zip(shapes, tensors))
     if nbytes > _MAX_PROBE_BYTES:
         log.debug("sdpa_choice_not_probed", bytes=nbytes, reason="inputs larger than the probe limit")
@@ -143,14 +143,6 @@ def aten_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, *
     return choice
 
 
-def _contiguous_strides(size) -> tuple:
-    strides, step = [], 1
-    for n in reversed(size):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
-
-
 def _mask_for_a_fused_kernel(query, key, value, attn_mask, dropout_p, is_causal, scale):
     """The mask as given, or a contiguous copy of it where ATen would run its unfused math path
     for the mask's layout alone. A mask computed in the graph is stored by the backend anyway;
@@ -160,7 +152,8 @@ def _mask_for_a_fused_kernel(query, key, value, attn_mask, dropout_p, is_causal,
     runs cuDNN's kernel."""
     if attn_mask is None or query.device.type != "cuda" or attn_mask.dim() != 4:
         return attn_mask
-    if tuple(attn_mask.stride()) == _contiguous_strides(tuple(attn_mask.shape)):
+    from torch._prims_common import make_contiguous_strides_for
+    if tuple(attn_mask.stride()) == tuple(make_contiguous_strides_for(attn_mask.shape)):
         return attn_mask
     math = int(torch.nn.attention.SDPBackend.MATH)
     if aten_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale) != math:

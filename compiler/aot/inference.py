@@ -217,9 +217,9 @@ def _no_ambient_tracing_context():
         yield
 
 
-def _hints(shape_env) -> dict:
+def shape_env_hints(shape_env) -> dict:
     """The ShapeEnv's symbol -> traced value (newer torch names it backed_var_to_val and warns
-    on the old name)."""
+    on the old name; the frontend's symbol log reads it too)."""
     if shape_env is None:
         return {}
     hints = getattr(shape_env, "backed_var_to_val", None)
@@ -278,7 +278,7 @@ class InputCheck:
                     self.guards.append(sympy.Ge(sym, int(vr.lower)))
         # a symbol that a call does not bind (it sits only in strides of dims of size 1 there,
         # which address nothing) takes the value it had when traced: the guards held for it
-        hints = _hints(shape_env)
+        hints = shape_env_hints(shape_env)
         self.hints = {sym: hints[sym] for sym in bound if sym in hints and hints[sym].is_number}
         self.static = not any(_free(s) for s in self.specs) and not self.guards
         guarded = set()

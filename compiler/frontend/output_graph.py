@@ -476,9 +476,8 @@ def _log_symbols(shape_env) -> None:
     range and the source it stands for (component `dynamic`). Never breaks a compile."""
     try:
         sources = getattr(shape_env, "var_to_sources", {}) or {}
-        hints = getattr(shape_env, "backed_var_to_val", None)
-        if hints is None:       # older torch: the name newer ones deprecate
-            hints = getattr(shape_env, "var_to_val", {}) or {}
+        from tracetorch.compiler.aot.inference import shape_env_hints   # loaded when a graph compiles
+        hints = shape_env_hints(shape_env) or {}
         for sym, vr in sorted((getattr(shape_env, "var_to_range", {}) or {}).items(), key=str):
             src = sources.get(sym)
             name = getattr(src[0], "name", None) if src else None
