@@ -34,7 +34,7 @@ from tracetorch.compiler import config  # noqa: E402
 
 from . import compare, overlap, ulp_envelope  # noqa: E402
 from .generator import Program  # noqa: E402
-from .values import clone_input  # noqa: E402
+from .values import clone_all, clone_input  # noqa: E402
 
 ORDER = ["ok", "rounding", "stride", "upstream", "frontend", "wrong", "crash"]
 EAGER_EVENTS = {"graph_runs_eagerly", "aot_runs_eagerly", "compiled_graph_skipped"}
@@ -77,10 +77,6 @@ class Result:
     def worse(self, status, detail, call):
         if ORDER.index(status) > ORDER.index(self.status):
             self.status, self.detail, self.call = status, detail, call
-
-
-def _clone_all(xs):
-    return [clone_input(x) if isinstance(x, torch.Tensor) else x for x in xs]
 
 
 def _reference(prog_fn, inputs):
@@ -179,7 +175,7 @@ def _run(prog: Program, target: str, max_calls: int | None) -> Result:
             warnings.simplefilter("ignore")
             for k in range(len(prog.calls) if max_calls is None else min(max_calls, len(prog.calls))):
                 inputs = prog.make_inputs(k)
-                e_in, c_in = _clone_all(inputs), _clone_all(inputs)
+                e_in, c_in = clone_all(inputs), clone_all(inputs)
                 try:
                     with overlap.WritesReadOverlap() as watch:
                         e_out = eager_fn(*e_in)

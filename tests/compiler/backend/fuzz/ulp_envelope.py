@@ -26,7 +26,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import compare
-from .values import clone_input
+from .values import clone_all
 
 #: ATen functions whose CPU results are within a few ulps, not correctly rounded (by the name
 #: of the op; "_" suffixed in-place forms and "special_" names count as the same function)
@@ -96,7 +96,7 @@ class _Jitter(TorchDispatchMode):
 
 
 def _run(fn, inputs, mode):
-    args = [clone_input(x) if isinstance(x, torch.Tensor) else x for x in inputs]
+    args = clone_all(inputs)
     try:
         with warnings.catch_warnings(), mode:
             warnings.simplefilter("ignore")

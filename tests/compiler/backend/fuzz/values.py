@@ -108,3 +108,8 @@ def clone_input(t: torch.Tensor) -> torch.Tensor:
     else:
         out.copy_(src)
     return out
+
+
+def clone_all(xs) -> list:
+    """clone_input of every tensor of a call's arguments; other arguments as they are."""
+    return [clone_input(x) if isinstance(x, torch.Tensor) else x for x in xs]
