@@ -155,6 +155,72 @@ def test_ulp_envelope_needs_an_inexact_call():
     assert envelope(lambda x: (x + 1) // 0.1, [torch.randn(8)]) is None
 
 
+def _moved(t, ulps):
+    for _ in range(abs(ulps)):
+        t = torch.nextafter(t, torch.full_like(t, float("inf") if ulps > 0 else float("-inf")))
+    return t
+
+
+@pytest.mark.parametrize("ulps", [2, 3])
+def test_ulp_envelope_moves_two_calls_at_once(ulps):
+    """Two inexact results off in opposite directions add up in a difference: eager's envelope
+    moves every pair of calls each way, so 2 ulps each (its ULPS) stay inside; 3 do not."""
+    from tests.compiler.backend.fuzz.ulp_envelope import envelope, within
+    g = torch.Generator().manual_seed(5)
+    a = torch.rand(16, generator=g) + 1
+    b = a + torch.rand(16, generator=g) * 1e-3      # nearly equal: the difference shows the ulps
+
+    def fn(a, b):
+        return (torch.exp(a) - torch.exp(b)) * 1000
+
+    compiled = (_moved(torch.exp(a), ulps) - _moved(torch.exp(b), -ulps)) * 1000
+    assert within(compiled, envelope(fn, [a, b])[0]) == (ulps == 2)
+
+
+@pytest.mark.parametrize("dropped", [False, True])
+def test_ulp_envelope_bounds_a_sum_by_its_terms(dropped):
+    """Fuzz 400190: terms of +-200 that cancel to about 60, summed in float32 in another order
+    (Triton's tree), differ by many ulps of the sum, and exp2 amplifies that; the envelope moves
+    a sum by its terms' magnitude, so that stays inside. A term lost from the sum does not."""
+    from tests.compiler.backend.fuzz.ulp_envelope import envelope, within
+    g = torch.Generator().manual_seed(11)
+    x = (torch.rand(32, 7, generator=g) - 0.5) * 400
+
+    def fn(x):
+        return torch.exp2(x.nansum(1) / 8)
+
+    tree = x.clone()
+    while tree.shape[1] > 1:             # pairwise, float32 throughout
+        if tree.shape[1] % 2:
+            tree = torch.cat([tree, torch.zeros(32, 1)], 1)
+        tree = tree[:, 0::2] + tree[:, 1::2]
+    s = tree[:, 0] - (x[:, 0] * 1e-3 if dropped else 0)
+    assert within(torch.exp2(s / 8), envelope(fn, [x])[0]) == (not dropped)
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_an_exact_product_where_eager_overflows_is_rounding(wrong):
+    """Fuzz 390633: ATen's float16 prod accumulates in float16, so 300 * 300 overflows before
+    the two 1/300 factors; the compiled product is exact (1.0 here). An integer test of a float16
+    value afterwards differs from eager's (inf) and from the float64 reference's (not an integer
+    there; every float16 above 2048 is one). The program with each op rounded once in its own
+    dtype gives the compiled answer: rounding. A True in the second column, where no rule gives
+    one, stays wrong."""
+    from tests.compiler.backend.fuzz.runner import _Judges
+    x = torch.tensor([[300.0, 0.01], [300.0, 1.0], [1 / 300, 1.0], [1 / 300, 1.0]], dtype=torch.float16)
+
+    def fn(x):
+        v = torch.lgamma(x.prod(0) * 500)
+        return v == v.to(torch.int16)
+
+    eager = fn(x.clone())
+    v = torch.lgamma(x.float().prod(0) * 500).half()
+    compiled = v == v.to(torch.int16)
+    assert eager.tolist() == [False, False] and compiled.tolist() == [True, False]
+    answer = torch.tensor([True, True]) if wrong else compiled
+    assert _Judges(fn, [x]).explain(0, eager, answer) == (not wrong)
+
+
 def test_an_inplace_op_reading_its_own_memory_is_invalid():
     """Fuzz 370494: `a.add_(a.unbind(0)[0])` on a transposed `a` reads row 0 while it writes it;
     ATen's overlap check gives up on the non-dense row and eager's answer depends on its visiting

@@ -111,16 +111,27 @@ def _distance(x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
     return torch.where(x_nan ^ r_nan, torch.full_like(d, math.inf), d)
 
 
-def is_rounding(expected, actual, reference, work_dtype=None) -> bool:
-    """The float difference between actual and expected is rounding (module docstring rule).
+def differs(expected: torch.Tensor, actual: torch.Tensor) -> torch.Tensor:
+    """Elementwise: where `actual` does not match `expected` under mismatch's rules (same shape
+    and dtype assumed)."""
+    e, c = expected.cpu(), actual.cpu()
+    if not e.dtype.is_floating_point:
+        return e != c
+    rtol, atol = TOLERANCES.get(e.dtype, (1e-5, 1e-8))
+    return ~_float_close(c, e, rtol, atol)
+
+
+def rounding_mask(expected, actual, reference, work_dtype=None) -> torch.Tensor | None:
+    """Elementwise: where the float difference between actual and expected is rounding (module
+    docstring rule); None where the rule does not apply (not float tensors of one shape).
     work_dtype: the coarsest float type the program computes in (a float32 sum cast to float64
     carries float32 rounding); the tolerance is that of the coarser of it and the output's."""
     if not (isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor)
             and isinstance(reference, torch.Tensor)):
-        return False
+        return None
     if not expected.dtype.is_floating_point or expected.dtype != actual.dtype or expected.shape != actual.shape \
             or reference.shape != expected.shape:
-        return False
+        return None
     rtol, atol = TOLERANCES[coarsest([expected.dtype] + ([work_dtype] if work_dtype else []))]
     c, e, r = actual.cpu().double(), expected.cpu().double(), reference.cpu().double()
     close = _float_close(c, e, rtol, atol)
@@ -131,7 +142,26 @@ def is_rounding(expected, actual, reference, work_dtype=None) -> bool:
     # rounding if the reference is beyond half the dtype's range too
     half = torch.finfo(expected.dtype).max / 2
     big = (r.abs() >= half) & (c.abs() >= half)
-    return bool((close | fine | big).all())
+    return close | fine | big
+
+
+def is_rounding(expected, actual, reference, work_dtype=None) -> bool:
+    """rounding_mask holds everywhere."""
+    mask = rounding_mask(expected, actual, reference, work_dtype)
+    return mask is not None and bool(mask.all())
+
+
+def matches_mask(actual, answer, work_dtype=None) -> torch.Tensor | None:
+    """Elementwise: where `actual` equals another valid answer of the program (ints exactly,
+    floats within the tolerance of the coarser of their dtype and work_dtype); None if shapes
+    or kinds differ."""
+    if not (isinstance(actual, torch.Tensor) and isinstance(answer, torch.Tensor)) or actual.shape != answer.shape:
+        return None
+    c, a = actual.cpu(), answer.cpu()
+    if not c.dtype.is_floating_point:
+        return None if a.dtype.is_floating_point else c == a.to(c.dtype)
+    rtol, atol = TOLERANCES[coarsest([c.dtype] + ([work_dtype] if work_dtype else []))]
+    return _float_close(c, a, rtol, atol)
 
 
 def strides_differ(expected, actual) -> bool:
@@ -143,17 +173,23 @@ def strides_differ(expected, actual) -> bool:
     return any(a != b for a, b, n in zip(actual.stride(), expected.stride(), expected.shape) if n > 1)
 
 
-def decided_by_rounding(expected, actual, reference) -> bool:
-    """Integer/bool outputs: every differing element is one whose eager value differs from the
-    float64 reference's (module docstring)."""
+def decided_mask(expected, actual, reference) -> torch.Tensor | None:
+    """Integer/bool outputs, elementwise: equal, or an element whose eager value differs from the
+    float64 reference's (module docstring); None where the rule does not apply."""
     if not (isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor)
             and isinstance(reference, torch.Tensor)) or expected.dtype.is_floating_point:
-        return False
+        return None
     if expected.shape != actual.shape or reference.shape != expected.shape:
-        return False
+        return None
     differ = expected.cpu() != actual.cpu()
     unstable = expected.cpu() != reference.cpu().to(expected.dtype)
-    return bool((~differ | unstable).all())
+    return ~differ | unstable
+
+
+def decided_by_rounding(expected, actual, reference) -> bool:
+    """decided_mask holds everywhere."""
+    mask = decided_mask(expected, actual, reference)
+    return mask is not None and bool(mask.all())
 
 
 # ---- the reference's exact sums (module docstring) ----

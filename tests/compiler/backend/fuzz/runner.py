@@ -5,8 +5,10 @@ generator; "triton" the same with `backend.cpu_codegen="triton"` (Triton kernels
 TRITON_INTERPRET=1); "frontend" is compiler.compile(fn) (our frontend and backend). All run with
 `backend.fallback_on_error=False`, so a backend error is a crash, not a silent eager run.
 
-Outcomes (worst over the program's calls): ok, rounding (compare.is_rounding, or inside eager's
-own answers when its inexact math rounds by an ulp the other way: ulp_envelope), stride (values
+Outcomes (worst over the program's calls): ok, rounding (each differing element explained by
+one of _Judges' rules: no farther from the float64 reference than eager, compare; equal to the
+program's answer with each op rounded once, rounded_reference; or inside eager's own answers
+when its inexact math rounds by an ulp the other way, ulp_envelope), stride (values
 right, an observable output stride differs from eager's), wrong (values, dtype, shape, a
 mutated input, a returned input that is not the caller's tensor, or an output that is a view
 of an input in one and not the other), crash (compiled raised
@@ -32,7 +34,7 @@ if not torch.cuda.is_available():   # before triton is imported (see tests/conft
 from tracetorch import compiler, logs  # noqa: E402
 from tracetorch.compiler import config  # noqa: E402
 
-from . import compare, overlap, ulp_envelope  # noqa: E402
+from . import compare, overlap, rounded_reference, ulp_envelope  # noqa: E402
 from .generator import Program  # noqa: E402
 from .values import clone_all, clone_input  # noqa: E402
 
@@ -110,6 +112,50 @@ def _shares_memory(out, inp) -> bool:
     return out.untyped_storage().data_ptr() == inp.untyped_storage().data_ptr()
 
 
+class _Judges:
+    """The rules that call a difference rounding, elementwise, each element by any of them:
+    within the float64 reference's rule (compare.rounding_mask, decided_mask), equal to the
+    program's answer with each op rounded once (rounded_reference), or inside eager's answers
+    under ulp moves of its inexact results (ulp_envelope). Each rule's answers for a call are
+    computed on first use, cheapest first."""
+
+    def __init__(self, prog_fn, inputs):
+        self.prog_fn, self.inputs = prog_fn, inputs
+        self.work_dtype = _work_dtype(prog_fn, inputs)
+        self._answers = {}
+
+    def _answer(self, name, make):
+        if name not in self._answers:
+            self._answers[name] = make(self.prog_fn, self.inputs) or []
+        return self._answers[name]
+
+    def _by_reference(self, k, e, c):
+        ref = self._answer("reference", _reference)
+        r = ref[k] if k < len(ref) else None
+        if e.dtype.is_floating_point:
+            return compare.rounding_mask(e, c, r, self.work_dtype)
+        return compare.decided_mask(e, c, r)
+
+    def _by_rounded_reference(self, k, e, c):
+        answers = self._answer("rounded", rounded_reference.rounded_reference)
+        return compare.matches_mask(c, answers[k], self.work_dtype) if k < len(answers) else None
+
+    def _by_envelope(self, k, e, c):
+        env = self._answer("envelope", ulp_envelope.envelope)
+        return ulp_envelope.within_mask(c, env[k], self.work_dtype) if k < len(env) else None
+
+    def explain(self, k, e, c) -> bool:
+        """Every element of output leaf k where c differs from e is explained by some rule."""
+        unexplained = compare.differs(e, c)
+        for rule in (self._by_reference, self._by_rounded_reference, self._by_envelope):
+            if not bool(unexplained.any()):
+                break
+            mask = rule(k, e, c)
+            if mask is not None:
+                unexplained &= ~mask
+        return not bool(unexplained.any())
+
+
 def _check_call(prog_fn, inputs, e_in, e_out, c_in, c_out) -> tuple[str, str] | None:
     """(status, detail) of the worst difference of one call, or None if all match."""
     e_leaves, c_leaves = compare.leaves(e_out), compare.leaves(c_out)
@@ -127,26 +173,15 @@ def _check_call(prog_fn, inputs, e_in, e_out, c_in, c_out) -> tuple[str, str] | 
                 return "wrong", (f"output {i} is {'' if _shares_memory(e, x) else 'not '}a view of input {j} "
                                  f"in eager, {'' if _shares_memory(c, c_in[j]) else 'not '}compiled")
     worst = None
-    ref = env = None
+    judges = _Judges(prog_fn, inputs)
     for what, k, e, c in pairs:
         why = compare.mismatch(e, c)
         if why is None:
             continue
         if isinstance(e, torch.Tensor) and isinstance(c, torch.Tensor) and c.shape == e.shape \
-                and c.dtype == e.dtype:
-            if ref is None:
-                ref_out = _reference(prog_fn, inputs)
-                ref = ref_out if ref_out is not None else []
-            r = ref[k] if k < len(ref) else None
-            if isinstance(r, torch.Tensor) and (compare.is_rounding(e, c, r, _work_dtype(prog_fn, inputs))
-                                                or compare.decided_by_rounding(e, c, r)):
-                worst = worst or ("rounding", f"{what}: {why}")
-                continue
-            if env is None:
-                env = ulp_envelope.envelope(prog_fn, inputs) or []
-            if k < len(env) and ulp_envelope.within(c, env[k], _work_dtype(prog_fn, inputs)):
-                worst = worst or ("rounding", f"{what} (within eager's ulp envelope): {why}")
-                continue
+                and c.dtype == e.dtype and judges.explain(k, e, c):
+            worst = worst or ("rounding", f"{what}: {why}")
+            continue
         return "wrong", f"{what}: {why}"
     if worst:
         return worst

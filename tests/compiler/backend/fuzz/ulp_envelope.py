@@ -9,9 +9,13 @@ the float64 reference cannot judge either: its own rounding of the earlier steps
 
 `envelope(fn, inputs)` runs the program eagerly again with the result of one inexact call moved
 by ULPS ulps, up and then down (every call in turn), and with every inexact result moved by a
-random -ULPS/0/+ULPS ulps per element (a few seeded trials), and with all of them moved up, then
-all down. Float sums and products count as inexact
-(ATen's cascade of vector lanes is one order among many); min/max-like calls are moved by the
+random -ULPS/0/+ULPS ulps per element (a few seeded trials), with all of them moved up, then
+all down, and with every pair of calls moved each way (two 1-ulp errors that only together flip
+a later comparison or integer cast). Float sums and products count as inexact
+(ATen's cascade of vector lanes is one order among many). A sum's error in any order of
+accumulation is bounded by its terms, not its result (terms of +-200 that cancel to 3.9 leave
+errors of many ulps of 3.9): sums are moved by ULPS * eps * (the same sum of |terms|) where
+that is more than ULPS ulps. Min/max-like calls are moved by the
 sign of their zero results (IEEE lets min(0.0, -0.0) be either). Elementwise lower and upper bounds of
 those answers, and of eager's own, bound what rounding alone can give; `within` asks whether a
 compiled output lies inside them. A wrong lowering of one of these functions (a wrong formula,
@@ -20,6 +24,7 @@ not a 1-ulp rounding) moves its results far more than one ulp and stays outside.
 
 from __future__ import annotations
 
+import itertools
 import warnings
 
 import torch
@@ -37,6 +42,9 @@ INEXACT = frozenset("""
     logsumexp logaddexp logaddexp2 xlogy sinc i0 i0e i1 i1e ndtri log_ndtr
     sum mean nansum prod var std var_mean std_mean cumsum cumprod norm linalg_vector_norm
 """.split())
+#: float sums whose error is bounded by the sum of their terms' magnitudes (the same call on
+#: |terms| gives that bound; mean's divides it by n as its result is divided)
+SUMS = frozenset("sum mean nansum cumsum".split())
 #: ATen functions that may return either zero for equal operands 0.0 and -0.0 (IEEE leaves the
 #: choice open; ATen's vector lanes and scalar tails choose differently): moved by giving their
 #: zero results the other sign
@@ -49,6 +57,8 @@ ULPS = 2
 TRIALS = 8
 #: calls moved one at a time at most (a longer program gets its first MAX_CALLS)
 MAX_CALLS = 48
+#: calls moved two at a time, every pair each way (4 runs a pair): the first MAX_PAIR_CALLS
+MAX_PAIR_CALLS = 12
 
 
 def _name(func) -> str:
@@ -60,28 +70,37 @@ def _inexact(func) -> bool:
 
 
 class _Jitter(TorchDispatchMode):
-    """Moves float results of inexact calls by ULPS ulps. `only`: the index of the one call to
-    move, by `direction` (+1 up, -1 down); None moves every inexact result, by `direction`, or
-    with `gen` by a random -ULPS/0/+ULPS ulps per element. Counts the inexact calls in `calls`."""
+    """Moves float results of inexact calls by ULPS ulps (sums by their terms' bound, SUMS).
+    `moves`: {index of an inexact call: +1 up or -1 down} moves those calls only; None moves
+    every inexact result, by `direction`, or with `gen` by a random -ULPS/0/+ULPS ulps per
+    element. Counts the inexact calls in `calls`."""
 
-    def __init__(self, only=None, direction=1, gen=None):
+    def __init__(self, moves=None, direction=1, gen=None):
         super().__init__()
-        self.only, self.direction, self.gen, self.calls = only, direction, gen, 0
+        self.moves, self.direction, self.gen, self.calls = moves, direction, gen, 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        # the bound is taken before the call: an in-place cumsum_ overwrites its terms
+        magnitude = _terms_magnitude(func, args, kwargs) if self._moves_next() else None
+        out = func(*args, **kwargs)
         if not _inexact(func):
             return out
         index, self.calls = self.calls, self.calls + 1
-        if self.only is not None and index != self.only:
+        if self.moves is not None and index not in self.moves:
             return out
+        direction = self.direction if self.moves is None else self.moves[index]
         zero_sign = _name(func) in ZERO_SIGN
         for t in compare.leaves(out):
             if isinstance(t, torch.Tensor) and t.dtype.is_floating_point and t.numel():
-                t.copy_(self._moved(t, zero_sign))      # in place: an in-place op's result is its input
+                # in place: an in-place op's result is its input
+                t.copy_(self._moved(t, zero_sign, direction, magnitude))
         return out
 
-    def _moved(self, t: torch.Tensor, zero_sign: bool) -> torch.Tensor:
+    def _moves_next(self) -> bool:
+        return self.moves is None or self.calls in self.moves
+
+    def _moved(self, t: torch.Tensor, zero_sign: bool, direction: int, magnitude) -> torch.Tensor:
         if zero_sign:        # "up" is +0.0, "down" -0.0, for zero results only
             up, down = torch.where(t == 0, t.abs(), t), torch.where(t == 0, -t.abs(), t)
         else:
@@ -89,10 +108,27 @@ class _Jitter(TorchDispatchMode):
             up, down = t, t
             for _ in range(ULPS):
                 up, down = torch.nextafter(up, inf), torch.nextafter(down, -inf)
-        if self.only is not None or self.gen is None:      # one call, or all of them, one way
-            return up if self.direction > 0 else down
+            if magnitude is not None and magnitude.shape == t.shape:
+                # half sums accumulate in float32 (ATen's and ours): its eps bounds their order
+                eps = torch.finfo(torch.float64 if t.dtype == torch.float64 else torch.float32).eps
+                spread = ULPS * eps * magnitude.double()
+                up = torch.maximum(up, (t.double() + spread).to(t.dtype))
+                down = torch.minimum(down, (t.double() - spread).to(t.dtype))
+        if self.moves is not None or self.gen is None:      # chosen calls, or all of them, one way
+            return up if direction > 0 else down
         pick = torch.randint(-1, 2, t.shape, generator=self.gen)
         return torch.where(pick > 0, up, torch.where(pick < 0, down, t))
+
+
+def _terms_magnitude(func, args, kwargs):
+    """For a float sum (SUMS), the same call on |terms|: what bounds its rounding in any order."""
+    if _name(func) not in SUMS or not args or not isinstance(args[0], torch.Tensor) \
+            or not args[0].dtype.is_floating_point:
+        return None
+    try:
+        return func(args[0].abs(), *args[1:], **kwargs)
+    except Exception:       # an overload this call form does not fit: moved by ulps alone
+        return None
 
 
 def _run(fn, inputs, mode):
@@ -109,16 +145,19 @@ def envelope(fn, inputs) -> list | None:
     """Per output leaf (then per input after the call), (low, high) float64 tensors bounding
     eager's answers under ULPS-ulp moves of its inexact results; None if eager's own run fails or
     the program makes no inexact call."""
-    counter = _Jitter(only=-1)
+    counter = _Jitter(moves={})
     base = _run(fn, inputs, counter)
     if base is None or counter.calls == 0:
         return None
     runs = [base]
     for index in range(min(counter.calls, MAX_CALLS)):
         for direction in (1, -1):
-            runs.append(_run(fn, inputs, _Jitter(only=index, direction=direction)))
+            runs.append(_run(fn, inputs, _Jitter(moves={index: direction})))
+    for first, second in itertools.combinations(range(min(counter.calls, MAX_PAIR_CALLS)), 2):
+        for one, other in itertools.product((1, -1), repeat=2):
+            runs.append(_run(fn, inputs, _Jitter(moves={first: one, second: other})))
     # every inexact result moved the same way at once (errors that add up through the program)
-    runs += [_run(fn, inputs, _Jitter(only=None, direction=d)) for d in (1, -1)]
+    runs += [_run(fn, inputs, _Jitter(direction=d)) for d in (1, -1)]
     gen = torch.Generator().manual_seed(0)
     runs += [_run(fn, inputs, _Jitter(gen=gen)) for _ in range(TRIALS)]
     runs = [r for r in runs if r is not None and len(r) == len(base)]
@@ -138,18 +177,24 @@ def envelope(fn, inputs) -> list | None:
     return bounds
 
 
-def within(actual, bound, dtype=None) -> bool:
-    """Every element of `actual` lies in [low, high] (up to the dtype's tolerance), or is NaN
-    where one of the answers is NaN."""
+def within_mask(actual, bound, dtype=None) -> torch.Tensor | None:
+    """Elementwise: `actual` lies in [low, high] (up to the dtype's tolerance), or is NaN where
+    one of the answers is NaN; None where there is no bound to judge by."""
     if bound is None or not isinstance(actual, torch.Tensor):
-        return False
+        return None
     low, high, some_nan = bound
     if tuple(actual.shape) != tuple(low.shape):
-        return False
+        return None
     c = actual.detach().cpu().double()
     rtol, atol = compare.TOLERANCES.get(dtype or actual.dtype, (0.0, 0.0)) if actual.dtype.is_floating_point \
         else (0.0, 0.0)
     slack_low = atol + rtol * torch.where(torch.isfinite(low), low.abs(), torch.zeros_like(low))
     slack_high = atol + rtol * torch.where(torch.isfinite(high), high.abs(), torch.zeros_like(high))
     inside = (c >= low - slack_low) & (c <= high + slack_high)
-    return bool((inside | (torch.isnan(c) & some_nan)).all())
+    return inside | (torch.isnan(c) & some_nan)
+
+
+def within(actual, bound, dtype=None) -> bool:
+    """within_mask holds everywhere."""
+    mask = within_mask(actual, bound, dtype)
+    return mask is not None and bool(mask.all())
