@@ -13,12 +13,12 @@ does not fit (an op that needs the old strides, say a view that is only valid on
 output whose eager strides are not contiguous) the graph is left exactly as it was. Every
 decision is logged (`conv_layout_*` events on the backend logger).
 
-config.backend.conv_layout: "auto" (channels_last for CUDA graphs with a 4-d convolution),
-"channels_last" (also on CPU: tests use it to check the pass), "off" (the default).
-Why off by default: on the H100 (bf16, the suite's batch sizes, 2026-11-24) 'auto' against 'off'
-moved the six CNNs' geomean within the run-to-run noise (per-call overhead dominates there), and
-CPU convolutions in channels_last are slower than NCHW. Measure with run_suite.py and
-TRACE_BACKEND_CONV_LAYOUT=auto|off before changing it.
+config.backend.conv_layout: "auto" (the default: channels_last for CUDA graphs with a 4-d
+convolution), "channels_last" (also on CPU: tests use it to check the pass), "off". CPU
+convolutions in channels_last are slower than NCHW, hence CUDA only. On the H200 (bf16, batch 32,
+2026-11-26) cuDNN spent 0.57 ms of ResNet-50's 2.5 ms per call transposing NCHW data around its
+convolutions without it. Measure with scripts/ab_frontends.py and TRACE_BACKEND_CONV_LAYOUT=auto|off
+before changing it.
 """
 from __future__ import annotations
 
@@ -56,8 +56,15 @@ def _wanted(gm, convs) -> str | None:
 
 
 def _fake_mode(gm):
-    vals = [_val(n) for n in gm.graph.nodes if n.op == "placeholder"]
-    return torch._guards.detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
+    """The fake mode of the graph's own values. Not torch._guards.detect_fake_mode: under
+    torch.compile it answers the tracing context's mode (Dynamo's) first, while our aot stage
+    traced these values in a mode of its own, and re-propagating in Dynamo's failed with "Mixing
+    fake modes" (every graph reached through torch.compile kept NCHW)."""
+    for n in gm.graph.nodes:
+        mode = getattr(_val(n), "fake_mode", None) if n.op == "placeholder" else None
+        if mode is not None:
+            return mode
+    return None
 
 
 def use_channels_last(gm: torch.fx.GraphModule) -> bool:

@@ -94,3 +94,24 @@ def test_auto_leaves_cpu_graphs_alone():
     with config.patch(**{"backend.conv_layout": "auto"}):
         assert not use_channels_last(gm)
     assert gm.code == before
+
+
+def test_rewritten_under_torch_compile_too():
+    """Through torch.compile(backend=compiler.backend) Dynamo's tracing context holds a fake mode
+    other than the one our aot stage traced the graph in; the pass re-propagates in the graph's
+    own (it used to ask detect_fake_mode, got Dynamo's, failed on "Mixing fake modes" and left
+    every such graph NCHW: cuDNN then transposed around each convolution)."""
+    import logging
+
+    from tracetorch import logs
+    torch.manual_seed(0)
+    model = small_resnet().eval()
+    x = torch.randn(2, 3, 16, 16)
+    torch._dynamo.reset()
+    with config.patch(**{"backend.conv_layout": "channels_last"}), torch.no_grad(), \
+            logs.testing.capture(names={"conv_layout_channels_last", "conv_layout_unchanged"},
+                                 level=logging.DEBUG, artifacts=None) as events:
+        out = torch.compile(model, backend=compiler.backend)(x)
+    torch._dynamo.reset()
+    torch.testing.assert_close(out, model(x))
+    assert [e.name for e in events] == ["conv_layout_channels_last"], [e.fields for e in events]
