@@ -110,6 +110,14 @@ def _numel(x, dims):
     return ir.product([x.get_size()[d] for d in dims])
 
 
+def _static_zero(n) -> bool:
+    return not isinstance(n, sympy.Basic) and n == 0 or isinstance(n, sympy.Basic) and bool(n.is_zero)
+
+
+def _static_positive(n) -> bool:
+    return not isinstance(n, sympy.Basic) and n > 0 or isinstance(n, sympy.Basic) and bool(n.is_positive)
+
+
 def _scalar(value, dtype):
     if isinstance(value, sympy.Basic) and not value.is_number:
         return ops.index_expr(value, dtype)
@@ -154,8 +162,19 @@ def _var(ctx, x, dims, correction, keepdim, out, sqrt=False, with_mean=False):
     def to_acc(v):
         return ops.to_dtype(v, acc) if x.get_dtype() != acc else v
 
-    def first(full):      # the row's first element (read only while the row has elements)
-        return to_acc(x_ld([sympy.Integer(0) if d in dims else i for d, i in enumerate(full)]))
+    def first(full):
+        """The row's first element. Its index does not involve the reduction's index, so its
+        load is masked by the row's mask only: a row with no element (a size 0 here) must not
+        read it (it was read out of bounds: fuzz 420385 segfaulted the Triton interpreter)."""
+        if _static_zero(n):
+            return ops.constant(0.0, acc)
+
+        def body():
+            return to_acc(x_ld([sympy.Integer(0) if d in dims else i for d, i in enumerate(full)]))
+        if _static_positive(n):
+            return body()
+        has_elements = ops.lt(ops.index_expr(sympy.Integer(0), torch.int64), ops.index_expr(n, torch.int64))
+        return ops.masked(has_elements, body, 0.0)
 
     shifted_total = make_reduction(ctx, x, dims, "sum", out_dtype=acc, src_dtype=acc, keepdim=True,
                                    value_fn=lambda v, full: ops.sub(to_acc(v), first(full)))

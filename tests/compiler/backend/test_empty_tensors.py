@@ -39,3 +39,21 @@ def test_empty_results_match_eager(name, codegen):
     torch.testing.assert_close(out, ref)
     assert out.shape == ref.shape and out.dtype == ref.dtype
 
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+@pytest.mark.parametrize("op", ["var", "std", "var_mean"])
+def test_var_over_an_empty_dimension_reads_nothing(op, codegen):
+    """var/std shift each row by its first element; a row with no element has none, and the
+    load of it (masked by the row only) read out of bounds: fuzz 420385 segfaulted the Triton
+    interpreter on `(a1 * a0).std(1)` with a0 of shape (3, 0). The result is NaN, as eager's."""
+    fn = {"var": lambda x: x.var(1), "std": lambda x: x.std(1, keepdim=True),
+          "var_mean": lambda x: torch.var_mean(x, 1)}[op]
+    x = torch.randn(3, 0, dtype=torch.float16)
+    gm = torch.fx.experimental.proxy_tensor.make_fx(fn)(x)
+    with config.patch(**{"backend.cpu_codegen": codegen, "backend.fallback_on_error": False}):
+        out = compile_fx(gm, [x])(x)
+    ref = fn(x)
+    out, ref = (out, ref) if isinstance(ref, tuple) else ((out[0] if isinstance(out, (tuple, list)) else out,), (ref,))
+    for o, r in zip(out, ref):
+        torch.testing.assert_close(o, r, equal_nan=True)

@@ -118,6 +118,37 @@ def test_isinf_of_a_cancelling_sum_is_rounding(backend_cache_dir):
     assert res.status == "rounding", res
 
 
+def test_a_fake_stride_that_eager_does_not_give_is_upstream(backend_cache_dir):
+    """Fuzz seed 420188: eager's `0.1 ** x` on a column-major x returns a contiguous tensor,
+    PyTorch's fake tensor (meta) says column-major; so a traced `flatten` copies where eager's
+    is a view, and a later in-place op on the base shows in eager's result only. PyTorch's
+    own aot_eager (what inductor's graphs see) answers the same as ours: upstream, not wrong."""
+    def fn(x):
+        y = torch.empty_strided(x.shape, (1, 4, 28), dtype=x.dtype)
+        y[:] = x
+        p = 0.1 ** y
+        flat = p.flatten()
+        p.clamp_(-1, 1)
+        return flat,
+
+    x = -torch.rand(4, 7, 3, dtype=torch.float16)
+    assert (0.1 ** torch.empty_strided(x.shape, (1, 4, 28))).is_contiguous()   # eager's kernel
+    torch._dynamo.reset()
+    assert not torch.equal(torch.compile(fn, backend="aot_eager")(x.clone())[0], fn(x.clone())[0])
+
+    class OneCall:             # the runner's view of a program: a function and its calls' inputs
+        calls = [None]
+
+        def function(self):
+            return fn
+
+        def make_inputs(self, k):
+            return [x.clone()]
+
+    res = run_program(OneCall(), "cpp")
+    assert res.status == "upstream" and "torch_aot_eager" in res.detail, res
+
+
 def _amplified_atan2(a, b, big):
     """Fuzz 360397's shape: `% small` makes atan2's 1-ulp error a large relative one, and `huge //`
     that turns it into a different float (ATen's atan2f is 1 ulp off on some lanes)."""

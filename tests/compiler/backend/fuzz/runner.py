@@ -14,8 +14,9 @@ mutated input, a returned input that is not the caller's tensor, or an output th
 of an input in one and not the other), crash (compiled raised
 where eager did not), invalid (eager rejects the first call, or its answer is undefined: an
 in-place op that reads memory it writes through another view, fuzz/overlap.py; not counted). A wrong or crash
-that the target's baseline (the same frontend with backend="eager") shows as well is reported
-as "upstream" (Dynamo) or "frontend" (our frontend) instead: not the backend's.
+that a baseline of the target (the same frontend with backend="eager"; PyTorch's Dynamo with its
+own aot_eager) shows as well is reported as "upstream" (Dynamo, PyTorch's fake tensors) or
+"frontend" (our frontend) instead: not the backend's.
 `eager_graphs` lists why whole graphs ran eagerly (events graph_runs_eagerly, aot_runs_eagerly).
 """
 
@@ -54,6 +55,10 @@ def _frontend_eager(fn):
     return compiler.compile(fn, backend="eager")
 
 
+def _torch_aot_eager(fn):
+    return torch.compile(fn, backend="aot_eager")
+
+
 TARGETS = {
     "cpp": (_dynamo, {}),
     "triton": (_dynamo, {"backend.cpu_codegen": "triton"}),
@@ -61,11 +66,17 @@ TARGETS = {
     # baselines: the same frontend with no backend at all
     "dynamo_eager": (_dynamo_eager, {}),
     "frontend_eager": (_frontend_eager, {}),
+    # PyTorch's own stack down to its aot stage (Dynamo, AOTAutograd on fake tensors, eager
+    # kernels): what inductor's graphs see
+    "torch_aot_eager": (_torch_aot_eager, {}),
 }
-#: a failure that the target's baseline shows too is not the backend's: status "upstream"
-#: (Dynamo's) or "frontend" (ours, owned by compiler/frontend)
-BASELINES = {"cpp": ("dynamo_eager", "upstream"), "triton": ("dynamo_eager", "upstream"),
-             "frontend": ("frontend_eager", "frontend")}
+#: a failure that one of the target's baselines shows too is not the backend's, tried in order:
+#: status "upstream" (Dynamo's; or PyTorch's fake tensors, whose strides for a few ops differ
+#: from the eager kernel's, so a traced reshape copies where eager's views: torch's aot_eager
+#: and inductor answer the same) or "frontend" (ours, owned by compiler/frontend)
+BASELINES = {"cpp": [("dynamo_eager", "upstream"), ("torch_aot_eager", "upstream")],
+             "triton": [("dynamo_eager", "upstream"), ("torch_aot_eager", "upstream")],
+             "frontend": [("frontend_eager", "frontend"), ("torch_aot_eager", "upstream")]}
 
 
 @dataclasses.dataclass
@@ -193,10 +204,10 @@ def _check_call(prog_fn, inputs, e_in, e_out, c_in, c_out) -> tuple[str, str] | 
 
 def run_program(prog: Program, target: str, max_calls: int | None = None) -> Result:
     res = _run(prog, target, max_calls)
-    if res.status in ("wrong", "crash") and target in BASELINES:
-        base, label = BASELINES[target]
+    for base, label in BASELINES.get(target, []) if res.status in ("wrong", "crash") else []:
         if _run(prog, base, max_calls).status in ("wrong", "crash"):
             res.status, res.detail = label, f"(also with {base}) {res.detail}"
+            break
     return res
 
 
