@@ -55,10 +55,12 @@ static inline float tt_round_half(float f) { return tt_half_to_float(tt_float_to
 #define TT_OPAQUE(x) (x)
 #endif
 // float -> integer as ATen's conversion behaves on x86 (where C++ leaves it undefined): NaN and
-// out-of-range values give the most negative int32/int64 ("integer indefinite"); narrower types
-// convert through int32 and keep its low bits. GCC otherwise folded inf -> int64 to 0 in loops.
+// out-of-range values give the most negative int32/int64 ("integer indefinite"); uint8 converts
+// through int64 (c10's static_cast_with_inter_type does so explicitly), int8/int16 through int32,
+// keeping the low bits. GCC otherwise folded inf -> int64 to 0 in loops.
 template <typename I, typename F> static inline I tt_ftoi(F x) {
-  if constexpr (sizeof(I) < 4) { return static_cast<I>(tt_ftoi<int32_t, F>(x)); }
+  if constexpr (std::is_same<I, uint8_t>::value) { return static_cast<I>(tt_ftoi<int64_t, F>(x)); }
+  else if constexpr (sizeof(I) < 4) { return static_cast<I>(tt_ftoi<int32_t, F>(x)); }
   else {
     using S = typename std::conditional<sizeof(I) == 4, int32_t, int64_t>::type;
     const F lo = static_cast<F>(std::numeric_limits<S>::min());

@@ -85,6 +85,14 @@ def tl_type(dtype: torch.dtype) -> str:
     return TL_TYPES[dtype]
 
 
+#: float -> narrow integer casts as ATen converts: uint8 through int64 (c10's
+#: static_cast_with_inter_type, on CPU and CUDA: -1.0 is 255, where a direct cast saturates to 0
+#: on a GPU); under the interpreter (CPU tensors) int8/int16 also through int32 as x86 code does
+#: (a direct numpy cast of 1.3e16 to uint8 gave 0 where eager gives its low byte, 126: fuzz 421129)
+_FLOAT_TO_INT_VIA_GPU = {torch.uint8: torch.int64}
+_FLOAT_TO_INT_VIA = {torch.uint8: torch.int64, torch.int8: torch.int32, torch.int16: torch.int32}
+
+
 @dataclasses.dataclass(frozen=True)
 class TVar:
     name: str
@@ -193,6 +201,10 @@ class TritonOpsHandler(TableOpsHandler):
             return self.value(f"{x}.to({tl_type(dtype)}).to(tl.float32)", torch.float32, x)
         if x.dtype == dtype:
             return x
+        if x.dtype.is_floating_point and not dtype.is_floating_point:
+            via = _FLOAT_TO_INT_VIA.get(dtype) if self.kernel.interpret else _FLOAT_TO_INT_VIA_GPU.get(dtype)
+            if via is not None:
+                return self.value(f"{x}.to({tl_type(via)}).to({tl_type(dtype)})", dtype, x)
         return self.value(f"{x}.to({tl_type(dtype)})", dtype, x)
 
     def where(self, cond, a, b):

@@ -171,6 +171,10 @@ def norms_and_row_sums(x, w, b):
 
 @pytest.mark.parametrize("shape", [(7, 33), (3, 5000), (40, 1024)])
 def test_norms_and_row_sums(shape):
+    # seeded: an unseeded draw (the global generator's state depends on which tests ran before
+    # in this worker) gave a row of 5000 normals summing to 0.66, whose float32 rounding in our
+    # order and ATen's differ by more than the fixed tolerance allows
+    torch.manual_seed(0)
     rt = check(norms_and_row_sums, [torch.randn(shape), torch.randn(shape[-1]), torch.randn(shape[-1])])
     # rows of large inputs ask for the next row's cache lines ahead
     assert ("__builtin_prefetch" in code_of(rt)) == (shape[0] * shape[1] >= 32768)

@@ -252,6 +252,28 @@ def test_an_exact_product_where_eager_overflows_is_rounding(wrong):
     assert _Judges(fn, [x]).explain(0, eager, answer) == (not wrong)
 
 
+@pytest.mark.parametrize("wrong", [False, True])
+def test_an_undefined_cast_may_give_any_of_its_values(wrong):
+    """Fuzz 421129: a float -> uint8 cast of 1.29e16 is undefined (PyTorch's docs); eager gave 0
+    in a vectorized loop and 126 in the scalar one. Such an element may hold any value the
+    known paths give (undefined_casts.CHOICES), through the rest of the program; the defined
+    elements must still match: a 9 for 3.0 * 2 + 1 stays wrong."""
+    from tests.compiler.backend.fuzz.runner import _Judges
+    from tests.compiler.backend.fuzz.undefined_casts import CHOICES
+    x = torch.tensor([6.45e15, float("nan"), 3.0, -1.0, float("-inf")])
+
+    def fn(x):
+        return (x * 2).to(torch.uint8) + 1
+
+    eager = fn(x)
+    undefined = torch.tensor([True, True, False, False, True])
+    other = torch.where(undefined, CHOICES["saturated"](x * 2, torch.uint8) + 1, eager)
+    assert not torch.equal(other, eager)
+    if wrong:
+        other[2] = 9
+    assert _Judges(fn, [x]).explain(0, eager, other) == (not wrong)
+
+
 def test_an_inplace_op_reading_its_own_memory_is_invalid():
     """Fuzz 370494: `a.add_(a.unbind(0)[0])` on a transposed `a` reads row 0 while it writes it;
     ATen's overlap check gives up on the non-dense row and eager's answer depends on its visiting

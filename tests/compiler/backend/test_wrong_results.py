@@ -41,6 +41,11 @@ def bf16_subnormals(x, s):                  # the Triton interpreter's bfloat16 
     return m, m.to(torch.bool), s * 0.5, s + 0 # a True where the flushed value gave False)
 
 
+def float_to_narrow_ints(x):                # ATen casts float -> uint8 through int64: -1.0 is 255
+    y = x * 1                                    # (a GPU's direct cast saturates to 0); int8 and
+    return y.to(torch.uint8), y.to(torch.int8), y.to(torch.int16)   # int16 wrap through int32
+
+
 def fmin_fmax_signed_zeros(a, b):          # fmin/fmax of equal operands give the first (eager), and
     return 1 / torch.fmin(a, b), 1 / torch.fmax(a, b), 1 / torch.fmin(b, a)   # 1 / x shows the sign
 
@@ -392,6 +397,8 @@ CASES = {
                                         torch.tensor([0.0, -0.0, -0.0, float("nan"), -0.0] * 8)]),
     "empty_after_matmul": (empty_after_matmul, lambda: [torch.randn(4, 3, 5, 8)]),
     "reshape_at_size_zero": (reshape_at_size_zero, lambda: [torch.randn(1, 3, 7, 13)]),
+    "float_to_narrow_ints": (float_to_narrow_ints,
+                             lambda: [torch.tensor([-1.0, -2.7, 255.9, 256.5, -129.5, 40000.25, -7e4, 3e9 - 0.5])]),
     "bf16_subnormals": (bf16_subnormals, lambda: [torch.tensor([-96.0, -90.0, 3.0, -1e3]).bfloat16(),
                                                   torch.tensor([1e-39, -5e-40, 2e-40, 1.0]).bfloat16()]),
 }

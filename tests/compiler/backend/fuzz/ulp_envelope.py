@@ -8,8 +8,8 @@ ill-conditioned step (`x % small`, then `huge // that`) turns 1 ulp into a large
 the float64 reference cannot judge either: its own rounding of the earlier steps differs more.
 
 `envelope(fn, inputs)` runs the program eagerly again with the result of one inexact call moved
-by ULPS ulps, up and then down (every call in turn), and with every inexact result moved by a
-random -ULPS/0/+ULPS ulps per element (a few seeded trials), with all of them moved up, then
+by 1 to ULPS ulps, up and then down (every call in turn), and with every inexact result moved by a
+random -ULPS..+ULPS ulps per element (a few seeded trials), with all of them moved up, then
 all down, and with every pair of calls moved each way (two 1-ulp errors that only together flip
 a later comparison or integer cast). Float sums and products count as inexact
 (ATen's cascade of vector lanes is one order among many). A sum's error in any order of
@@ -31,6 +31,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import compare
+from .undefined_casts import CHOICES, UndefinedCasts
 from .values import clone_all
 
 #: ATen functions whose CPU results are within a few ulps, not correctly rounded (by the name
@@ -53,6 +54,8 @@ ZERO_SIGN = frozenset("min max amin amax minimum maximum aminmax".split())
 #: ulp (Sleef's u10 ones), its composite activations round two or three times (silu: within 1.9
 #: ulps of the exact value over random inputs), so two ulps bound what rounding alone can give
 ULPS = 2
+#: the signed moves of one call at a time
+STEPS = [k for k in range(-ULPS, ULPS + 1) if k]
 #: random joint trials after the one-call-at-a-time ones
 TRIALS = 8
 #: calls moved one at a time at most (a longer program gets its first MAX_CALLS)
@@ -70,14 +73,14 @@ def _inexact(func) -> bool:
 
 
 class _Jitter(TorchDispatchMode):
-    """Moves float results of inexact calls by ULPS ulps (sums by their terms' bound, SUMS).
-    `moves`: {index of an inexact call: +1 up or -1 down} moves those calls only; None moves
-    every inexact result, by `direction`, or with `gen` by a random -ULPS/0/+ULPS ulps per
+    """Moves float results of inexact calls by whole ulps (sums by their terms' bound, SUMS).
+    `moves`: {index of an inexact call: signed ulps (+2: two up)} moves those calls only; None
+    moves every inexact result, by `steps`, or with `gen` by a random -ULPS..+ULPS ulps per
     element. Counts the inexact calls in `calls`."""
 
-    def __init__(self, moves=None, direction=1, gen=None):
+    def __init__(self, moves=None, steps=ULPS, gen=None):
         super().__init__()
-        self.moves, self.direction, self.gen, self.calls = moves, direction, gen, 0
+        self.moves, self.steps, self.gen, self.calls = moves, steps, gen, 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -89,35 +92,42 @@ class _Jitter(TorchDispatchMode):
         index, self.calls = self.calls, self.calls + 1
         if self.moves is not None and index not in self.moves:
             return out
-        direction = self.direction if self.moves is None else self.moves[index]
+        steps = self.steps if self.moves is None else self.moves[index]
         zero_sign = _name(func) in ZERO_SIGN
         for t in compare.leaves(out):
             if isinstance(t, torch.Tensor) and t.dtype.is_floating_point and t.numel():
                 # in place: an in-place op's result is its input
-                t.copy_(self._moved(t, zero_sign, direction, magnitude))
+                t.copy_(self._moved(t, zero_sign, steps, magnitude))
         return out
 
     def _moves_next(self) -> bool:
         return self.moves is None or self.calls in self.moves
 
-    def _moved(self, t: torch.Tensor, zero_sign: bool, direction: int, magnitude) -> torch.Tensor:
-        if zero_sign:        # "up" is +0.0, "down" -0.0, for zero results only
-            up, down = torch.where(t == 0, t.abs(), t), torch.where(t == 0, -t.abs(), t)
-        else:
-            inf = torch.full_like(t, float("inf"))
-            up, down = t, t
-            for _ in range(ULPS):
-                up, down = torch.nextafter(up, inf), torch.nextafter(down, -inf)
-            if magnitude is not None and magnitude.shape == t.shape:
-                # half sums accumulate in float32 (ATen's and ours): its eps bounds their order
-                eps = torch.finfo(torch.float64 if t.dtype == torch.float64 else torch.float32).eps
-                spread = ULPS * eps * magnitude.double()
-                up = torch.maximum(up, (t.double() + spread).to(t.dtype))
-                down = torch.minimum(down, (t.double() - spread).to(t.dtype))
-        if self.moves is not None or self.gen is None:      # chosen calls, or all of them, one way
-            return up if direction > 0 else down
-        pick = torch.randint(-1, 2, t.shape, generator=self.gen)
-        return torch.where(pick > 0, up, torch.where(pick < 0, down, t))
+    def _moved(self, t: torch.Tensor, zero_sign: bool, steps: int, magnitude) -> torch.Tensor:
+        if self.moves is None and self.gen is not None:     # random joint moves, per element
+            pick = torch.randint(-ULPS, ULPS + 1, t.shape, generator=self.gen)
+            out = t
+            for k in [k for k in range(-ULPS, ULPS + 1) if k]:
+                out = torch.where(pick == k, _step(t, zero_sign, k, magnitude), out)
+            return out
+        return _step(t, zero_sign, steps, magnitude)
+
+
+def _step(t: torch.Tensor, zero_sign: bool, steps: int, magnitude) -> torch.Tensor:
+    """t moved `steps` ulps (signed); zero results of min/max-like calls get the sign of the
+    move instead; a sum at least |steps| * eps * its terms' magnitude."""
+    if zero_sign:        # "up" is +0.0, "down" -0.0, for zero results only
+        return torch.where(t == 0, t.abs() if steps > 0 else -t.abs(), t)
+    toward = torch.full_like(t, float("inf") if steps > 0 else float("-inf"))
+    moved = t
+    for _ in range(abs(steps)):
+        moved = torch.nextafter(moved, toward)
+    if magnitude is not None and magnitude.shape == t.shape:
+        # half sums accumulate in float32 (ATen's and ours): its eps bounds their order
+        eps = torch.finfo(torch.float64 if t.dtype == torch.float64 else torch.float32).eps
+        spread = (steps * eps * magnitude.double() + t.double()).to(t.dtype)
+        moved = torch.maximum(moved, spread) if steps > 0 else torch.minimum(moved, spread)
+    return moved
 
 
 def _terms_magnitude(func, args, kwargs):
@@ -143,21 +153,27 @@ def _run(fn, inputs, mode):
 
 def envelope(fn, inputs) -> list | None:
     """Per output leaf (then per input after the call), (low, high) float64 tensors bounding
-    eager's answers under ULPS-ulp moves of its inexact results; None if eager's own run fails or
-    the program makes no inexact call."""
+    eager's answers under ULPS-ulp moves of its inexact results and the values its undefined casts
+    may give; None if eager's own run fails or the program makes no inexact call and no such cast."""
     counter = _Jitter(moves={})
     base = _run(fn, inputs, counter)
-    if base is None or counter.calls == 0:
+    casts = UndefinedCasts()
+    _run(fn, inputs, casts)
+    if base is None or counter.calls == 0 and casts.found == 0:
         return None
     runs = [base]
+    if casts.found:       # eager's answer there is one of several (undefined_casts.py)
+        runs += [_run(fn, inputs, UndefinedCasts(choice)) for choice in CHOICES]
+    # one call at a time, by each whole number of ulps: an ill-conditioned step after it
+    # (fmod(x, x / 7)) is not monotonic, so the answers at 1 ulp need not lie between those at 2
     for index in range(min(counter.calls, MAX_CALLS)):
-        for direction in (1, -1):
-            runs.append(_run(fn, inputs, _Jitter(moves={index: direction})))
+        for steps in STEPS:
+            runs.append(_run(fn, inputs, _Jitter(moves={index: steps})))
     for first, second in itertools.combinations(range(min(counter.calls, MAX_PAIR_CALLS)), 2):
-        for one, other in itertools.product((1, -1), repeat=2):
+        for one, other in itertools.product((ULPS, -ULPS), repeat=2):
             runs.append(_run(fn, inputs, _Jitter(moves={first: one, second: other})))
     # every inexact result moved the same way at once (errors that add up through the program)
-    runs += [_run(fn, inputs, _Jitter(direction=d)) for d in (1, -1)]
+    runs += [_run(fn, inputs, _Jitter(steps=d)) for d in (ULPS, -ULPS)]
     gen = torch.Generator().manual_seed(0)
     runs += [_run(fn, inputs, _Jitter(gen=gen)) for _ in range(TRIALS)]
     runs = [r for r in runs if r is not None and len(r) == len(base)]
