@@ -272,3 +272,27 @@ def test_train_eval_without_training_reads_keeps_the_entry_fresh_and_containers_
     assert not gs.unchanged()
     _check(compiled, model, x)
     assert backend.graphs == 2
+
+
+def test_a_parameter_replaced_by_an_equal_one_is_a_mutation():
+    """The fingerprint compares the objects a resolution read by identity, not with == (a
+    faster tuple comparison would): a one-element tensor answers == by value, so a new Parameter
+    equal to the old would pass for unchanged, the compiled code would keep reading the old one,
+    and an in-place update of the new parameter would not show in the compiled result."""
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.tensor([2.0]))
+
+        def forward(self, x):
+            return x * self.w
+
+    m = Scaled()
+    fn = compiler.compile(m)
+    x = torch.randn(3)
+    with torch.no_grad():
+        torch.testing.assert_close(fn(x), m(x))
+        m.w = nn.Parameter(torch.tensor([2.0]))     # equal value, another object
+        fn(x)
+        m.w.add_(1.0)
+        torch.testing.assert_close(fn(x), m(x))
