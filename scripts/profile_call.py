@@ -6,6 +6,7 @@ scripts/bench_real_models.py (`real:<name>`, e.g. `real:t5_small`).
     python scripts/profile_call.py real:gpt2 --device cuda --dtype bfloat16 --kernels
     python scripts/profile_call.py gpt2 --device cpu --calls 50
     python scripts/profile_call.py transformer_block --device cuda --dtype bfloat16 --kernels
+    python scripts/profile_call.py real:resnet50 --device cuda --dtype bfloat16 --mode reduce-overhead --kernels
 
 Compiles the model with compiler.compile (default backend), warms it up, then profiles `--calls`
 calls and prints the top functions by total (self) time and by cumulative time, plus the median
@@ -70,6 +71,8 @@ def main(argv=None):
     p.add_argument("--no-inductor", action="store_true", help="--kernels without the inductor table")
     p.add_argument("--via", choices=["compile", "backend"], default="compile",
                    help="compile: compiler.compile (our frontend); backend: torch.compile(backend=compiler.backend)")
+    p.add_argument("--mode", choices=["default", "reduce-overhead"], default="default",
+                   help="compiler.compile's mode (reduce-overhead: CUDA graphs); --via compile only")
     args = p.parse_args(argv)
 
     import torch
@@ -94,7 +97,8 @@ def main(argv=None):
         sys.exit(f"profile_call: unknown model {args.model!r}; valid: suite models {', '.join(SUITE)}; "
                  f"workloads {', '.join(WORKLOADS)}; real models "
                  f"{', '.join('real:' + n for n in REAL_MODELS)}")
-    compiled = compiler.compile(model) if args.via == "compile" else torch.compile(model, backend=compiler.backend)
+    compiled = compiler.compile(model, mode=args.mode) if args.via == "compile" \
+        else torch.compile(model, backend=compiler.backend)
     with torch.no_grad():
         t = time.perf_counter()
         call(compiled, inputs)
