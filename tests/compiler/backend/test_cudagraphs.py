@@ -76,16 +76,40 @@ def test_parameter_slot_with_another_tensor_records_again(events):
     w_before = w.detach().clone()
     compiled = lambda x, w: [x * w]  # noqa: E731
     runner = cudagraphs.CudaGraphRunner(compiled, [], cudagraphs.EagerRecorder())
-    x = torch.randn(4)
     for _ in range(3):
+        x = torch.randn(4)
         torch.testing.assert_close(runner(x, w)[0], x * w)
     rec = next(iter(runner.recordings.values()))
     assert rec.in_place == {1} and rec.static_inputs[1] is w    # read in place, not copied
     w2 = torch.nn.Parameter(torch.randn(4))
     torch.testing.assert_close(runner(x, w2)[0], x * w2)
     assert next(iter(runner.recordings.values())).static_inputs[1] is w2
-    assert any("parameter slot" in e.fields.get("reason", "") for e in named(events, "cudagraph_record"))
+    assert any("other memory" in e.fields.get("reason", "") for e in named(events, "cudagraph_record"))
     torch.testing.assert_close(w.detach(), w_before)          # never written through
+
+
+def test_inputs_that_persist_are_read_in_place(events):
+    """A slot that holds the same memory at the warm-up and the recording call (a module's
+    buffers: ResNet-50's batch-norm statistics were copied on every replay) is read in place.
+    When other memory arrives there, the graph records again, the slot is copied from then on,
+    and nothing is written through to the old tensor."""
+    stats = torch.randn(4)
+    stats_before = stats.clone()
+    compiled = lambda x, s: [x - s]  # noqa: E731
+    runner = cudagraphs.CudaGraphRunner(compiled, [], cudagraphs.EagerRecorder())
+    for _ in range(3):
+        x = torch.randn(4)
+        torch.testing.assert_close(runner(x, stats)[0], x - stats)
+    rec = next(iter(runner.recordings.values()))
+    assert rec.in_place == {1} and rec.static_inputs[1] is stats
+    stats.add_(1.0)                                          # in-place updates are seen
+    torch.testing.assert_close(runner(x, stats)[0], x - stats)
+    other = torch.randn(4)
+    for _ in range(2):
+        torch.testing.assert_close(runner(x, other)[0], x - other)
+    assert next(iter(runner.recordings.values())).in_place == set()
+    assert sum("other memory" in e.fields.get("reason", "") for e in named(events, "cudagraph_record")) == 1
+    torch.testing.assert_close(stats, stats_before + 1.0)   # never written through
 
 
 def test_random_ops_are_not_recorded(events):
