@@ -105,12 +105,16 @@ def unsqueeze(ctx, x, dim):
 def squeeze(ctx, x, dim=None):
     old = x.get_size()
     n = len(old)
-    if dim is None:
-        dims = [d for d in range(n) if same(old[d], 1)]
-    else:
-        dims = [_norm_dim(d, n) for d in (dim if isinstance(dim, (list, tuple)) else [dim])]
-        dims = [d for d in dims if n and same(old[d], 1)]
+    asked = list(range(n)) if dim is None else \
+        [_norm_dim(d, n) for d in (dim if isinstance(dim, (list, tuple)) else [dim])]
+    dims = [d for d in asked if same(old[d], 1)]
+    if len(ctx.size) == n - len(set(asked)) and len(dims) < len(set(asked)):
+        # the trace squeezed every dim asked, so each was 1 there (and is guarded so): a size
+        # the expressions do not simplify to 1 (a split of s0 * s1 into chunks of 1) still is
+        dims = sorted(set(asked))
     keep = [d for d in range(n) if d not in dims]
+    if len(keep) != len(ctx.size):
+        raise NotLowerable(f"squeeze of sizes {old} to {ctx.size}: which dims are 1 is not known here")
 
     def reindex(idx):
         it = iter(idx)

@@ -46,6 +46,11 @@ def float_to_narrow_ints(x):                # ATen casts float -> uint8 through 
     return y.to(torch.uint8), y.to(torch.int8), y.to(torch.int16)   # int16 wrap through int32
 
 
+def unbind_of_flattened(x):                  # at dynamic sizes unbind splits s0 * s1 into chunks
+    v = (x // 0.001).view(-1)                    # whose size did not simplify to 1, so squeeze kept
+    return v.unbind(0)[1] * v.unbind(0)[0],      # the dim and its index ran out (fuzz 430256)
+
+
 def fmin_fmax_signed_zeros(a, b):          # fmin/fmax of equal operands give the first (eager), and
     return 1 / torch.fmin(a, b), 1 / torch.fmax(a, b), 1 / torch.fmin(b, a)   # 1 / x shows the sign
 
@@ -399,6 +404,7 @@ CASES = {
     "reshape_at_size_zero": (reshape_at_size_zero, lambda: [torch.randn(1, 3, 7, 13)]),
     "float_to_narrow_ints": (float_to_narrow_ints,
                              lambda: [torch.tensor([-1.0, -2.7, 255.9, 256.5, -129.5, 40000.25, -7e4, 3e9 - 0.5])]),
+    "unbind_of_flattened": (unbind_of_flattened, lambda: [torch.randn(2, 13)]),
     "bf16_subnormals": (bf16_subnormals, lambda: [torch.tensor([-96.0, -90.0, 3.0, -1e3]).bfloat16(),
                                                   torch.tensor([1e-39, -5e-40, 2e-40, 1.0]).bfloat16()]),
 }
@@ -411,7 +417,8 @@ RESIZE = {"index_fill_": [(5, 2), (6, 3)], "inplace_dynamic": [(5, 2), (6, 3)], 
           "repeat_of_transposed": [(5, 7), (9, 3)], "rank_broadcast_order": [(3, 5), (4, 2)],
           "strided_slice_new_sizes": [(13, 7, 3, 2), (5, 2, 3, 3)],
           "empty_after_matmul": [(3, 0, 7, 3), (2, 5, 0, 3)],
-          "reshape_at_size_zero": [(1, 0, 7, 13), (1, 5, 0, 16)]}
+          "reshape_at_size_zero": [(1, 0, 7, 13), (1, 5, 0, 16)],
+          "unbind_of_flattened": [(3, 3), (4, 7)]}
 
 
 def _same(e, c):
