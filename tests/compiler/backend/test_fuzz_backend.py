@@ -93,6 +93,21 @@ def test_reference_products_are_exact():
     assert cols[3].item() == 2e300
 
 
+def test_reference_remainders_are_exact():
+    """Fuzz 431063: ATen's vectorized float64 remainder is a - floor(a / b) * b, NaN for
+    1e308 % 0.3 in a full vector; the reference computes C's exact fmod (Python's % for
+    remainder's sign), so a compiled exact answer is judged right and a NaN there is not."""
+    from tests.compiler.backend.fuzz.compare import exact_sums, is_rounding
+    a = torch.full((16,), 1e308, dtype=torch.float64)
+    b = torch.full((16,), 0.3, dtype=torch.float64)
+    with exact_sums():
+        r, f = a % b, torch.fmod(torch.tensor([-7.5, 7.5]), 2.0)
+    assert torch.allclose(r, torch.full((16,), 1e308 % 0.3, dtype=torch.float64)) and f.tolist() == [-1.5, 1.5]
+    eager = a % b
+    if torch.isnan(eager).any():         # the vectorized path (a machine with a vector unit)
+        assert is_rounding(eager, r, r) and not is_rounding(r, eager, r)
+
+
 def test_rounding_rule_nan_cases():
     """compare's d(x, r): eager NaN where the reference is a number bounds nothing; the
     reference and eager both NaN require NaN; an infinite reference allows no finite value."""

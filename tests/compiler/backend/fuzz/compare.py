@@ -275,13 +275,45 @@ def _exact_prod(func, x: torch.Tensor, dim=None, keepdim=False, *, dtype=None) -
 _PRODS = {torch.ops.aten.prod.default, torch.ops.aten.prod.dim_int}
 
 
+def _c_remainder(a: float, b: float, python_sign: bool) -> float:
+    """fmod (C's, exact) or Python's % (fmod with the divisor's sign): NaN for a zero divisor."""
+    if b == 0 or math.isinf(a) or math.isnan(a) or math.isnan(b):
+        return math.nan
+    r = math.fmod(a, b)
+    if python_sign and r != 0 and (r < 0) != (b < 0):
+        r += b
+    elif python_sign and r == 0:
+        r = math.copysign(0.0, b)
+    return r
+
+
+def _exact_remainder(func, a, b) -> torch.Tensor | None:
+    """remainder/fmod of floats, each element exact (C's fmod): ATen's vectorized loops compute
+    a - floor(a / b) * b, NaN where a / b overflows (1e308 % 0.3), finite in the scalar tail of
+    the same call, so with float64 inputs the reference repeated eager's NaN (fuzz 431063)."""
+    ta, tb = (x if isinstance(x, torch.Tensor) else torch.tensor(x) for x in (a, b))
+    out_dtype = torch.result_type(a, b)
+    if not out_dtype.is_floating_point:
+        return None
+    ta, tb = torch.broadcast_tensors(ta, tb)
+    python_sign = func.overloadpacket is torch.ops.aten.remainder
+    pairs = zip(ta.double().flatten().tolist(), tb.double().flatten().tolist())
+    vals = [_c_remainder(x, y, python_sign) for x, y in pairs]
+    return torch.tensor(vals, dtype=torch.float64).reshape(ta.shape).to(out_dtype)
+
+
+_REMAINDERS = {torch.ops.aten.remainder.Tensor, torch.ops.aten.remainder.Scalar, torch.ops.aten.fmod.Tensor,
+               torch.ops.aten.fmod.Scalar}
+
+
 class exact_sums(TorchDispatchMode):
     """Within it, float sums, means, nansums and products are exact (math.fsum, fractions), in
-    any order of terms, and rounded once to their dtype."""
+    any order of terms, and rounded once to their dtype; so are float remainders (C's fmod)."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        exact = _exact_sum if func in _SUMS else _exact_prod if func in _PRODS else None
+        exact = _exact_sum if func in _SUMS else _exact_prod if func in _PRODS else \
+            _exact_remainder if func in _REMAINDERS and not kwargs else None
         if exact is not None:
             out = exact(func, *args, **kwargs)
             if out is not None:
