@@ -50,7 +50,25 @@ def _runtime_call(kernel: str, args: list, kwargs: dict):
     name, n_positional, keyword_names = RUNTIME_NAMES.get(kernel, (kernel, len(args), ()))
     kwargs = {**dict(zip(keyword_names, args[n_positional:])), **kwargs}
     args = args[:n_positional]
-    return name, [fmt_arg(a) for a in args] + [f"{k}={fmt_arg(v)}" for k, v in kwargs.items()]
+    rendered = [fmt_arg(a) for a in args]
+    if kernel == "aten.convolution.default" and _channels_last_conv(args):
+        rendered[1] = f"channels_last_weight({rendered[1]})"
+    return name, rendered + [f"{k}={fmt_arg(v)}" for k, v in kwargs.items()]
+
+
+def _channels_last_conv(args) -> bool:
+    """A 2-d convolution of channels_last activations whose weight is a graph input with a
+    spatial kernel (a 1x1 filter is channels_last already): its weight goes through
+    channels_last_weight (runtime/wrapper_support.py), converted once instead of in every call."""
+    if len(args) < 2 or not isinstance(args[1], ir.InputBuffer) or isinstance(args[1], ir.ConstantBuffer):
+        return False
+    x, w = args[0].layout if isinstance(args[0], ir.Buffer) else None, args[1].layout
+    if x is None or len(x.size) != 4 or len(w.size) != 4:
+        return False
+    n, c, h, wd = x.stride
+    channels_last = c == 1 and not x.size[1] == 1 and wd == x.size[1]
+    spatial = not (w.size[2] == 1 and w.size[3] == 1)
+    return bool(channels_last and spatial)
 
 
 #: extern kernels whose result is always a new row-major (contiguous) tensor: when the compile-time
@@ -149,7 +167,8 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
                  "from torch import empty_strided, as_strided",
                  "from torch.nn.functional import scaled_dot_product_attention",
                  "from tracetorch.compiler.backend.runtime.cpp_build import load_cpp_module",
-                 "from tracetorch.compiler.backend.runtime.wrapper_support import ensure_layout, write_back",
+                 "from tracetorch.compiler.backend.runtime.wrapper_support import (channels_last_weight, "
+                 "ensure_layout, write_back)",
                  "import tracetorch.compiler.aot.decompose"
                  "  # registers torch.ops.tracetorch.sdpa (attention kept whole)",
                  "aten = torch.ops.aten",

@@ -115,3 +115,25 @@ def test_rewritten_under_torch_compile_too():
     torch._dynamo.reset()
     torch.testing.assert_close(out, model(x))
     assert [e.name for e in events] == ["conv_layout_channels_last"], [e.fields for e in events]
+
+
+def test_channels_last_weights_are_converted_once():
+    """A spatial filter of a channels_last convolution goes through channels_last_weight: one
+    conversion per value of the weight, not one per call; an in-place update of the weight (its
+    version) or a new weight tensor converts anew, so results stay eager's."""
+    from tracetorch.compiler.backend.runtime import wrapper_support
+    torch.manual_seed(0)
+    model = small_resnet().eval()
+    x = torch.randn(2, 3, 16, 16)
+    compiler.reset()
+    with config.patch(**{"backend.conv_layout": "channels_last"}), torch.no_grad():
+        fn = compiler.compile(model)
+        torch.testing.assert_close(fn(x), model(x))
+        conv = model[3].conv1
+        cached = wrapper_support._CHANNELS_LAST.get(id(conv.weight))
+        assert cached is not None and cached[0]() is conv.weight
+        torch.testing.assert_close(fn(x), model(x))
+        assert wrapper_support._CHANNELS_LAST[id(conv.weight)][3] is cached[3]    # not converted again
+        conv.weight.mul_(-2.0)
+        torch.testing.assert_close(fn(x), model(x))
+        assert wrapper_support._CHANNELS_LAST[id(conv.weight)][3] is not cached[3]
