@@ -36,15 +36,17 @@ def _libm(c_fn, np_fn):
     return np.vectorize(one, otypes=[np.float64])
 
 
-def _lgamma_pole(x):
-    return np.inf if x == np.floor(x) and x <= 0 else np.nan
+def _lgamma_raised(x):
+    # Python raises at a pole (0, -1, ...) and on overflow (|x| > 2.6e305); C's lgamma is +inf
+    # at both
+    return np.inf
 
 
 _HOST = {name: _libm(getattr(math, name), np_fn) for name, np_fn in [
     ("tanh", np.tanh), ("sinh", np.sinh), ("cosh", np.cosh), ("tan", np.tan), ("asinh", np.arcsinh),
     ("acosh", np.arccosh), ("atanh", np.arctanh), ("log1p", np.log1p), ("expm1", np.expm1),
     ("log10", np.log10), ("atan", np.arctan), ("asin", np.arcsin), ("acos", np.arccos),
-    ("atan2", np.arctan2), ("hypot", np.hypot), ("lgamma", _lgamma_pole)]}
+    ("atan2", np.arctan2), ("hypot", np.hypot), ("lgamma", _lgamma_raised)]}
 _HOST["pow"] = np.power        # numpy's float64 power is C's pow (math.pow raises on overflow)
 
 

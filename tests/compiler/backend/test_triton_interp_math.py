@@ -135,3 +135,12 @@ def test_float64_standins_within_an_ulp(name, backend_cache_dir):
     ref = torch.tensor([exact(x, y) for x, y in zip(a.tolist(), b.tolist())], dtype=torch.float64)
     ulp = torch.nextafter(ref.abs(), torch.full_like(ref, math.inf)) - ref.abs()
     assert ((got - ref).abs() <= ulp).all(), ((got - ref).abs() / ulp).max()
+
+
+def test_float64_lgamma_at_poles_and_overflow(backend_cache_dir):
+    """C's lgamma is +inf at the poles and where it overflows (|x| beyond 2.6e305); Python's
+    math.lgamma raises there, and the stand-in's fallback gave NaN for 1e308 (fuzz 431793)."""
+    x = torch.tensor([0.0, -3.0, -1e10, 1e306, 1.7e308, -1.7e308, float("nan"), 2.5], dtype=torch.float64)
+    with config.patch(**{"backend.cpu_codegen": "triton", "backend.fallback_on_error": False}):
+        got = _compile(torch.lgamma)(x)
+    _check(got, torch.lgamma(x))
