@@ -76,6 +76,11 @@ SECTIONS: dict[str, dict[str, Option]] = {
                                     "4.31 -> 3.52 ms, ConvNeXt-T unchanged), 'channels_last' "
                                     "everywhere, 'off' as eager",
                             choices=("auto", "channels_last", "off")),
+        "conv_bias": _opt("auto", "where a convolution's bias is added: 'auto' = in our kernels on CUDA "
+                                  "(a pointwise add fused into the consumer; ATen's cuDNN path adds it "
+                                  "in a kernel of its own per convolution), 'kernel' everywhere (tests), "
+                                  "'extern' inside the ATen call",
+                          choices=("auto", "kernel", "extern")),
         "pad_gemm": _opt("auto", "pad matrix products whose N or K is not a multiple of 8 "
                                  "(cuBLAS's 16-bit tensor-core kernels need aligned rows): 'auto' "
                                  "= 16-bit products on CUDA, 'always' (any device and dtype), 'off'",

@@ -137,3 +137,25 @@ def test_channels_last_weights_are_converted_once():
         conv.weight.mul_(-2.0)
         torch.testing.assert_close(fn(x), model(x))
         assert wrapper_support._CHANNELS_LAST[id(conv.weight)][3] is not cached[3]
+
+
+@pytest.mark.parametrize("make", [small_resnet, feature_map, patch_embed])
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_conv_bias_in_kernels_matches_eager(make, codegen):
+    """config backend.conv_bias='kernel' (the CUDA default, 'auto'): the convolution runs
+    without its bias and the bias is a pointwise add fused into what reads the result, as eager
+    adds it after cuDNN's call; values, strides and the NCHW/channels_last mix as eager's."""
+    import os
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    torch.manual_seed(0)
+    model = make().eval()
+    x = torch.randn(2, 3, 16, 16)
+    torch._dynamo.reset()
+    opts = {"backend.conv_bias": "kernel", "backend.conv_layout": "channels_last", "backend.cpu_codegen": codegen,
+            "backend.fallback_on_error": False}
+    with config.patch(**opts), torch.no_grad():
+        out = torch.compile(model, backend=compiler.backend)(x)
+    torch._dynamo.reset()
+    ref = model(x)
+    torch.testing.assert_close(out, ref)
+    assert out.stride() == ref.stride()
