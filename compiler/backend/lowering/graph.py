@@ -21,6 +21,8 @@ import torch
 from tracetorch import logs
 from tracetorch.compiler import config
 from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend import ops as ops_module
+from tracetorch.compiler.backend.indexing import index_var
 from tracetorch.compiler.backend.lowering.registry import LOWERINGS, Ctx, NotLowerable, aten, to_sympy
 from tracetorch.compiler.backend.lowering.extern import layout_from_meta, make_extern
 
@@ -30,6 +32,11 @@ log = logs.get_logger(__name__)
 INLINE_MAX_COST_SHARED = 12
 #: any lazy value is stored once its inlined expression grows beyond this (bounds compile time)
 INLINE_MAX_COST = 120
+#: a value read by several users is stored once it reads more than this many buffers of its own
+#: size: every reader recomputing it reads them all again. ViT-B/16's residual stream
+#: (cat + position embedding + attention + MLP outputs) was inlined into each LayerNorm, whose
+#: two passes read it twice: 60-85 us per LayerNorm where Inductor's take 8-20
+INLINE_MAX_FULL_READS_SHARED = 2
 
 
 #: in-place ops that change only their argument's metadata (run as ATen fallbacks)
@@ -375,7 +382,8 @@ class GraphLowering:
         if isinstance(result, (ir.Pointwise, ir.View)):
             n_users = len(node.users) if node is not None else 2
             cost = result.op_count()
-            if cost > INLINE_MAX_COST or (n_users > 1 and cost > INLINE_MAX_COST_SHARED):
+            if cost > INLINE_MAX_COST or (n_users > 1 and (cost > INLINE_MAX_COST_SHARED or
+                                                           self._full_reads(result) > INLINE_MAX_FULL_READS_SHARED)):
                 if isinstance(result, ir.View) and node is not None:
                     # store the viewed value and view the buffer (eager's strides, no dense copy
                     # of an expand: `cat(...).expand(2, ...)` read twice came back with stride 10
@@ -385,6 +393,29 @@ class GraphLowering:
                         return kept
                 return self.realize(result, node)
         return result
+
+    def _full_reads(self, value) -> int:
+        """How many stored buffers with as many elements as `value` its inlined expression loads
+        (small ones, a bias or a scale, stay in cache and do not count)."""
+        size = ir.product(value.get_size())
+        if size == 0:
+            return 0
+        deps = ops_module.DependencyHandler()
+        idx = [index_var("i", k) for k in range(len(value.get_size()))]
+        try:
+            with ops_module.set_ops_handler(deps):
+                value.make_loader()(idx)
+        except Exception:    # an expression the dependency pass cannot walk: no opinion
+            return 0
+        full = 0
+        for name in dict.fromkeys(n for n, _ in deps.loads):
+            buf = self.name_to_buffer.get(name)
+            if buf is None:
+                continue
+            ratio = sympy.simplify(ir.product(buf.get_size()) / size)    # symbolic sizes too
+            if ratio.is_number and ratio >= sympy.Rational(1, 2):
+                full += 1
+        return full
 
     def _float_scalar(self, node, args):
         """A float-valued scalar op (on SymFloats, or an int division): the wrapper computes it in
