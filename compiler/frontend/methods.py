@@ -153,7 +153,48 @@ def _tensor_new(tx, t, args, kwargs):
 
 # Tensor methods traced as another call (methods whose Python-level meaning differs from the
 # op a graph node of the same name would run)
-_TENSOR_METHOD_REWRITES = {"type": _tensor_type, "new": _tensor_new}
+def _conversion_targets(args, kwargs):
+    """The dtypes and devices a .to()/.type_as() call names, or None when it asks for more than
+    a conversion (copy=True, a memory format) or names something not known at trace time."""
+    if kwargs.get("copy") is not None and not (kwargs["copy"].is_constant() and not kwargs["copy"].as_constant()):
+        return None
+    if "memory_format" in kwargs:
+        return None
+    targets = []
+    for a in list(args) + [v for k, v in kwargs.items() if k in ("dtype", "device")]:
+        ex = getattr(a, "example", None)
+        if isinstance(ex, torch.Tensor):
+            targets += [ex.dtype, ex.device]
+        elif a.is_constant() and isinstance(a.as_constant(), (torch.dtype, torch.device, str)):
+            c = a.as_constant()
+            targets.append(torch.device(c) if isinstance(c, str) else c)
+        else:
+            return None
+    return targets
+
+
+def _same_tensor_if_no_conversion(name):
+    def rewrite(tx, t, args, kwargs):
+        """Tensor.to(...) / type_as(other) return `self` itself when nothing changes, as in eager.
+        Traced as a graph op, the result became a copy after an in-place metadata change of the
+        input (`v = a.type_as(a); a.unsqueeze_(0); return v[..., None]` returned a copy where
+        eager's result is a view of `a`: fuzz 431434)."""
+        ex = t.example
+        targets = _conversion_targets(args, {k: v for k, v in kwargs.items() if k != "non_blocking"})
+        if targets and all(x == ex.dtype if isinstance(x, torch.dtype) else _same_device(x, ex.device)
+                           for x in targets):
+            return t
+        return tx.output.call("call_method", name, (t, *args), dict(kwargs))
+    return rewrite
+
+
+def _same_device(d: torch.device, have: torch.device) -> bool:
+    return d.type == have.type and (d.index is None or d.index == have.index)
+
+
+_TENSOR_METHOD_REWRITES = {"type": _tensor_type, "new": _tensor_new,
+                           "type_as": _same_tensor_if_no_conversion("type_as"),
+                           "to": _same_tensor_if_no_conversion("to")}
 
 
 def _stride(tx, t):

@@ -190,3 +190,24 @@ def test_view_input_base_bound_is_not_guarded(events):
     dropped = [e for e in events if e.name == "guard_not_installed"]
     assert dropped and all("._base" in str(e.fields["symbols"]) for e in dropped)
     assert [e for e in events if e.name == "inplace_metadata_op"]
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "default"])
+@pytest.mark.parametrize("convert", ["type_as", "to_dtype", "to_device"])
+def test_a_conversion_that_changes_nothing_is_the_input_itself(convert, backend):
+    """`a.type_as(a)`, `a.to(a.dtype)`, `a.to("cpu")` return `a` itself in eager; traced as graph
+    ops they came back as copies once `a` changed its metadata in place (fuzz 431434: an
+    output that is a view of the input in eager was a new tensor)."""
+    conv = {"type_as": lambda a: a.type_as(a), "to_dtype": lambda a: a.to(a.dtype),
+            "to_device": lambda a: a.to("cpu")}[convert]
+
+    def fn(a):
+        v = conv(a)
+        a.unsqueeze_(0)
+        a.pow_(2)
+        return v[..., None]
+
+    a_e, a_c = torch.arange(9, dtype=torch.uint8).reshape(3, 3, 1), torch.arange(9, dtype=torch.uint8).reshape(3, 3, 1)
+    e, c = fn(a_e), compiler.compile(fn, backend=backend)(a_c)
+    assert torch.equal(c, e) and torch.equal(a_c, a_e)
+    assert c.untyped_storage().data_ptr() == a_c.untyped_storage().data_ptr()     # a view of the input
