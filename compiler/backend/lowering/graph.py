@@ -62,6 +62,8 @@ class GraphFallback(Exception):
 _SYM_OPS = {operator.add: operator.add, operator.sub: operator.sub, operator.mul: operator.mul,
             operator.floordiv: lambda a, b: ir.FloorDiv(a, b), operator.neg: operator.neg,
             operator.mod: lambda a, b: ir.ModularIndexing(a, 1, b),
+            # an int power of sizes (a float one, negative exponents included, is a float scalar op)
+            operator.pow: lambda a, b: sympy.Pow(a, b),
             # int max/min of sizes (`max(1, x.shape[0])`); float ones are _FLOAT_SCALAR_OPS'
             torch.sym_max: lambda a, b: sympy.Max(a, b), torch.sym_min: lambda a, b: sympy.Min(a, b),
             torch.sym_sum: lambda xs: sympy.Add(*xs)}

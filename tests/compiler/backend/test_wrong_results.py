@@ -51,6 +51,11 @@ def unbind_of_flattened(x):                  # at dynamic sizes unbind splits s0
     return v.unbind(0)[1] * v.unbind(0)[0],      # the dim and its index ran out (fuzz 430256)
 
 
+def int_power_of_a_size(x):                  # `n ** 2` of a dynamic size in the graph made the
+    n = x.shape[0]                              # whole graph run eagerly (fuzz 430866)
+    return x.reshape(-1)[: n ** 2 - 1] * 2,
+
+
 def fmin_fmax_signed_zeros(a, b):          # fmin/fmax of equal operands give the first (eager), and
     return 1 / torch.fmin(a, b), 1 / torch.fmax(a, b), 1 / torch.fmin(b, a)   # 1 / x shows the sign
 
@@ -405,6 +410,7 @@ CASES = {
     "float_to_narrow_ints": (float_to_narrow_ints,
                              lambda: [torch.tensor([-1.0, -2.7, 255.9, 256.5, -129.5, 40000.25, -7e4, 3e9 - 0.5])]),
     "unbind_of_flattened": (unbind_of_flattened, lambda: [torch.randn(2, 13)]),
+    "int_power_of_a_size": (int_power_of_a_size, lambda: [torch.randn(3, 5)]),
     "bf16_subnormals": (bf16_subnormals, lambda: [torch.tensor([-96.0, -90.0, 3.0, -1e3]).bfloat16(),
                                                   torch.tensor([1e-39, -5e-40, 2e-40, 1.0]).bfloat16()]),
 }
@@ -418,7 +424,7 @@ RESIZE = {"index_fill_": [(5, 2), (6, 3)], "inplace_dynamic": [(5, 2), (6, 3)], 
           "strided_slice_new_sizes": [(13, 7, 3, 2), (5, 2, 3, 3)],
           "empty_after_matmul": [(3, 0, 7, 3), (2, 5, 0, 3)],
           "reshape_at_size_zero": [(1, 0, 7, 13), (1, 5, 0, 16)],
-          "unbind_of_flattened": [(3, 3), (4, 7)]}
+          "unbind_of_flattened": [(3, 3), (4, 7)], "int_power_of_a_size": [(4, 6), (5, 9)]}
 
 
 def _same(e, c):
