@@ -193,13 +193,23 @@ def _where(ctx, cond, a, b):
                           compute_dtype=ctx.dtype)
 
 
+def _at_least(x, lo):
+    """clamp's lower bound as ATen's: x itself where x equals the bound (clamp_min(-0.0, 0) is
+    -0.0 in eager, where maximum may answer either zero: fuzz 441355), NaN from either side."""
+    return ops.where(ops.logical_or(ops.lt(x, lo), ops.ne(lo, lo)), lo, x)
+
+
+def _at_most(x, hi):
+    return ops.where(ops.logical_or(ops.gt(x, hi), ops.ne(hi, hi)), hi, x)
+
+
 def _clamp_fn(lo, hi):
     def fn(x, *bounds):
         it = iter(bounds)
         if lo is not None:
-            x = ops.maximum(x, next(it))
+            x = _at_least(x, next(it))
         if hi is not None:
-            x = ops.minimum(x, next(it))
+            x = _at_most(x, next(it))
         return x
     return fn
 
@@ -212,12 +222,12 @@ def _clamp(ctx, x, min=None, max=None):
 
 @register_lowering(aten.clamp_min.default, aten.clamp_min.Tensor)
 def _clamp_min(ctx, x, lo):
-    return make_pointwise(ctx, [x, lo], ops.maximum)
+    return make_pointwise(ctx, [x, lo], _at_least)
 
 
 @register_lowering(aten.clamp_max.default, aten.clamp_max.Tensor)
 def _clamp_max(ctx, x, hi):
-    return make_pointwise(ctx, [x, hi], ops.minimum)
+    return make_pointwise(ctx, [x, hi], _at_most)
 
 
 @register_lowering(aten._to_copy.default)

@@ -107,8 +107,8 @@ def squeeze(ctx, x, dim=None):
     n = len(old)
     asked = list(range(n)) if dim is None else \
         [_norm_dim(d, n) for d in (dim if isinstance(dim, (list, tuple)) else [dim])]
-    dims = [d for d in asked if same(old[d], 1)]
-    if len(ctx.size) == n - len(set(asked)) and len(dims) < len(set(asked)):
+    dims = [d for d in asked if n and same(old[d], 1)]      # (a 0-d tensor's squeeze(0) keeps it)
+    if n and len(ctx.size) == n - len(set(asked)) and len(dims) < len(set(asked)):
         # the trace squeezed every dim asked, so each was 1 there (and is guarded so): a size
         # the expressions do not simplify to 1 (a split of s0 * s1 into chunks of 1) still is
         dims = sorted(set(asked))

@@ -48,12 +48,18 @@ def float_to_narrow_ints(x):                # ATen casts float -> uint8 through 
 
 def unbind_of_flattened(x):                  # at dynamic sizes unbind splits s0 * s1 into chunks
     v = (x // 0.001).view(-1)                    # whose size did not simplify to 1, so squeeze kept
-    return v.unbind(0)[1] * v.unbind(0)[0],      # the dim and its index ran out (fuzz 430256)
+    s = x.sum().squeeze(0)                       # the dim and its index ran out (fuzz 430256); a 0-d
+    return v.unbind(0)[1] * v.unbind(0)[0] + s,  # tensor's squeeze(0) keeps it (fuzz 440255)
 
 
 def int_power_of_a_size(x):                  # `n ** 2` of a dynamic size in the graph made the
     n = x.shape[0]                              # whole graph run eagerly (fuzz 430866)
     return x.reshape(-1)[: n ** 2 - 1] * 2,
+
+
+def clamp_signed_zeros(x):                   # clamp_min(-0.0, 0) is -0.0 in eager (x itself where it
+    return 1 / x.clamp_min(0), 1 / x.clamp(0, 1), 1 / x.clamp_max(-0.0), 1 / torch.relu(x)  # equals the
+                                                 # bound); maximum gave +0.0: atan2 flipped (fuzz 441355)
 
 
 def fmin_fmax_signed_zeros(a, b):          # fmin/fmax of equal operands give the first (eager), and
@@ -411,6 +417,8 @@ CASES = {
                              lambda: [torch.tensor([-1.0, -2.7, 255.9, 256.5, -129.5, 40000.25, -7e4, 3e9 - 0.5])]),
     "unbind_of_flattened": (unbind_of_flattened, lambda: [torch.randn(2, 13)]),
     "int_power_of_a_size": (int_power_of_a_size, lambda: [torch.randn(3, 5)]),
+    "clamp_signed_zeros": (clamp_signed_zeros,
+                           lambda: [torch.tensor([-0.0, 0.0, float("nan"), -3.0, 5.0, 0.5, -0.5] * 3)]),
     "bf16_subnormals": (bf16_subnormals, lambda: [torch.tensor([-96.0, -90.0, 3.0, -1e3]).bfloat16(),
                                                   torch.tensor([1e-39, -5e-40, 2e-40, 1.0]).bfloat16()]),
 }
