@@ -475,6 +475,13 @@ class GraphLowering:
         """A returned view of a lazy value as eager returns it: the value is stored and the view
         ops are lowered again on the stored buffer, which makes them zero-copy ReinterpretViews
         with eager's strides (an expand's stride 0, a slice's step) instead of a dense copy."""
+        if depth <= 8 and node.op == "call_function" and node.target is operator.getitem \
+                and isinstance(node.args[0], torch.fx.Node) and node.args[0].target in _SPLIT_OPS:
+            # one piece of a split (`x.split(2)[-1]`): the split lowered again on the stored
+            # value, then the piece (it came back dense where eager's is a strided view: 430423)
+            parts = self._output_view(node.args[0], self.env.get(node.args[0]), depth + 1)
+            piece = parts[node.args[1]] if isinstance(parts, (list, tuple)) else None
+            return piece if isinstance(piece, ir.ReinterpretView) else value
         if depth > 8 or not (node.op == "call_function" and node.target in _VIEW_OPS
                              and isinstance(node.args[0], torch.fx.Node) and node.target in LOWERINGS):
             return value
@@ -486,12 +493,17 @@ class GraphLowering:
             base = self.realize(base, src)
         if not isinstance(base, (ir.Buffer, ir.ReinterpretView)):
             return value
+        if node.target is aten.alias.default:
+            # the functionalized graph returns `alias(view)`: the view itself, not a copy of it
+            # (lowered as a pointwise identity, `v[::2]` came back dense: fuzz 431942)
+            return base if isinstance(base, ir.ReinterpretView) else value
         args, kwargs = self._args(node)
         try:
             again = LOWERINGS[node.target](Ctx(self, node), base, *args[1:], **kwargs)
         except NotLowerable:
             return value
-        if isinstance(again, ir.ReinterpretView):
+        if isinstance(again, ir.ReinterpretView) or (isinstance(again, (list, tuple)) and again
+                                                     and all(isinstance(p, ir.ReinterpretView) for p in again)):
             log.debug("output_view_kept", node=node.name,
                       base=base.name if isinstance(base, ir.Buffer) else base.data.name)
             return again
@@ -502,7 +514,8 @@ class GraphLowering:
         values = []
         for a in (outs if isinstance(outs, (list, tuple)) else [outs]):
             v = self.env[a] if isinstance(a, torch.fx.Node) else a
-            if isinstance(v, ir.View) and isinstance(a, torch.fx.Node):
+            if isinstance(a, torch.fx.Node) and (isinstance(v, ir.View) or a.target is aten.alias.default
+                                                 or a.target is operator.getitem):
                 v = self._output_view(a, v)
             if isinstance(v, ir.IRNode):
                 v = self.realize(v, a if isinstance(a, torch.fx.Node) else None)
@@ -665,6 +678,8 @@ _VIEW_OPS = {getattr(aten, n).default for n in ("view", "_unsafe_view", "permute
                                                  "alias", "as_strided", "diagonal", "squeeze", "transpose",
                                                  "slice", "select", "unfold", "view_as_real")
              if hasattr(aten, n) and hasattr(getattr(aten, n), "default")}
+#: view ops whose result is a list of views (an output takes one piece with getitem)
+_SPLIT_OPS = {aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int}
 _VIEW_OPS |= {aten.squeeze.dim, aten.squeeze.dims, aten.transpose.int, aten.slice.Tensor, aten.select.int,
               aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int, aten.reshape.default,
               aten.view.dtype}

@@ -62,6 +62,12 @@ def clamp_signed_zeros(x):                   # clamp_min(-0.0, 0) is -0.0 in eag
                                                  # bound); maximum gave +0.0: atan2 flipped (fuzz 441355)
 
 
+def returned_views_of_intermediates(x):      # eager returns views of intermediates with their
+    v = 1e20 / (x.reshape(-1) + 1)               # strides: `v[::2]` behind an alias came back dense
+    w = (x * 2).t()                              # (fuzz 431942), a split piece along dim 1 too
+    return v[::2].transpose(0, -1), w.split(2, 1)[-1]
+
+
 def fmin_fmax_signed_zeros(a, b):          # fmin/fmax of equal operands give the first (eager), and
     return 1 / torch.fmin(a, b), 1 / torch.fmax(a, b), 1 / torch.fmin(b, a)   # 1 / x shows the sign
 
@@ -419,6 +425,7 @@ CASES = {
     "int_power_of_a_size": (int_power_of_a_size, lambda: [torch.randn(3, 5)]),
     "clamp_signed_zeros": (clamp_signed_zeros,
                            lambda: [torch.tensor([-0.0, 0.0, float("nan"), -3.0, 5.0, 0.5, -0.5] * 3)]),
+    "returned_views_of_intermediates": (returned_views_of_intermediates, lambda: [torch.randn(5, 7)]),
     "bf16_subnormals": (bf16_subnormals, lambda: [torch.tensor([-96.0, -90.0, 3.0, -1e3]).bfloat16(),
                                                   torch.tensor([1e-39, -5e-40, 2e-40, 1.0]).bfloat16()]),
 }
