@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+import harness  # noqa: E402
+
 
 def _median_us(fn, calls: int) -> float:
     times = []
@@ -32,8 +34,7 @@ def _median_us(fn, calls: int) -> float:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("model")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32")
+    harness.add_device_dtype_args(p, device="cpu")
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--source", help="write the guard functions' source here")
     args = p.parse_args(argv)

@@ -138,7 +138,6 @@ class Fingerprint:
         src = (f"def ___unchanged():\n    try:\n        return {body}\n"
                f"    except Exception:\n        return False\n")
         src += "".join(f"def ___part{k}():\n    return {c}\n" for k, (_, _, c) in enumerate(parts))
-        self.source = src
         exec(compile(src, "<module fingerprint>", "exec"), ns)
         self.unchanged = ns["___unchanged"]
         self._parts = [(path, what, ns[f"___part{k}"]) for k, (path, what, _) in enumerate(parts)]

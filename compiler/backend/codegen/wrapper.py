@@ -65,7 +65,7 @@ def _channels_last_conv(args) -> bool:
     x, w = args[0].layout if isinstance(args[0], ir.Buffer) else None, args[1].layout
     if x is None or len(x.size) != 4 or len(w.size) != 4:
         return False
-    n, c, h, wd = x.stride
+    _, c, _, wd = x.stride
     channels_last = c == 1 and not x.size[1] == 1 and wd == x.size[1]
     spatial = not (w.size[2] == 1 and w.size[3] == 1)
     return bool(channels_last and spatial)

@@ -110,14 +110,6 @@ def _numel(x, dims):
     return ir.product([x.get_size()[d] for d in dims])
 
 
-def _static_zero(n) -> bool:
-    return not isinstance(n, sympy.Basic) and n == 0 or isinstance(n, sympy.Basic) and bool(n.is_zero)
-
-
-def _static_positive(n) -> bool:
-    return not isinstance(n, sympy.Basic) and n > 0 or isinstance(n, sympy.Basic) and bool(n.is_positive)
-
-
 def _scalar(value, dtype):
     if isinstance(value, sympy.Basic) and not value.is_number:
         return ops.index_expr(value, dtype)
@@ -166,12 +158,12 @@ def _var(ctx, x, dims, correction, keepdim, out, sqrt=False, with_mean=False):
         """The row's first element. Its index does not involve the reduction's index, so its
         load is masked by the row's mask only: a row with no element (a size 0 here) must not
         read it (it was read out of bounds: fuzz 420385 segfaulted the Triton interpreter)."""
-        if _static_zero(n):
+        if same(n, 0):
             return ops.constant(0.0, acc)
 
         def body():
             return to_acc(x_ld([sympy.Integer(0) if d in dims else i for d, i in enumerate(full)]))
-        if _static_positive(n):
+        if sympy.sympify(n).is_positive:
             return body()
         has_elements = ops.lt(ops.index_expr(sympy.Integer(0), torch.int64), ops.index_expr(n, torch.int64))
         return ops.masked(has_elements, body, 0.0)
