@@ -31,6 +31,7 @@ from tracetorch.compiler.aot.aliases import (alias_same_type_conversions, input_
 from tracetorch.compiler.aot.inplace_forms import functional_inplace_calls
 from tracetorch.compiler.aot.decompose import decomposition_table, sdpa_decompositions
 from tracetorch.compiler.aot.functionalize import count_mutations, functional_flat_fn
+from tracetorch.compiler.aot.overlapping_inputs import OverlapVariants, mutated_positions
 
 log = logs.get_logger(__name__)
 
@@ -444,8 +445,12 @@ def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynam
         logs.artifact("perf_hints", lambda value=value: (
             f"a float input was specialized to {value!r} while tracing (an op in the graph takes it as a "
             "C++ double, e.g. F.pad's value): other values of it run the graph eagerly"))
-    return InferenceRuntime(gm, compiled, spec, check, returned_inputs(gm, metadata[0] if metadata else ()),
-                            input_views(gm), metadata[1] if metadata else None)
+    runtime = InferenceRuntime(gm, compiled, spec, check, returned_inputs(gm, metadata[0] if metadata else ()),
+                               input_views(gm), metadata[1] if metadata else None)
+    runtime.overlap = OverlapVariants(gm, mutated_positions(traced), metadata[0] if metadata else (),
+                                      lambda g, inputs: aot_module(g, inputs, inner_compile, dynamic=False,
+                                                                   wrap_inference=wrap_inference))
+    return runtime
 
 
 class InferenceRuntime:
@@ -467,8 +472,13 @@ class InferenceRuntime:
         # input keys already warned about (per runtime: a class-wide set silenced a second
         # compiled function's skip of the same input shapes)
         self._warned = set()
+        self.overlap = None     # OverlapVariants, when the graph writes to an input
 
     def __call__(self, *args):
+        if self.overlap is not None and self.overlap.mutated:
+            variant = self.overlap.variant_for(args)
+            if variant is not None:
+                return variant(*args)
         why = self.check(args)
         if why:
             if (k := self.check.key(args)) not in self._warned:

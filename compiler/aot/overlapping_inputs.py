@@ -1,0 +1,162 @@
+"""Graph inputs that share memory with an input the graph writes to ("synthetic bases").
+
+The frontend hands a graph each tensor it reads as its own input, and after a graph break two of
+them may be one memory: `v = a.unbind(0)[0]` before the break, `v.zero_(); return ~a` after it.
+Functionalization treats every input as an independent value, so the compiled graph writes `v`
+back at the end while `~a` reads `a` as it entered: eager sees the zeros, the compiled graph
+does not.
+
+AOTAutograd answers this with a synthetic base; so do we. At each call, when the graph writes
+to an input, the runtime checks whether that input's storage is also another tensor input's
+(`overlap_groups`). If so, the call runs a variant of the graph whose first input is the shared
+storage as one flat tensor (the base) and whose overlapping inputs are rebuilt inside the graph
+as `as_strided` views of it (`synthetic_base_module`). Functionalization then sees one value and
+its views: a write through any of them reaches the others, and the write-back goes to the base,
+which is the caller's memory. Variants are compiled for the call's exact sizes and offsets (a
+cheap key) and kept per overlap pattern.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tracetorch import logs
+
+log = logs.get_logger(__name__)
+
+
+def mutated_positions(traced: torch.fx.GraphModule) -> tuple[int, ...]:
+    """Input positions the functionalized trace writes back to (copy_ into a placeholder)."""
+    placeholders = {n: i for i, n in enumerate(n for n in traced.graph.nodes if n.op == "placeholder")}
+    hits = {placeholders[n.args[0]] for n in traced.graph.nodes
+            if n.op == "call_function" and n.target is torch.ops.aten.copy_.default
+            and n.args and n.args[0] in placeholders}
+    return tuple(sorted(hits))
+
+
+def _storage_ptr(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):   # sparse and other storage-less tensors
+        return 0
+
+
+def overlap_groups(args, mutated) -> tuple[tuple[int, ...], ...]:
+    """Groups of tensor-input positions sharing one storage, for the storages of written inputs
+    (empty when every written input's memory is its own: the usual case)."""
+    written = {}
+    for m in mutated:
+        a = args[m]
+        if isinstance(a, torch.Tensor):
+            p = _storage_ptr(a)
+            if p:
+                written.setdefault(p, []).append(m)
+    if not written:
+        return ()
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor) and i not in mutated:
+            p = _storage_ptr(a)
+            if p in written:
+                written[p].append(i)
+    return tuple(tuple(sorted(g)) for g in written.values() if len(g) > 1)
+
+
+def variant_key(args, groups) -> tuple:
+    """What a synthetic-base variant is compiled for: the groups and each member's layout."""
+    return (groups,) + tuple((tuple(args[i].shape), args[i].stride(), args[i].storage_offset(), args[i].dtype)
+                             for g in groups for i in g)
+
+
+def unsupported_reason(args, groups) -> str:
+    for g in groups:
+        first = args[g[0]]
+        if any(args[i].dtype != first.dtype for i in g):
+            return "inputs sharing memory have different dtypes"
+        if any(args[i].requires_grad for i in g):
+            return "inputs sharing memory require grad"
+    return ""
+
+
+def base_of(t: torch.Tensor) -> torch.Tensor:
+    """The whole storage under `t`, as a flat tensor of t's dtype (a view: writes reach t)."""
+    n = t.untyped_storage().nbytes() // t.element_size()
+    return t.as_strided((n,), (1,), 0)
+
+
+def synthetic_base_module(gm: torch.fx.GraphModule, args, groups):
+    """(gm', args'): gm' takes one base per group, then gm's other inputs in order, and rebuilds
+    each group member as `as_strided(base, size, stride, offset)` of this call's layout."""
+    in_group = {i: k for k, g in enumerate(groups) for i in g}
+    graph = torch.fx.Graph()
+    bases = [graph.placeholder(f"synthetic_base_{k}") for k in range(len(groups))]
+    old = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    env = {}
+    for i, n in enumerate(old):
+        if i not in in_group:
+            env[n] = graph.placeholder(n.name)
+    for i, n in enumerate(old):
+        if i in in_group:
+            a = args[i]
+            env[n] = graph.call_function(torch.as_strided, (bases[in_group[i]], tuple(a.shape), a.stride(),
+                                                            a.storage_offset()))
+    out = graph.graph_copy(gm.graph, env)
+    graph.output(out)
+    new = torch.fx.GraphModule(gm, graph)
+    new_args = [base_of(args[g[0]]) for g in groups] + [a for i, a in enumerate(args) if i not in in_group]
+    log.debug("aot_synthetic_base", groups=[list(g) for g in groups],
+              reason="inputs share memory with an input the graph writes to: they become views of one base")
+    return new, new_args
+
+
+class OverlapVariants:
+    """Per compiled graph: the synthetic-base variants, compiled on first need per overlap key.
+    `compile_fn(gm', args')` compiles a variant the way the graph itself was compiled."""
+
+    MAX_VARIANTS = 8
+
+    def __init__(self, gm, mutated, metadata_mutated, compile_fn):
+        self.gm = gm
+        self.mutated = frozenset(mutated)
+        self.metadata_mutated = frozenset(metadata_mutated)
+        self.compile_fn = compile_fn
+        self.variants: dict = {}
+
+    def variant_for(self, args):
+        """None when no written input shares memory with another input (run the graph as
+        compiled), else a callable taking the call's own arguments."""
+        groups = overlap_groups(args, self.mutated)
+        if not groups:
+            return None
+        key = variant_key(args, groups)
+        fn = self.variants.get(key)
+        if fn is None:
+            fn = self.variants[key] = self._build(args, groups)
+        return fn
+
+    def _build(self, args, groups):
+        why = unsupported_reason(args, groups)
+        if not why and any(i in self.metadata_mutated for g in groups for i in g):
+            why = "an input sharing memory also has its sizes or strides changed in place"
+        if not why and len(self.variants) >= self.MAX_VARIANTS:
+            why = f"more than {self.MAX_VARIANTS} overlap patterns for one graph"
+        if why:
+            log.warning("aot_runs_eagerly", reason=why, groups=[list(g) for g in groups],
+                        action="this overlap pattern runs the graph eagerly")
+            return self.gm
+        new_gm, new_args = synthetic_base_module(self.gm, args, groups)
+        compiled = self.compile_fn(new_gm, new_args)
+        log.info("aot_synthetic_base_compiled", groups=[list(g) for g in groups])
+        return _SyntheticBaseCall(compiled, groups)
+
+
+class _SyntheticBaseCall:
+    """Calls a synthetic-base variant with the caller's arguments (bases first, then the rest)."""
+
+    def __init__(self, compiled, groups):
+        self.compiled = compiled
+        self.firsts = [g[0] for g in groups]
+        self.members = frozenset(i for g in groups for i in g)
+
+    def __call__(self, *args):
+        bases = [base_of(args[i]) for i in self.firsts]
+        return self.compiled(*bases, *(a for i, a in enumerate(args) if i not in self.members))
