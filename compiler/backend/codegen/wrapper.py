@@ -43,6 +43,12 @@ def _tuple(xs) -> str:
 #: function is called directly: (name, how many leading arguments go by position, the names of
 #: the ones after them: F.scaled_dot_product_attention takes `scale` by keyword only).
 RUNTIME_NAMES = {"torch.ops.tracetorch.sdpa.default": ("scaled_dot_product_attention", 6, ("scale",))}
+#: the matmul and convolution overloads through torch's generated Python bindings, which resolve
+#: to the same overload from these arguments: an OpOverload call parses its arguments against the
+#: schema at every call, 15.6 us of host time per addmm against torch.addmm's 12.2 (H100 host,
+#: scripts/host_call_costs.py); a transformer block makes 4-6 of them per layer.
+RUNTIME_NAMES.update({f"aten.{name}.default": (f"torch.{name}", 99, ())     # every argument as given
+                      for name in ("mm", "bmm", "addmm", "baddbmm", "convolution")})
 
 
 def _runtime_call(kernel: str, args: list, kwargs: dict):
@@ -88,9 +94,8 @@ def _row_major(layout) -> bool:
 def fmt_arg(a) -> str:
     if isinstance(a, ir.ReinterpretView):
         L = a.layout
-        # IR offsets are relative to the base tensor's data_ptr(); as_strided wants absolute ones
-        off = f"{a.data.name}.storage_offset()" + (f" + {pexpr(L.offset)}" if L.offset != 0 else "")
-        return f"as_strided({a.data.name}, {_tuple(L.size)}, {_tuple(L.stride)}, {off})"
+        # IR offsets are relative to the base tensor's data_ptr(), as reinterpret's are
+        return f"reinterpret({a.data.name}, {_tuple(L.size)}, {_tuple(L.stride)}, {pexpr(L.offset)})"
     if isinstance(a, ir.Buffer):
         return a.name
     if isinstance(a, (list, tuple)):
@@ -168,7 +173,7 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
                  "from torch.nn.functional import scaled_dot_product_attention",
                  "from tracetorch.compiler.backend.runtime.cpp_build import load_cpp_module",
                  "from tracetorch.compiler.backend.runtime.wrapper_support import (channels_last_weight, "
-                 "ensure_layout, write_back)",
+                 "ensure_layout, reinterpret, write_back)",
                  "import tracetorch.compiler.aot.decompose"
                  "  # registers torch.ops.tracetorch.sdpa (attention kept whole)",
                  "aten = torch.ops.aten",

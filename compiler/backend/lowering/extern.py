@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import torch
 
+from tracetorch import logs
 from tracetorch.compiler import config
 from tracetorch.compiler.backend import ir
 from tracetorch.compiler.backend.ir import ops
 from tracetorch.compiler.backend.lowering.registry import aten, register_lowering, to_sympy
+
+log = logs.get_logger(__name__)
 
 #: ops the aot stage keeps whole and the backend calls as extern kernels
 EXTERN_OPS = [
@@ -117,7 +120,12 @@ def convolution(ctx, x, weight, bias, stride, padding, dilation, transposed, out
     in_kernel = mode == "kernel" or (mode == "auto" and isinstance(val, torch.Tensor) and val.device.type == "cuda")
     if bias is None or not in_kernel or not isinstance(val, torch.Tensor) or val.dim() < 3 \
             or not isinstance(bias, ir.IRNode) or len(bias.get_size()) != 1:
+        if bias is not None:
+            log.debug("conv_bias", node=ctx.node.name, where="extern", mode=mode,
+                      reason="kept inside the ATen call (backend.conv_bias, device or bias shape)")
         return make_extern(ctx, [x, weight, bias] + rest, {})
+    log.debug("conv_bias", node=ctx.node.name, where="kernel", mode=mode,
+              reason="added by a pointwise op that fuses into the consumer (cuDNN would add it in a kernel of its own)")
     conv = make_extern(ctx, [x, weight, None] + rest, {})
     conv_ld, bias_ld = conv.make_loader(), bias.make_loader()
     dtype = val.dtype

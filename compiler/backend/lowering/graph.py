@@ -384,8 +384,16 @@ class GraphLowering:
         if isinstance(result, (ir.Pointwise, ir.View)):
             n_users = len(node.users) if node is not None else 2
             cost = result.op_count()
-            if cost > INLINE_MAX_COST or (n_users > 1 and (cost > INLINE_MAX_COST_SHARED or
-                                                           self._full_reads(result) > INLINE_MAX_FULL_READS_SHARED)):
+            why = None
+            if cost > INLINE_MAX_COST:
+                why = f"expression of {cost} ops (inline limit {INLINE_MAX_COST})"
+            elif n_users > 1 and cost > INLINE_MAX_COST_SHARED:
+                why = f"read by {n_users} users, {cost} ops (shared inline limit {INLINE_MAX_COST_SHARED})"
+            elif n_users > 1 and (full := self._full_reads(result)) > INLINE_MAX_FULL_READS_SHARED:
+                why = (f"read by {n_users} users, loads {full} full-size buffers "
+                       f"(shared limit {INLINE_MAX_FULL_READS_SHARED}): each reader would load them again")
+            if why is not None:
+                log.debug("value_stored", node=node.name if node is not None else None, reason=why)
                 if isinstance(result, ir.View) and node is not None:
                     # store the viewed value and view the buffer (eager's strides, no dense copy
                     # of an expand: `cat(...).expand(2, ...)` read twice came back with stride 10

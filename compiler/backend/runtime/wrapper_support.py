@@ -6,6 +6,25 @@ import weakref
 
 import torch
 
+from tracetorch import logs
+
+_log = logs.get_logger(__name__)
+
+
+def _reinterpret_by_view(t: torch.Tensor, size, stride, offset: int) -> torch.Tensor:
+    return torch.as_strided(t, size, stride, t.storage_offset() + offset)
+
+
+try:
+    from torch._C._dynamo.guards import _reinterpret_tensor as reinterpret
+except ImportError:     # a torch without it: the same tensor through as_strided (about 2x the host time)
+    reinterpret = _reinterpret_by_view
+#: reinterpret(t, size, stride, offset) -> a tensor over t's memory with this size and stride,
+#: `offset` elements past t's own start. The output code passes every view of a buffer this way:
+#: torch's C helper costs ~0.7 us of host time where as_strided's Python binding costs ~1.4
+#: (H100 host, scripts/host_call_costs.py); ViT-B/16 passes ~100 views per call.
+#: The result is not an autograd view of t; the output code runs without autograd.
+
 
 def ensure_layout(t: torch.Tensor, size, stride) -> torch.Tensor:
     """Return `t` with exactly this size/stride (a copy only if an ATen op chose other strides):
@@ -39,6 +58,8 @@ def channels_last_weight(w: torch.Tensor) -> torch.Tensor:
     if hit is not None and hit[0]() is w and hit[1] == w._version and hit[2] == w.data_ptr():
         return hit[3]
     converted = w.detach().contiguous(memory_format=torch.channels_last)
+    _log.debug("channels_last_weight", shape=list(w.shape), renewed=hit is not None,
+               reason="a channels_last convolution's NCHW filter, converted once per value of the weight")
     if len(_CHANNELS_LAST) > 4096:      # weights of models no longer alive
         for k in [k for k, v in _CHANNELS_LAST.items() if v[0]() is None]:
             del _CHANNELS_LAST[k]
