@@ -60,6 +60,58 @@ def kernel_profile(compiled, model, inputs, args) -> str:
     return text
 
 
+#: CUDA runtime calls that make the host wait for the device (or may: allocation and freeing)
+SYNCING = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",
+           "cudaMalloc", "cudaFree", "cudaHostAlloc", "cudaStreamWaitEvent")
+
+
+def sync_report(label, fn, inputs, calls=5) -> str:
+    """Does a call make the host wait for the device? torch's sync debug mode over one call
+    (each synchronizing ATen call it reports), the synchronizing CUDA runtime calls in a
+    profile of `calls` calls, and the device's busy time against the span its work covers per
+    call (idle gaps: the host was behind, or waited)."""
+    import collections
+    import warnings
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    for _ in range(3):
+        call(fn, inputs)
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            call(fn, inputs)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call(fn, inputs)
+        torch.cuda.synchronize()
+    events = prof.events()
+    runtime = collections.Counter(e.name for e in events if e.name.startswith(SYNCING))
+    spans = sorted((e.time_range.start, e.time_range.end) for e in events
+                   if e.device_type == torch.autograd.DeviceType.CUDA)
+    busy, end = 0, None
+    for a, b in spans:
+        if end is None or a >= end:
+            busy += b - a
+            end = b
+        elif b > end:
+            busy += b - end
+            end = b
+    span = (spans[-1][1] - spans[0][0]) if spans else 0
+    lines = [f"=== syncs: {label} ===",
+             f"device busy {busy / calls / 1000:.3f} ms per call over a span of {span / calls / 1000:.3f} ms "
+             f"(idle {(span - busy) / calls / 1000:.3f} ms)",
+             f"synchronizing runtime calls in {calls} calls: {dict(runtime) or 'none'}"]
+    msgs = collections.Counter(str(w.message).splitlines()[0] for w in caught)
+    lines += [f"sync debug mode: {n}x {m}" for m, n in msgs.most_common(10)] or ["sync debug mode: no sync"]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("model")
@@ -69,6 +121,9 @@ def main(argv=None):
     p.add_argument("--kernels", action="store_true",
                    help="also print torch.profiler's per-kernel device time tables (ours, eager, inductor)")
     p.add_argument("--no-inductor", action="store_true", help="--kernels without the inductor table")
+    p.add_argument("--syncs", action="store_true",
+                   help="CUDA: report host waits (sync debug mode, synchronizing runtime calls) and device "
+                        "idle time per call, for ours and (unless --no-inductor) inductor")
     p.add_argument("--via", choices=["compile", "backend"], default="compile",
                    help="compile: compiler.compile (our frontend); backend: torch.compile(backend=compiler.backend)")
     p.add_argument("--mode", choices=["default", "reduce-overhead"], default="default",
@@ -117,6 +172,11 @@ def main(argv=None):
         if args.device == "cuda":
             torch.cuda.synchronize()
         kernel_tables = kernel_profile(compiled, model, inputs, args) if args.kernels else ""
+        if args.syncs and args.device == "cuda":
+            kernel_tables += sync_report("ours", compiled, inputs)
+            kernel_tables += sync_report("eager", model, inputs)
+            if not args.no_inductor:
+                kernel_tables += sync_report("inductor", torch.compile(model), inputs)
     out = io.StringIO()
     stats = pstats.Stats(prof, stream=out)
     stats.sort_stats("tottime").print_stats(args.top)
