@@ -59,6 +59,9 @@ class OpsProtocol(Protocol[V]):
 
     def where(self, cond: V, a: V, b: V) -> V: ...
 
+    def fma(self, a: V, b: V, c: V) -> V:
+        """a * b + c rounded once (a fused multiply-add); operands of one float dtype"""
+
     # unary math (torch semantics; the result has x's dtype unless the op is in BOOL_RESULT)
     def neg(self, x: V) -> V: ...
     def abs(self, x: V) -> V: ...

@@ -332,6 +332,9 @@ class CppOpsHandler(TableOpsHandler):
         dt = a.dtype
         return self.value(f"({cond} ? {a} : static_cast<{ctype(dt)}>({b}))", dt)
 
+    def fma(self, a, b, c):
+        return self.value(f"std::fma({a}, {b}, {c})", a.dtype)
+
     def indirect_indexing(self, x, size, wrap_neg=True):
         fn = "tt_index" if wrap_neg else "tt_index_nowrap"
         v = self.value(f"{fn}(static_cast<int64_t>({x}), {cpp_index(size)}, &tt_status)", torch.int64)

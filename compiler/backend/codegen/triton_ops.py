@@ -210,6 +210,10 @@ class TritonOpsHandler(TableOpsHandler):
     def where(self, cond, a, b):
         return self.value(f"tl.where({cond}, {a}, {b})", a.dtype, cond, a, b)
 
+    def fma(self, a, b, c):
+        # tl.fma, not libdevice's: the interpreter runs it as a true fma too (fma_fp32/fp64)
+        return self.value(f"tl.fma({a}, {b}, {c})", a.dtype, a, b, c)
+
     def indirect_indexing(self, x, size, wrap_neg=True):
         size_s = self.kernel.render_plain(size)
         if wrap_neg:

@@ -103,9 +103,15 @@ def _scaled(ctx, opname):
     rounded product overflows to inf (inf - inf is NaN: fuzz 340101). For float32 and the half
     types (computed in float) the fused result is reproduced in double: alpha * b is exact there
     (alpha is taken in the op's type, as eager converts it), and the sum is rounded once more to
-    float, which is fma's value but for rare double-rounding ties. float64 and integers keep the
-    plain form (no overflow or rounding difference within their range and tolerance)."""
+    float, which is fma's value but for rare double-rounding ties. float64 has no wider type: it
+    takes a real fma on every device (ATen's CUDA kernel contracts `a + alpha * b` too), so
+    `a - 2 * a` at a = 1e308 is -1e308 as in eager, not -inf (fuzz 461171). Integers keep the
+    plain form."""
     op = getattr(ops, opname)
+    if opname in ("add", "sub") and ctx.dtype == torch.float64:
+        if opname == "add":
+            return lambda x, y, al: ops.fma(y, al, x)
+        return lambda x, y, al: ops.fma(y, ops.neg(al), x)
     if opname not in ("add", "sub") or ctx.device.type != "cpu" or \
             ctx.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         return lambda x, y, al: op(x, ops.mul(y, al))

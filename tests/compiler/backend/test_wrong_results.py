@@ -409,6 +409,9 @@ CASES = {
     "empty_int_softmax": (empty_integer_softmax, lambda: [torch.zeros(0, 3, dtype=torch.int64)]),
     "alpha_fused": (alpha_fused, lambda: [torch.tensor([float("inf"), 3e38, 1.0, -2.5]),
                                           torch.tensor([3.4028234663852886e38, 3e38, 0.3, 7.0])]),
+    # float64 has no wider type to hide the product in: a real fma (fuzz 461171: a - 2 * a at 1e308)
+    "alpha_fused_float64": (alpha_fused, lambda: [torch.tensor([1e308, -1e308, 3.0, 1.7e308], dtype=torch.float64),
+                                                  torch.tensor([1e308, 1.7e308, 0.1, -1e308], dtype=torch.float64)]),
     "repeat_of_transposed": (repeat_of_transposed, lambda: [torch.randn(4, 6)]),
     "rank_broadcast_order": (rank_broadcast_order, lambda: [torch.randn(2, 3)]),
     "strided_slice_new_sizes": (strided_slice_at_new_sizes, lambda: [torch.randn(7, 5, 3, 4)]),
