@@ -205,9 +205,54 @@ def _strided_reshape(L: ir.Layout, new_size):
     return ir.Layout(new_size, nst, L.dtype, L.device, L.offset)
 
 
+def reshape_groups(old_size, new_size):
+    """[(old dims, new dims)]: the shortest runs of dims whose sizes multiply to the same number
+    on both sides (ATen's reshape maps each run onto its partner alone), size-1 dims left out;
+    None where the sizes are symbolic or do not pair up. (2, 768, 14, 14) -> (2, 768, 196) is
+    [([0], [0]), ([1], [1]), ([2, 3], [2])]: the channel never enters the spatial index math."""
+    if not all(isinstance(s, int) or getattr(s, "is_number", False) for s in list(old_size) + list(new_size)):
+        return None
+    old = [d for d, s in enumerate(old_size) if int(s) != 1]
+    new = [d for d, s in enumerate(new_size) if int(s) != 1]
+    groups, i, j = [], 0, 0
+    while i < len(old) and j < len(new):
+        go, gn = [old[i]], [new[j]]
+        po, pn = int(old_size[old[i]]), int(new_size[new[j]])
+        i, j = i + 1, j + 1
+        while po != pn:
+            if po < pn and i < len(old):
+                po *= int(old_size[old[i]])
+                go.append(old[i])
+                i += 1
+            elif pn < po and j < len(new):
+                pn *= int(new_size[new[j]])
+                gn.append(new[j])
+                j += 1
+            else:
+                return None
+        groups.append((go, gn))
+    return groups if i == len(old) and j == len(new) else None
+
+
 def flat_reindex(old_size, new_size):
-    """Reindex function new coords -> old coords through the row-major flat index, simplified."""
+    """Reindex function new coords -> old coords through the row-major flat index, simplified.
+    With concrete sizes the flat index is taken per run of dims that reshape onto each other
+    (reshape_groups): an index shifted by a cat (`x1 - 1`, whose range the simplifier cannot
+    see) then stays inside its own run, where the whole-tensor flat index mixed every dim into
+    one expression no range could split (ViT's patch tokens: 768 * ((x1-1) % 14) + ... instead
+    of `((-1 + x1 + 196 * r + 150528 * x0) // 196) % 768` and its kin in every LayerNorm load)."""
     old_size, new_size = list(old_size), list(new_size)
+    groups = reshape_groups(old_size, new_size)
+    if groups is not None and len(groups) > 1:
+        parts = [(go, gn, flat_reindex([old_size[d] for d in go], [new_size[d] for d in gn])) for go, gn in groups]
+
+        def grouped(idx):
+            out = [sympy.Integer(0)] * len(old_size)
+            for go, gn, sub in parts:
+                for d, v in zip(go, sub([idx[d] for d in gn])):
+                    out[d] = v
+            return out
+        return grouped
     new_strides = ir.contiguous_strides(new_size)
     old_strides = ir.contiguous_strides(old_size)
 
