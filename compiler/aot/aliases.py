@@ -296,7 +296,12 @@ def input_views(gm: torch.fx.GraphModule) -> list:
         return []
     mutated = _metadata_mutated(gm)
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
-    changes = [order[op] for p in placeholders for op in mutated.get(p, ())]
+    # per input storage, where the metadata of the inputs over it changes: only a view's own
+    # input orders it (a1.t().abs_() returned beside a2.t_() is a view of a1 alone: fuzz 461565)
+    changes_of: dict = {}
+    for p in placeholders:
+        if isinstance(_value(p), torch.Tensor):
+            changes_of.setdefault(_storage(_value(p)), []).extend(order[op] for op in mutated.get(p, ()))
     storages = {_storage(_value(p)) for p in placeholders if isinstance(_value(p), torch.Tensor)} - {None}
     leaves, _ = pytree.tree_flatten(out_node.args[0])
     groups = {True: ({}, set()), False: ({}, set())}      # early -> (chains, ops run)
@@ -307,6 +312,7 @@ def input_views(gm: torch.fx.GraphModule) -> list:
         found = _view_chain(leaf, storages, mutated, ops)
         if found is None:
             continue
+        changes = changes_of.get(_storage(_value(leaf)), [])
         early = not changes or all(order[n] < min(changes) for n in found)
         if not early and not all(order[n] > max(changes) for n in found):
             continue

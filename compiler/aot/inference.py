@@ -478,7 +478,7 @@ class InferenceRuntime:
         if self.overlap is not None and self.overlap.mutated:
             variant = self.overlap.variant_for(args)
             if variant is not None:
-                return variant(*args)
+                return self._call_variant(variant, args)
         why = self.check(args)
         if why:
             if (k := self.check.key(args)) not in self._warned:
@@ -500,6 +500,11 @@ class InferenceRuntime:
             for positions, replay, early in self.views:
                 if not early:
                     views += zip(positions, replay(*args))
+        return self._realiased(flat, args, views)
+
+    def _realiased(self, flat, args, views):
+        """gm's output structure, with the outputs that eager returns as an input or a view of
+        one replaced by the caller's tensor or the replayed view."""
         if self.returned or self.views:
             flat = list(flat)
             for pos, k in self.returned.items():
@@ -507,3 +512,14 @@ class InferenceRuntime:
             for pos, view in views:
                 flat[pos] = view
         return pytree.tree_unflatten(list(flat), self.spec)
+
+    def _call_variant(self, variant, args):
+        """A synthetic-base variant (overlapping_inputs) computes the values and writes the
+        shared memory; the outputs eager returns as inputs or views of them are then taken from
+        the caller's tensors as in a plain call (the variant sees only the base)."""
+        out = variant(*args)
+        if variant is self.gm or not (self.returned or self.views):
+            return out
+        with torch.no_grad():
+            views = [v for positions, replay, _ in self.views for v in zip(positions, replay(*args))]
+        return self._realiased(pytree.tree_leaves(out), args, views)

@@ -47,6 +47,13 @@ def written_view_then_t_(a):         # the op reached through an in-place write 
     return v, v.unsqueeze_(0)
 
 
+def view_beside_metadata_change(a, b):   # fuzz 461565: b's t_ does not order a's view; Dynamo
+    v = a.t()                              # breaks at the t_ and resumes with a and v as two inputs
+    b.t_()                                 # sharing memory (a synthetic-base variant)
+    a.mean()
+    return (v.abs_(),)
+
+
 def _expanded(*shape):
     return torch.randn(1, *shape[1:]).expand(shape)
 
@@ -57,7 +64,8 @@ CASES = [(diagonal_divided, lambda: [_expanded(13, 5, 7, 1)]),
          (split_and_sized_view, lambda: [torch.randn(4, 3), torch.randn(4, 3)]),
          (inplace_on_view_returned, lambda: [torch.randn(4, 3)]),
          (view_then_t_, lambda: [torch.randn(3, 3)]),
-         (written_view_then_t_, lambda: [torch.randn(3, 4)])]
+         (written_view_then_t_, lambda: [torch.randn(3, 4)]),
+         (view_beside_metadata_change, lambda: [torch.randn(4, 7), torch.randn(1, 7)])]
 
 
 def _views_of(outs, inputs):

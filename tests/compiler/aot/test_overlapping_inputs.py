@@ -113,3 +113,20 @@ def test_after_a_graph_break_in_our_frontend(events, backend_cache_dir):
         ea = a.clone()
         torch.testing.assert_close(compiled(a), fn(ea))
         torch.testing.assert_close(a, ea)
+
+
+def test_variant_returns_the_callers_tensors_and_views(events, backend_cache_dir):
+    def fn(v, a):
+        v.abs_()
+        return v, a.t(), a.sum()
+    compiled = compiler.compile(fn, backend="aot_eager")
+    a = torch.randn(4, 6)
+    ea = a.clone()
+    ev, v = ea[1:3], a[1:3]
+    expected, got = fn(ev, ea), compiled(v, a)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(a, ea)
+    assert got[0] is v, "eager returns the input itself"
+    assert got[1].untyped_storage().data_ptr() == a.untyped_storage().data_ptr()
+    assert (got[1].shape, got[1].stride()) == (expected[1].shape, expected[1].stride())
+    assert [e for e in events if e.name == "aot_synthetic_base_compiled"]
