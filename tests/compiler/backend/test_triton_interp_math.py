@@ -144,3 +144,17 @@ def test_float64_lgamma_at_poles_and_overflow(backend_cache_dir):
     with config.patch(**{"backend.cpu_codegen": "triton", "backend.fallback_on_error": False}):
         got = _compile(torch.lgamma)(x)
     _check(got, torch.lgamma(x))
+
+
+def test_float32_erfc_keeps_relative_accuracy_where_it_is_small(backend_cache_dir):
+    """erfc(x) for x in [1, 4): 1 - erf(x) in float32 kept only ~1e-5 of erfc's value near 2, and
+    a sum of huge values divided by it was 2e-7 off eager (fuzz 470431). Within 2 float32 ulps
+    of C's erfc rounded to float32."""
+    import math
+    x = torch.linspace(0.5, 4.0, 701)
+    with config.patch(**{"backend.cpu_codegen": "triton", "backend.fallback_on_error": False}):
+        got = _compile(torch.erfc)(x)
+    ref = torch.tensor([math.erfc(v) for v in x.tolist()], dtype=torch.float64).float()
+    ulp = torch.nextafter(ref, torch.full_like(ref, math.inf)) - ref
+    assert ((got - ref).abs() <= 2 * ulp).all(), ((got - ref).abs() / ulp).max()
+    torch.testing.assert_close(got, torch.erfc(x), rtol=1.3e-6, atol=0)
