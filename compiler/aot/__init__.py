@@ -8,6 +8,7 @@ Modules, in the order data flows through them:
     inplace_forms      in-place calls rewritten as copy_ of the functional op
     functionalize      no mutation inside the traced graph
     decompose          aten -> the primitive op set
+    overlapping_inputs inputs sharing memory with a written input: synthetic-base variants
     training           the training path: joint graph -> partition -> compiled halves
     joint              the joint forward+backward graph
     partition          min-cut split into forward and backward
