@@ -7,8 +7,8 @@ of microseconds per call, measured without synchronizing inside the loop on tens
 enough that the device keeps up (so the host's work is what is timed). Compares:
   - an extern matmul through its OpOverload (aten.addmm.default) and through torch's generated
     Python binding (torch.addmm), which the output code uses (codegen/wrapper.RUNTIME_NAMES);
-  - a view of a buffer through torch.as_strided and through the C helper the output code uses
-    (wrapper_support.reinterpret);
+  - a view of a buffer through torch.as_strided and through the Tensor method the output code
+    uses (codegen/wrapper.fmt_arg);
   - attention through F.scaled_dot_product_attention (torch chooses the kernel at each call, as
     our tracetorch::sdpa node does) and through the chosen ATen kernel directly.
 """
@@ -46,7 +46,6 @@ def main(argv=None):
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="bfloat16")
     args = ap.parse_args(argv)
-    from tracetorch.compiler.backend.runtime.wrapper_support import _reinterpret_by_view, reinterpret
     import torch.nn.functional as F
     aten = torch.ops.aten
     dev, dt = args.device, getattr(torch, args.dtype)
@@ -56,8 +55,9 @@ def main(argv=None):
     rows = [
         ("aten.addmm.default (OpOverload)", lambda: aten.addmm.default(b, x, w)),
         ("torch.addmm (Python binding)", lambda: torch.addmm(b, x, w)),
-        ("torch.as_strided", lambda: _reinterpret_by_view(w, (64, 64), (1, 64), 0)),
-        ("reinterpret", lambda: reinterpret(w, (64, 64), (1, 64), 0)),
+        ("torch.as_strided(w, ..., w.storage_offset())", lambda: torch.as_strided(w, (64, 64), (1, 64),
+                                                                                  w.storage_offset())),
+        ("w.as_strided(..., 0)", lambda: w.as_strided((64, 64), (1, 64), 0)),
         ("empty_strided", lambda: torch.empty_strided((8, 64), (64, 1), device=dev, dtype=dt)),
     ]
     q = torch.randn(1, 12, 197, 64, device=dev, dtype=dt)

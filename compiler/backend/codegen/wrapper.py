@@ -94,8 +94,13 @@ def _row_major(layout) -> bool:
 def fmt_arg(a) -> str:
     if isinstance(a, ir.ReinterpretView):
         L = a.layout
-        # IR offsets are relative to the base tensor's data_ptr(), as reinterpret's are
-        return f"reinterpret({a.data.name}, {_tuple(L.size)}, {_tuple(L.stride)}, {pexpr(L.offset)})"
+        # IR offsets are relative to the base tensor's data_ptr(); as_strided takes absolute ones
+        # (a buffer may be an input, or computed in place into one, at any storage offset). The
+        # method form costs less host time than torch.as_strided (scripts/host_call_costs.py);
+        # ViT-B/16 passes ~100 views per call.
+        base = a.data.name
+        off = f"{base}.storage_offset()" + (f" + {pexpr(L.offset)}" if L.offset != 0 else "")
+        return f"{base}.as_strided({_tuple(L.size)}, {_tuple(L.stride)}, {off})"
     if isinstance(a, ir.Buffer):
         return a.name
     if isinstance(a, (list, tuple)):
@@ -173,7 +178,7 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
                  "from torch.nn.functional import scaled_dot_product_attention",
                  "from tracetorch.compiler.backend.runtime.cpp_build import load_cpp_module",
                  "from tracetorch.compiler.backend.runtime.wrapper_support import (channels_last_weight, "
-                 "ensure_layout, reinterpret, write_back)",
+                 "ensure_layout, write_back)",
                  "import tracetorch.compiler.aot.decompose"
                  "  # registers torch.ops.tracetorch.sdpa (attention kept whole)",
                  "aten = torch.ops.aten",

@@ -11,21 +11,6 @@ from tracetorch import logs
 _log = logs.get_logger(__name__)
 
 
-def _reinterpret_by_view(t: torch.Tensor, size, stride, offset: int) -> torch.Tensor:
-    return torch.as_strided(t, size, stride, t.storage_offset() + offset)
-
-
-try:
-    from torch._C._dynamo.guards import _reinterpret_tensor as reinterpret
-except ImportError:     # a torch without it: the same tensor through as_strided (about 2x the host time)
-    reinterpret = _reinterpret_by_view
-#: reinterpret(t, size, stride, offset) -> a tensor over t's memory with this size and stride,
-#: `offset` elements past t's own start. The output code passes every view of a buffer this way:
-#: torch's C helper costs ~0.7 us of host time where as_strided's Python binding costs ~1.4
-#: (H100 host, scripts/host_call_costs.py); ViT-B/16 passes ~100 views per call.
-#: The result is not an autograd view of t; the output code runs without autograd.
-
-
 def ensure_layout(t: torch.Tensor, size, stride) -> torch.Tensor:
     """Return `t` with exactly this size/stride (a copy only if an ATen op chose other strides):
     generated kernels index buffers with the strides decided at compile time."""
