@@ -245,6 +245,22 @@ def test_ulp_envelope_bounds_a_sum_by_its_terms(dropped):
 
 
 @pytest.mark.parametrize("wrong", [False, True])
+def test_a_sum_whose_bound_spans_zero_may_cancel_exactly(wrong):
+    """Fuzz 471527: terms of +-1e30 with small ones between sum to 0.01 in eager's order and to
+    exactly 0.0 in another, and `x != 0` flips; the envelope's one-ulp moves put such a sum on 0.
+    A nonzero sum whose bound does not reach 0 cannot be 0."""
+    from tests.compiler.backend.fuzz.ulp_envelope import envelope, within
+    x = torch.tensor([[1e30, -1e30, 0.25], [1.0, 2.0, 3.0]])
+
+    def fn(x):
+        return (x.nansum(1) != 0,)
+
+    assert fn(x)[0].tolist() == [True, True]      # eager: (1e30 - 1e30) + 0.25
+    compiled = torch.tensor([False, not wrong])   # (1e30 + 0.25) - 1e30 is 0; row 1 is 6 in any order
+    assert within(compiled, envelope(fn, [x])[0]) == (not wrong)
+
+
+@pytest.mark.parametrize("wrong", [False, True])
 def test_an_exact_product_where_eager_overflows_is_rounding(wrong):
     """Fuzz 390633: ATen's float16 prod accumulates in float16, so 300 * 300 overflows before
     the two 1/300 factors; the compiled product is exact (1.0 here). An integer test of a float16

@@ -15,7 +15,7 @@ a later comparison or integer cast). Float sums and products count as inexact
 (ATen's cascade of vector lanes is one order among many). A sum's error in any order of
 accumulation is bounded by its terms, not its result (terms of +-200 that cancel to 3.9 leave
 errors of many ulps of 3.9): sums are moved by ULPS * eps * (the same sum of |terms|) where
-that is more than ULPS ulps. Min/max-like calls are moved by the
+that is more than ULPS ulps, and to exactly 0 by the one-ulp moves where that bound spans 0. Min/max-like calls are moved by the
 sign of their zero results (IEEE lets min(0.0, -0.0) be either). Elementwise lower and upper bounds of
 those answers, and of eager's own, bound what rounding alone can give; `within` asks whether a
 compiled output lies inside them. A wrong lowering of one of these functions (a wrong formula,
@@ -127,6 +127,12 @@ def _step(t: torch.Tensor, zero_sign: bool, steps: int, magnitude) -> torch.Tens
         eps = torch.finfo(torch.float64 if t.dtype == torch.float64 else torch.float32).eps
         spread = (steps * eps * magnitude.double() + t.double()).to(t.dtype)
         moved = torch.maximum(moved, spread) if steps > 0 else torch.minimum(moved, spread)
+        if abs(steps) == 1:
+            # where the bound spans 0, another order can cancel exactly: eager's 0.01 from terms
+            # of +-1e30 was 0.0 in ours, and `x != 0` flipped (fuzz 471527); the one-ulp moves
+            # land on 0 there, the two-ulp ones on the bound
+            spans_zero = t.double().abs() <= eps * magnitude.double()
+            moved = torch.where(spans_zero, torch.zeros_like(t), moved)
     return moved
 
 
