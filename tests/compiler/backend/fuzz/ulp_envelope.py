@@ -16,9 +16,9 @@ a later comparison or integer cast). Float sums and products count as inexact
 accumulation is bounded by its terms, not its result (terms of +-200 that cancel to 3.9 leave
 errors of many ulps of 3.9): sums are moved by ULPS * eps * (the same sum of |terms|) where
 that is more than ULPS ulps, and to exactly 0 by the one-ulp moves where that bound spans 0.
-Min/max-like calls are moved by the sign of their zero results (IEEE lets min(0.0, -0.0) be either). Elementwise lower and upper bounds of
-those answers, and of eager's own, bound what rounding alone can give; `within` asks whether a
-compiled output lies inside them. A wrong lowering of one of these functions (a wrong formula,
+Min/max-like calls are moved by the sign of their zero results (IEEE lets min(0.0, -0.0) be
+either). Elementwise lower and upper bounds of those answers, and of eager's own, bound what
+rounding alone can give; `within` asks whether a compiled output lies inside them. A wrong lowering of one of these functions (a wrong formula,
 not a 1-ulp rounding) moves its results far more than one ulp and stays outside.
 """
 
