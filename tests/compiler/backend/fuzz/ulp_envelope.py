@@ -18,8 +18,9 @@ errors of many ulps of 3.9): sums are moved by ULPS * eps * (the same sum of |te
 that is more than ULPS ulps, and to exactly 0 by the one-ulp moves where that bound spans 0.
 Min/max-like calls are moved by the sign of their zero results (IEEE lets min(0.0, -0.0) be
 either). Elementwise lower and upper bounds of those answers, and of eager's own, bound what
-rounding alone can give; `within` asks whether a compiled output lies inside them. A wrong lowering of one of these functions (a wrong formula,
-not a 1-ulp rounding) moves its results far more than one ulp and stays outside.
+rounding alone can give; `within` asks whether a compiled output lies inside them. A wrong
+lowering of one of these functions (a wrong formula, not a 1-ulp rounding) moves its results
+far more than one ulp and stays outside.
 """
 
 from __future__ import annotations
