@@ -193,7 +193,7 @@ class GraphLowering:
         if node.target in _CONTIGUOUS_RESULT:
             self.eager_orders[node] = list(reversed(range(v.dim())))
             return
-        if node.target is aten.copy.default and node.args[0] in self.eager_orders:   # self's layout
+        if node.target in _SELF_LAYOUT and node.args and node.args[0] in self.eager_orders:   # self's layout
             self.eager_orders[node] = self.eager_orders[node.args[0]]
             return
         args = [a for a in node.args if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor)]
@@ -608,6 +608,12 @@ _ITERATOR_ORDER = {aten.div.Tensor_mode, aten.div.Scalar_mode, aten.floor_divide
 
 #: non-pointwise-tagged ops whose result keeps its operand's order
 _LAYOUT_KEEPING = {aten._to_copy.default}
+
+#: ops whose result is their first argument written (functionalized in-place writes): it keeps
+#: that argument's eager order (`v = a // b.t(); v[1:].addcmul_(...)` left v in the fake's order
+#: behind a slice_scatter, and a view of it was returned with other strides: fuzz 460345)
+_SELF_LAYOUT = {aten.copy.default, aten.slice_scatter.default, aten.select_scatter.default,
+                aten.diagonal_scatter.default}
 
 
 def _hint(x) -> int:

@@ -267,6 +267,12 @@ def mixed_layout_order_carried(a):          # a result in eager's order is read 
     return w, v * 2, torch.copysign(t, b) + 1
 
 
+def mixed_layout_order_written(a, b):      # eager's order kept through a write into a slice of the result
+    v = torch.remainder(a // b, a // b)
+    v[1:].addcmul_(v[0] % 0.5, v[0] % 0.5, value=0.5)
+    return v.unbind(0)[0], v[1:]
+
+
 def scan_of_zero_length(x):                 # a scan along an empty dim (the sequential scan had no value)
     v = (x * 2).diagonal()
     return torch.cumprod(v, -2), torch.cumsum(v + 1, -2)
@@ -395,6 +401,8 @@ CASES = {
     "mixed_layout_operands": (mixed_layout_operands,
                               lambda: [torch.randn(3, 4, 8), torch.randn(8, 4, 3).permute(2, 1, 0)]),
     "mixed_layout_carried": (mixed_layout_order_carried, lambda: [torch.randn(5, 13)]),
+    "mixed_layout_written": (mixed_layout_order_written,                  # fuzz 460345
+                             lambda: [torch.randn(2, 6)[:, ::2] + 3, torch.randn(3, 2).t() + 0.1]),
     "scan_zero_length": (scan_of_zero_length, lambda: [torch.randn(13, 3, 5)]),
     "shared_view_returned": (shared_view_returned, lambda: [torch.randn(1, 1, 5).bfloat16()]),
     "relu_negative_zero": (relu_negative_zero, lambda: [torch.tensor([-0.0, 0.0, -1.0, 2.0, float("nan")])]),
