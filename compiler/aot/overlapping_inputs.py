@@ -34,31 +34,44 @@ def mutated_positions(traced: torch.fx.GraphModule) -> tuple[int, ...]:
     return tuple(sorted(hits))
 
 
-def _storage_ptr(t: torch.Tensor) -> int:
+def _storage_range(t: torch.Tensor):
+    """(first byte, one past the last byte) of t's whole storage, or None (no memory)."""
     try:
-        return t.untyped_storage().data_ptr()
+        st = t.untyped_storage()
     except (RuntimeError, NotImplementedError):   # sparse and other storage-less tensors
-        return 0
+        return None
+    lo = st.data_ptr()
+    return (lo, lo + st.nbytes()) if lo else None
 
 
-def overlap_groups(args, mutated) -> tuple[tuple[int, ...], ...]:
-    """Groups of tensor-input positions sharing one storage, for the storages of written inputs
-    (empty when every written input's memory is its own: the usual case)."""
-    written = {}
+def overlap_groups(args, mutated, tensor_positions=None) -> tuple[tuple[int, ...], ...]:
+    """Groups of tensor-input positions over one storage, for the storages of written inputs
+    (empty when every written input's memory is its own: the usual case). Distinct live
+    storages never share an address, so a tensor is over a written input's storage exactly when
+    its data pointer lies in that storage's range: one C-level data_ptr() per input instead of
+    a storage object per input (a graph with hundreds of parameter inputs checks every call)."""
+    ranges = []
     for m in mutated:
         a = args[m]
         if isinstance(a, torch.Tensor):
-            p = _storage_ptr(a)
-            if p:
-                written.setdefault(p, []).append(m)
-    if not written:
+            r = _storage_range(a)
+            if r is not None:
+                ranges.append((r, m))
+    if not ranges:
         return ()
-    for i, a in enumerate(args):
-        if isinstance(a, torch.Tensor) and i not in mutated:
-            p = _storage_ptr(a)
-            if p in written:
-                written[p].append(i)
-    return tuple(tuple(sorted(g)) for g in written.values() if len(g) > 1)
+    if tensor_positions is None:
+        tensor_positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    try:
+        ptrs = list(map(torch.Tensor.data_ptr, [args[i] for i in tensor_positions]))
+    except (TypeError, IndexError):     # not the signature seen first: look again
+        tensor_positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        ptrs = list(map(torch.Tensor.data_ptr, [args[i] for i in tensor_positions]))
+    groups = {}
+    for (lo, hi), m in ranges:
+        for i, p in zip(tensor_positions, ptrs):
+            if lo <= p < hi and i != m:
+                groups.setdefault((lo, hi), {m}).add(i)
+    return tuple(tuple(sorted(g)) for g in groups.values())
 
 
 def variant_key(args, groups) -> tuple:
@@ -120,11 +133,14 @@ class OverlapVariants:
         self.metadata_mutated = frozenset(metadata_mutated)
         self.compile_fn = compile_fn
         self.variants: dict = {}
+        self.tensor_positions = None    # tensor inputs, from the first call (the graph's signature)
 
     def variant_for(self, args):
         """None when no written input shares memory with another input (run the graph as
         compiled), else a callable taking the call's own arguments."""
-        groups = overlap_groups(args, self.mutated)
+        if self.tensor_positions is None:
+            self.tensor_positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        groups = overlap_groups(args, self.mutated, self.tensor_positions)
         if not groups:
             return None
         key = variant_key(args, groups)
