@@ -88,8 +88,12 @@ def compile_command(src: str, out: str) -> list[str]:
     # -ffp-contract=off: no fused multiply-add where the source has a multiply and an add; FMA
     # skips the product's rounding, so `x * c - max(x * c)` was not 0 at the max (log_softmax gave
     # -inf where torch gives 0). ATen's own kernels round each operation.
+    # -fwrapv: signed integer overflow wraps, as torch's integer ops do. Without it overflow is
+    # undefined and GCC reasons from it: an argmin index (>= 0) to the power 49 was taken to stay
+    # >= 0, so sign(idx ^ idx ** 49) was compiled as 0-or-1 and gave 0 where the wrapped value
+    # is negative (fuzz 480784).
     cmd = [cxx, "-shared", "-fPIC", "-std=c++17", "-w", "-fno-math-errno", "-fno-trapping-math",
-           "-ffp-contract=off", *config.cpp.extra_flags]
+           "-ffp-contract=off", "-fwrapv", *config.cpp.extra_flags]
     if config.cpp.openmp:
         cmd.append("-fopenmp")
     cmd += [src, "-o", out]

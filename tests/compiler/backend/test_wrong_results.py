@@ -273,6 +273,11 @@ def mixed_layout_order_written(a, b):      # eager's order kept through a write 
     return v.unbind(0)[0], v[1:]
 
 
+def signed_overflow_wraps(x):               # C++ -fwrapv: GCC took an index (>= 0) to the power 49 to stay
+    i = x.argmin()                            # >= 0, and sign(i ^ i ** 49) came out 0 (fuzz 480784)
+    return torch.sgn(i ^ torch.pow(i, i)), (i + 2 ** 62) * 4 < 0
+
+
 def scan_of_zero_length(x):                 # a scan along an empty dim (the sequential scan had no value)
     v = (x * 2).diagonal()
     return torch.cumprod(v, -2), torch.cumsum(v + 1, -2)
@@ -401,6 +406,7 @@ CASES = {
     "mixed_layout_operands": (mixed_layout_operands,
                               lambda: [torch.randn(3, 4, 8), torch.randn(8, 4, 3).permute(2, 1, 0)]),
     "mixed_layout_carried": (mixed_layout_order_carried, lambda: [torch.randn(5, 13)]),
+    "signed_overflow": (signed_overflow_wraps, lambda: [torch.ones(60).index_fill_(0, torch.tensor([49]), -1.0)]),
     "mixed_layout_written": (mixed_layout_order_written,                  # fuzz 460345
                              lambda: [torch.randn(2, 6)[:, ::2] + 3, torch.randn(3, 2).t() + 0.1]),
     "scan_zero_length": (scan_of_zero_length, lambda: [torch.randn(13, 3, 5)]),
