@@ -77,6 +77,17 @@ def test_reference_sums_are_exact():
     assert m[0].item() == -1.75 / 5 and ns[1].item() == 10.0 and full.item() == -1.75
 
 
+def test_reference_sums_of_a_0d_tensor_run_as_they_are():
+    """`v.norm().mean(-1)`: a reduction of a 0-d tensor is its value; the exact-sum rule divided
+    by its 0 dims and the whole rounded reference was lost (fuzz 481589)."""
+    from tests.compiler.backend.fuzz.compare import exact_sums
+    from tests.compiler.backend.fuzz.rounded_reference import rounded_reference
+    x = torch.tensor(2.5)
+    with exact_sums():
+        assert x.mean(-1).item() == 2.5 and x.sum(0).item() == 2.5
+    assert rounded_reference(lambda t: (t.norm().mean(-1),), [torch.tensor([3.0, 4.0])])[0].item() == 5.0
+
+
 def test_reference_products_are_exact():
     """Products too: overflow and underflow follow the order of factors (1e200 * 1e200 * 0 is NaN
     left to right, 0 exactly); only a NaN factor or an infinity times a zero gives NaN."""

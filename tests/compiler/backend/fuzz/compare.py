@@ -219,6 +219,8 @@ def _exact_sum(func, x: torch.Tensor, dim=None, keepdim=False, *, dtype=None) ->
     if not (x.dtype.is_floating_point and out_dtype.is_floating_point) or x.numel() == 0:
         return None
     n = x.dim()
+    if n == 0:
+        return None       # a 0-d tensor's sum is its value (`dim` is -1 or 0 there): run as it is
     dim = [dim] if isinstance(dim, int) else dim
     dims = sorted({d % n for d in dim}) if dim else list(range(n))     # [] and None: all dims
     kept = [d for d in range(n) if d not in dims]
