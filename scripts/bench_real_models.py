@@ -327,6 +327,8 @@ def run_training(name, args):
             if args.device == "cuda":
                 row["peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
             row["graphs_run_eagerly"] = counter.get("graph_runs_eagerly", "aot_runs_eagerly")
+            if args.profile:        # whole training steps: forward, backward and optimizer kernels
+                _profile(name, variant, lambda *_: step(inputs), (), args)
         except Exception as e:
             row["error"] = f"{type(e).__name__}: {e}"[:300]
         finally:
@@ -359,7 +361,8 @@ def main(argv=None):
     p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help=f"comma-separated: {', '.join(VARIANTS)}")
     p.add_argument("--repeat", type=int, default=30)
     p.add_argument("--out", default=None, help="write <out>.json and <out>.md")
-    p.add_argument("--profile", action="store_true", help="print a torch.profiler table per variant")
+    p.add_argument("--profile", action="store_true",
+                   help="print a torch.profiler table per variant (with --train: of whole training steps)")
     p.add_argument("--train", action="store_true",
                    help=f"time training steps instead (fp32/TF32, AdamW; default models {', '.join(TRAIN_MODELS)})")
     p.add_argument("--profile-rows", type=int, default=12)
