@@ -302,7 +302,7 @@ def input_views(gm: torch.fx.GraphModule) -> list:
     for p in placeholders:
         if isinstance(_value(p), torch.Tensor):
             changes_of.setdefault(_storage(_value(p)), []).extend(order[op] for op in mutated.get(p, ()))
-    storages = {_storage(_value(p)) for p in placeholders if isinstance(_value(p), torch.Tensor)} - {None}
+    storages = set(changes_of) - {None}
     leaves, _ = pytree.tree_flatten(out_node.args[0])
     groups = {True: ({}, set()), False: ({}, set())}      # early -> (chains, ops run)
     for pos, leaf in enumerate(leaves):

@@ -213,7 +213,10 @@ def functional_flat_fn(gm: torch.fx.GraphModule, alias_inputs=()):
     return torch.func.functionalize(flat, remove="mutations"), flat
 
 
-def count_mutations(traced: torch.fx.GraphModule) -> int:
-    """Input write-backs (copy_ into a placeholder) in a functionalized trace."""
-    return sum(1 for n in traced.graph.nodes
-               if n.op == "call_function" and n.target is torch.ops.aten.copy_.default)
+def mutated_positions(traced: torch.fx.GraphModule) -> tuple[int, ...]:
+    """Input positions a functionalized trace writes back to (copy_ into a placeholder)."""
+    placeholders = {n: i for i, n in enumerate(n for n in traced.graph.nodes if n.op == "placeholder")}
+    hits = {placeholders[n.args[0]] for n in traced.graph.nodes
+            if n.op == "call_function" and n.target is torch.ops.aten.copy_.default
+            and n.args and n.args[0] in placeholders}
+    return tuple(sorted(hits))

@@ -30,8 +30,8 @@ from tracetorch.compiler.aot.aliases import (alias_same_type_conversions, input_
                                              returned_inputs)
 from tracetorch.compiler.aot.inplace_forms import functional_inplace_calls
 from tracetorch.compiler.aot.decompose import decomposition_table, sdpa_decompositions
-from tracetorch.compiler.aot.functionalize import count_mutations, functional_flat_fn
-from tracetorch.compiler.aot.overlapping_inputs import OverlapVariants, mutated_positions
+from tracetorch.compiler.aot.functionalize import functional_flat_fn, mutated_positions
+from tracetorch.compiler.aot.overlapping_inputs import OverlapVariants
 
 log = logs.get_logger(__name__)
 
@@ -432,7 +432,8 @@ def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynam
     logs.artifact("aot_graphs", lambda: traced.print_readable(print_output=False, include_stride=True,
                                                               include_device=True),
                   graph="inference", filename="aot_inference.py")
-    log.info("aot_traced", nodes=len(traced.graph.nodes), mutated_inputs=count_mutations(traced),
+    mutated = mutated_positions(traced)
+    log.info("aot_traced", nodes=len(traced.graph.nodes), mutated_inputs=len(mutated),
              guards=len(guards), seconds=round(time.perf_counter() - t0, 3))
     compiled = inner_compile(traced, traced_inputs)
     if wrap_inference is not None:
@@ -447,7 +448,7 @@ def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynam
             "C++ double, e.g. F.pad's value): other values of it run the graph eagerly"))
     runtime = InferenceRuntime(gm, compiled, spec, check, returned_inputs(gm, metadata[0] if metadata else ()),
                                input_views(gm), metadata[1] if metadata else None)
-    runtime.overlap = OverlapVariants(gm, mutated_positions(traced), metadata[0] if metadata else (),
+    runtime.overlap = OverlapVariants(gm, mutated, metadata[0] if metadata else (),
                                       lambda g, inputs: aot_module(g, inputs, inner_compile, dynamic=False,
                                                                    wrap_inference=wrap_inference))
     return runtime

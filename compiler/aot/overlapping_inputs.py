@@ -25,15 +25,6 @@ from tracetorch import logs
 log = logs.get_logger(__name__)
 
 
-def mutated_positions(traced: torch.fx.GraphModule) -> tuple[int, ...]:
-    """Input positions the functionalized trace writes back to (copy_ into a placeholder)."""
-    placeholders = {n: i for i, n in enumerate(n for n in traced.graph.nodes if n.op == "placeholder")}
-    hits = {placeholders[n.args[0]] for n in traced.graph.nodes
-            if n.op == "call_function" and n.target is torch.ops.aten.copy_.default
-            and n.args and n.args[0] in placeholders}
-    return tuple(sorted(hits))
-
-
 def _storage_range(t: torch.Tensor):
     """(first byte, one past the last byte) of t's whole storage, or None (no memory)."""
     try:
@@ -44,7 +35,11 @@ def _storage_range(t: torch.Tensor):
     return (lo, lo + st.nbytes()) if lo else None
 
 
-def overlap_groups(args, mutated, tensor_positions=None) -> tuple[tuple[int, ...], ...]:
+def tensor_positions(args) -> list[int]:
+    return [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+
+
+def overlap_groups(args, mutated, positions=None) -> tuple[tuple[int, ...], ...]:
     """Groups of tensor-input positions over one storage, for the storages of written inputs
     (empty when every written input's memory is its own: the usual case). Distinct live
     storages never share an address, so a tensor is over a written input's storage exactly when
@@ -59,16 +54,16 @@ def overlap_groups(args, mutated, tensor_positions=None) -> tuple[tuple[int, ...
                 ranges.append((r, m))
     if not ranges:
         return ()
-    if tensor_positions is None:
-        tensor_positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    if positions is None:
+        positions = tensor_positions(args)
     try:
-        ptrs = list(map(torch.Tensor.data_ptr, [args[i] for i in tensor_positions]))
+        ptrs = list(map(torch.Tensor.data_ptr, [args[i] for i in positions]))
     except (TypeError, IndexError):     # not the signature seen first: look again
-        tensor_positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
-        ptrs = list(map(torch.Tensor.data_ptr, [args[i] for i in tensor_positions]))
+        positions = tensor_positions(args)
+        ptrs = list(map(torch.Tensor.data_ptr, [args[i] for i in positions]))
     groups = {}
     for (lo, hi), m in ranges:
-        for i, p in zip(tensor_positions, ptrs):
+        for i, p in zip(positions, ptrs):
             if lo <= p < hi and i != m:
                 groups.setdefault((lo, hi), {m}).add(i)
     return tuple(tuple(sorted(g)) for g in groups.values())
@@ -133,14 +128,14 @@ class OverlapVariants:
         self.metadata_mutated = frozenset(metadata_mutated)
         self.compile_fn = compile_fn
         self.variants: dict = {}
-        self.tensor_positions = None    # tensor inputs, from the first call (the graph's signature)
+        self.positions = None    # tensor inputs, from the first call (the graph's signature)
 
     def variant_for(self, args):
         """None when no written input shares memory with another input (run the graph as
         compiled), else a callable taking the call's own arguments."""
-        if self.tensor_positions is None:
-            self.tensor_positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
-        groups = overlap_groups(args, self.mutated, self.tensor_positions)
+        if self.positions is None:
+            self.positions = tensor_positions(args)
+        groups = overlap_groups(args, self.mutated, self.positions)
         if not groups:
             return None
         key = variant_key(args, groups)

@@ -40,14 +40,14 @@ def _tuple(xs) -> str:
 
 #: extern kernels the output code calls by a cheaper name than the graph's op: the custom op that
 #: keeps attention whole costs ~100 us per call in torch.library's dispatch; at run time the same
-#: function is called directly: (name, how many leading arguments go by position, the names of
-#: the ones after them: F.scaled_dot_product_attention takes `scale` by keyword only).
+#: function is called directly: (name, how many leading arguments go by position (None: all),
+#: the names of the ones after them: F.scaled_dot_product_attention takes `scale` by keyword only).
 RUNTIME_NAMES = {"torch.ops.tracetorch.sdpa.default": ("scaled_dot_product_attention", 6, ("scale",))}
 #: the matmul and convolution overloads through torch's generated Python bindings, which resolve
 #: to the same overload from these arguments: an OpOverload call parses its arguments against the
 #: schema at every call, 15.6 us of host time per addmm against torch.addmm's 12.2 (H100 host,
 #: scripts/host_call_costs.py); a transformer block makes 4-6 of them per layer.
-RUNTIME_NAMES.update({f"aten.{name}.default": (f"torch.{name}", 99, ())     # every argument as given
+RUNTIME_NAMES.update({f"aten.{name}.default": (f"torch.{name}", None, ())   # every argument as given
                       for name in ("mm", "bmm", "addmm", "baddbmm", "convolution")})
 
 

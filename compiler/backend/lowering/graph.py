@@ -694,9 +694,8 @@ _VIEW_OPS = {getattr(aten, n).default for n in ("view", "_unsafe_view", "permute
              if hasattr(aten, n) and hasattr(getattr(aten, n), "default")}
 #: view ops whose result is a list of views (an output takes one piece with getitem)
 _SPLIT_OPS = {aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int}
-_VIEW_OPS |= {aten.squeeze.dim, aten.squeeze.dims, aten.transpose.int, aten.slice.Tensor, aten.select.int,
-              aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int, aten.reshape.default,
-              aten.view.dtype}
+_VIEW_OPS |= _SPLIT_OPS | {aten.squeeze.dim, aten.squeeze.dims, aten.transpose.int, aten.slice.Tensor,
+                           aten.select.int, aten.reshape.default, aten.view.dtype}
 
 
 def _is_view(n) -> bool:
