@@ -234,8 +234,7 @@ def _has_attr_tensor(tx, v, name):
     if real is None:
         return False        # a tensor the graph computes has no instance attributes
     found = hasattr(real, name)
-    expr = f"{'' if found else 'not '}hasattr({v.source.name()}, {name!r})"
-    tx.output.add_guard(expr, "SYMBOLIC", expr)
+    tx.output.add_guard(v.source, "HASATTR", (name, found))
     return found
 
 
@@ -246,8 +245,7 @@ def _has_attr_real(tx, v, name):
         return not isinstance(pending, V.DeletedVariable) or hasattr(type(v.value), name)
     found = hasattr(v.value, name)
     if v.source is not None:     # the object may gain or lose the attribute later
-        expr = f"{'' if found else 'not '}hasattr({v.source.name()}, {name!r})"
-        tx.output.add_guard(expr, "SYMBOLIC", expr)
+        tx.output.add_guard(v.source, "HASATTR", (name, found))
     return found
 
 

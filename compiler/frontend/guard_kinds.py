@@ -306,7 +306,7 @@ class TypeMatch(GuardKind):
         return f"TYPE_MATCH: ___check_type_id({g.source}, {_qualname(g.expected)})"
 
     def implied(self, g, statics):
-        ok, v = statics.static_value(g.source)
+        ok, v = statics.pinned_value(g.source)
         return ok and type(v) is g.expected and statics.class_fixed(v, g.source)
 
 
@@ -338,6 +338,13 @@ class LengthCheck(GuardKind):
 
     name, order = "LENGTH_CHECK", 6
 
+    def emit(self, gen, g):
+        v = gen.value(g.source)
+        if gen.statics is not None and _REF_NAME.fullmatch(v):
+            gen.lengths.append((v, int(g.expected)))    # checked with the others at once
+            return
+        gen.check(self.condition(gen, g, v), g.user_location)
+
     def condition(self, gen, g, v):
         return f"len({v}) == {int(g.expected)}"
 
@@ -355,6 +362,32 @@ class LengthCheck(GuardKind):
     def implied(self, g, statics):
         ok, v = statics.static_value(g.source)
         return ok and statics.fixed_length(v, g.source) == g.expected
+
+
+@_kind
+class HasAttr(GuardKind):
+    """`expected`: (attribute name, whether the object has it)."""
+
+    name, order = "HASATTR", 5
+
+    def condition(self, gen, g, v):
+        attr, present = g.expected
+        return f"{'' if present else 'not '}hasattr({v}, {attr!r})"
+
+    def mismatch(self, g, name, value):
+        attr, present = g.expected
+        if hasattr(value, attr) == bool(present):
+            return None
+        return (f"hasattr({name}, {attr!r}) changed: expected {bool(present)}, "
+                f"actual {not present}")
+
+    def describe(self, g):
+        attr, present = g.expected
+        return f"HASATTR: {'' if present else 'not '}hasattr({g.source}, {attr!r})"
+
+    def implied(self, g, statics):
+        ok, v = statics.pinned_value(g.source)
+        return ok and statics.attribute_fixed(v, g.expected[0], bool(g.expected[1]), g.source)
 
 
 @_kind

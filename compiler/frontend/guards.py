@@ -131,6 +131,7 @@ class _Codegen:
         self.statics = scope.statics
         self.implied = 0                 # guards that hold while the watched modules are unmutated
         self.batch: list[tuple[str, TensorMeta, str | None]] = []   # static tensors, checked at once
+        self.lengths: list[tuple[str, int]] = []      # lengths of static containers (hook dicts)
         self.prologue: list[str] = []    # lines run once per resolution, before the check exists
 
     def value(self, source: str) -> str:
@@ -178,6 +179,14 @@ class _Codegen:
             self.implied += 1
             return
         kind_of(g).emit(self, g)
+
+    def length_batch(self):
+        """The static containers' lengths (a module's hook dicts must stay empty), one map."""
+        if not self.lengths:
+            return
+        objs = self.factory_tmp("(" + "".join(f"{v}, " for v, _ in self.lengths) + ")")
+        self.check(f"___list(___map(___len, {objs})) == {self.const([n for _, n in self.lengths])}",
+                   "static containers: lengths")
 
     def tensor_batch(self):
         """The static tensors' metadata, compared in C: one map over the tensors per field
@@ -242,9 +251,9 @@ class GuardSet:
         if self.static_modules:
             from tracetorch.compiler.frontend.static_sources import StaticSources
             statics = StaticSources([(g.source, g.expected) for g in self.guards
-                                     if isinstance(kind_of(g), IdMatch)])
+                                     if isinstance(kind_of(g), IdMatch)], self.fn.__globals__)
         self.source, self.check, self.scope, self.implied = self._generate(statics)
-        if statics is not None and statics.deps:
+        if statics is not None and (statics.deps or statics.slots):
             from tracetorch.compiler.frontend import mutation
             self._paths = {k: d.path for k, d in statics.deps.items()}
             self._watched = [d.module for d in statics.deps.values()]
@@ -261,13 +270,14 @@ class GuardSet:
         gen = _Codegen(scope, guards)
         for g in guards:
             gen.guard(g)
+        gen.length_batch()
         gen.tensor_batch()
         fingerprint = None
-        if statics is not None and statics.deps:
-            # the resolved references hold while the modules read are unchanged (mutation.py)
+        if statics is not None and (statics.deps or statics.slots):
+            # the resolved references hold while the modules and slots read are unchanged
             from tracetorch.compiler.frontend import mutation
             fingerprint = mutation.Fingerprint(
-                [(d.module, d.path, d.names) for d in statics.deps.values()])
+                [(d.module, d.path, d.names) for d in statics.deps.values()], list(statics.slots.values()))
             gen.lines.insert(0, "if not ___unchanged(): return ___modules_changed()")
         if statics is not None:
             self._fingerprint = fingerprint
@@ -286,7 +296,7 @@ class GuardSet:
         ns = dict(gen.consts, ___Tensor=torch.Tensor, ___is_grad_enabled=torch.is_grad_enabled,
                   ___get_default_dtype=torch.get_default_dtype, ___cells=fn.__closure__ or (),
                   G=fn.__globals__, math=math, ___L=_Unreachable(), ___list=list, ___map=map,
-                  ___tensor_meta=_TENSOR_META, ___stride=torch.Tensor.stride,
+                  ___tensor_meta=_TENSOR_META, ___len=len, ___stride=torch.Tensor.stride,
                   ___from_numpy=torch.from_numpy, ___float_key=_float_key,
                   ___ambient_state=ambient_state,
                   ___unchanged=fingerprint.unchanged if fingerprint else None,

@@ -46,8 +46,8 @@ def call_module_forward(tx, mv, args, kwargs):
     m = mv.value
     # hooks registered later must not be skipped by the compiled code
     src = mv.source.name()
-    tx.output.add_guard(f"not ({src}._forward_hooks or {src}._forward_pre_hooks)", "SYMBOLIC",
-                        f"not ({src}._forward_hooks or {src}._forward_pre_hooks)")
+    for hooks in ("_forward_hooks", "_forward_pre_hooks"):
+        tx.output.add_guard(f"{src}.{hooks}", "LENGTH_CHECK", 0)
     forward = inspect.getattr_static(type(m), "forward", None)
     if "forward" in m.__dict__ or not isinstance(forward, types.FunctionType):
         raise Unsupported(f"nn.Module {type(m).__name__} with a non-Python forward")

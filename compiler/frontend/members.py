@@ -49,9 +49,17 @@ def type_member(tx, obj_var, cls, name):
 
 
 def guard_class_function(tx, obj_var, name, static):
-    """A Python function found on the class of a pre-existing (non-module) object is read
-    through the class each call: guard its identity, so replacing it (`Cls.method = f`,
-    `Cls.__call__ = f`) recompiles instead of running the old code."""
-    if isinstance(static, (types.FunctionType, functools._lru_cache_wrapper)) \
-            and isinstance(obj_var, V.UserObjectVariable) and obj_var.source is not None:
-        tx.output.add_guard(f"type({obj_var.source.name()}).{name}", "ID_MATCH", static)
+    """A Python function found on the class of a pre-existing object (a module's method too) is
+    read through the class each call: guard its identity, so replacing it (`Cls.method = f`,
+    `Cls.__call__ = f`, or an instance attribute shadowing it) recompiles instead of running the
+    old code. Under the stock attribute lookup the guard reads `obj.name.__func__`, which
+    static_sources resolves once (the class attribute and the name's absence from the instance
+    dict, fingerprinted); under a custom __getattribute__ it reads the class's attribute."""
+    if not isinstance(static, (types.FunctionType, functools._lru_cache_wrapper)) \
+            or not isinstance(obj_var, (V.UserObjectVariable, V.NNModuleVariable)) or obj_var.source is None:
+        return
+    src = obj_var.source.name()
+    if type(obj_var.value).__getattribute__ is object.__getattribute__ and not name.startswith("__"):
+        tx.output.add_guard(f"{src}.{name}.__func__", "ID_MATCH", static)
+    else:
+        tx.output.add_guard(f"type({src}).{name}", "ID_MATCH", static)

@@ -46,7 +46,9 @@ class Fingerprint:
     `deps`: iterable of (module, path text, names). `unchanged()` is True while every read
     would give the same object; `describe()` names the first change (slow; on a miss only)."""
 
-    def __init__(self, deps):
+    def __init__(self, deps, slots=()):
+        """deps: (module, path, names) per module; slots: static_sources.Slot reads outside
+        the module tree, each checked by identity (an "absent" slot: the key stays missing)."""
         parts = []               # (path, what, condition) per module and name, for describe()
         ns = {"___MISSING": _MISSING, "___list": list, "___map": map, "___id": id,
               "___get": dict.get, "___has": dict.__contains__, "___any": any}
@@ -64,7 +66,8 @@ class Fingerprint:
                 ns[f"___d{i}_{j}"] = dd
             mods.append(module)
             types_.append(type(module))
-            parts.append((path, "its class changed", f"type(___m{i}) is ___T{i}"))
+            label = f"module {path} was mutated"
+            parts.append((label, "its class changed", f"type(___m{i}) is ___T{i}"))
             which = []
             if ANY in names:
                 which = list(range(len(dicts)))
@@ -83,7 +86,7 @@ class Fingerprint:
             if which:
                 conds = [f"___list({n}.keys()) == {k!r} and ___list(___map(___id, {n}.values())) == {ids!r}"
                          for n, _, k, ids, _ in whole[-len(which):]]
-                parts.append((path, "its attributes changed" if ANY in names
+                parts.append((label, "its attributes changed" if ANY in names
                               else "its submodules or parameters changed", " and ".join(conds)))
             for name in sorted(n for n in names if n not in (ANY, ITEMS, "__class__")):
                 where = next((j for j, dd in enumerate(dicts) if name in dd), None)
@@ -101,7 +104,34 @@ class Fingerprint:
                     key = f"___v{len(ns)}"
                     ns[key] = value
                     cond = f"___d{i}_{where}.get({name!r}, ___MISSING) is {key}"
-                parts.append((path, f"attribute {name!r} changed", cond))
+                parts.append((label, f"attribute {name!r} changed", cond))
+        attr_g, attr_h, attr_o = [], [], []       # getattr(holder, name) is expected, vectorized
+        for k, slot in enumerate(slots):
+            ns[f"___S{k}"] = slot.holder
+            ns[f"___E{k}"] = slot.expected
+            ns[f"___K{k}"] = slot.key
+            if slot.kind == "item":
+                get_d.append(slot.holder)
+                get_k.append(slot.key)
+                get_objs.append(slot.expected)
+                part = (f"{slot.path}[{slot.key!r}] changed", "another object is there",
+                        f"___S{k}[___K{k}] is ___E{k}")
+            elif slot.kind == "type":
+                mods.append(slot.holder)
+                types_.append(slot.expected)
+                part = (f"{slot.path} changed", "its class changed", f"type(___S{k}) is ___E{k}")
+            elif slot.kind == "absent":
+                abs_d.append(slot.holder)
+                abs_k.append(slot.key)
+                part = (f"{slot.path} changed", f"{slot.key!r} was added", f"___K{k} not in ___S{k}")
+            else:
+                attr_g.append(operator.attrgetter(slot.key))
+                attr_h.append(slot.holder)
+                attr_o.append(slot.expected)
+                part = (f"{slot.path}.{slot.key} changed", "another object is there",
+                        f"getattr(___S{k}, ___K{k}) is ___E{k}")
+            self._keep.append(slot.expected)
+            parts.append(part)
         # the reads grouped by dict: one itemgetter per dict (two keys at least, so it returns
         # a tuple), all called from C, and the values compared with the expected objects by
         # identity, pairwise from C (operator.is_: not ==, which a one-element tensor answers by
@@ -122,8 +152,12 @@ class Fingerprint:
         ns.update(___MODS=tuple(mods), ___TYPES=types_, ___GG=tuple(getters), ___GD=tuple(gdicts),
                   ___GO=tuple(gobjs), ___AD=tuple(abs_d), ___AK=tuple(abs_k), ___call=operator.call,
                   ___flat=itertools.chain.from_iterable, ___is=operator.is_, ___all=all, ___len=len)
-        fast = ["___list(___map(type, ___MODS)) == ___TYPES",
-                "___all(___map(___is, ___flat(___map(___call, ___GG, ___GD)), ___GO))"]
+        ns.update(___AG=tuple(attr_g), ___AH=tuple(attr_h), ___AO=tuple(attr_o))
+        fast = ["___list(___map(type, ___MODS)) == ___TYPES"] if mods else []   # modules and "type" slots
+        if gdicts:
+            fast.append("___all(___map(___is, ___flat(___map(___call, ___GG, ___GD)), ___GO))")
+        if attr_g:
+            fast.append("___all(___map(___is, ___map(___call, ___AG, ___AH), ___AO))")
         if abs_d:
             fast.append("not ___any(___map(___has, ___AD, ___AK))")
         for k, (expr, dd, keys, ids, values) in enumerate(whole):
@@ -134,24 +168,24 @@ class Fingerprint:
                 ns[f"___V{k}"] = values
                 fast.append(f"___len(___W{k}) == {len(keys)} and ___list(___W{k}.keys()) == {keys!r} and "
                             f"___all(___map(___is, ___W{k}.values(), ___V{k}))")
-        body = " and ".join(f"({c})" for c in fast) if mods else "True"
+        body = " and ".join(f"({c})" for c in fast) or "True"
         src = (f"def ___unchanged():\n    try:\n        return {body}\n"
                f"    except Exception:\n        return False\n")
         src += "".join(f"def ___part{k}():\n    return {c}\n" for k, (_, _, c) in enumerate(parts))
         exec(compile(src, "<module fingerprint>", "exec"), ns)
         self.unchanged = ns["___unchanged"]
         self._parts = [(path, what, ns[f"___part{k}"]) for k, (path, what, _) in enumerate(parts)]
-        self.size = len(mods)
+        self.size = len(mods) + len(slots)
 
     def describe(self) -> str | None:
         """'module L['self'].fc was mutated: attribute 'weight' changed' for the first change."""
-        for path, what, part in self._parts:
+        for label, what, part in self._parts:
             try:
                 ok = part()
             except Exception:
                 ok = False
             if not ok:
-                return f"module {path} was mutated: {what}"
+                return f"{label}: {what}"
         return None
 
 

@@ -51,7 +51,8 @@ class OutputGraph:
     # ---- guards --------------------------------------------------------------------------
     def add_guard(self, source, kind: str, expected):
         name = source if isinstance(source, str) else source.name()
-        key = (name, kind)
+        # one guard per source and kind; HASATTR guards one attribute name each
+        key = (name, kind, expected[0]) if kind == "HASATTR" else (name, kind)
         if key not in self.guards:
             self.guards[key] = Guard(name, kind, expected, self.location)
 

@@ -142,8 +142,7 @@ def _has_attr(tx, obj, name):
     found = hasattr(obj.value, name)
     source = obj._origin_attr(name)
     if source is not None:
-        expr = f"{'' if found else 'not '}hasattr({obj.origin.name()}, {name!r})"
-        tx.output.add_guard(expr, "SYMBOLIC", expr)
+        tx.output.add_guard(obj.origin, "HASATTR", (name, found))
     return found
 
 

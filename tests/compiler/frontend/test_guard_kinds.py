@@ -24,7 +24,7 @@ def test_entry_is_complete(name):
 def test_kinds_lists_the_entries():
     assert guards.KINDS == tuple(GUARD_KINDS)
     assert set(guards.KINDS) == {"TENSOR_MATCH", "CONSTANT_MATCH", "TYPE_MATCH", "ID_MATCH", "LENGTH_CHECK",
-                                 "NN_MODULE_TRAINING", "GRAD_MODE", "DEFAULT_DTYPE", "SYMBOLIC", "AMBIENT"}
+                                 "NN_MODULE_TRAINING", "GRAD_MODE", "DEFAULT_DTYPE", "SYMBOLIC", "AMBIENT", "HASATTR"}
 
 
 def test_global_state_kinds_come_first():

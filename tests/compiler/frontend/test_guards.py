@@ -103,7 +103,8 @@ def test_id_match_on_globals_and_attributes():
     g["W"] = object()
     assert not gs.check(X)
     [reason] = gs.failures((X,), {})
-    assert reason.startswith("identity mismatch for 'G['W']'")
+    # what changed since the guards were resolved, then the failing guard
+    assert reason.startswith("G['W'] changed: another object is there; identity mismatch for 'G['W']'"), reason
 
 
 def test_length_check():
@@ -221,7 +222,8 @@ def test_shared_access_chains_are_read_once_and_stay_correct():
     inner.w = 2
     m.a = Box()
     assert not gs.check(m)
-    assert gs.failures((m,), {})[0].startswith("identity mismatch for 'm.a'")
+    # the reason names the failing guard (after what changed since the guards were resolved)
+    assert "identity mismatch for 'm.a'" in gs.failures((m,), {})[0]
 
 
 def test_tensor_meta_dynamic_strides_follow_the_layout():
@@ -279,7 +281,9 @@ def test_guards_on_one_method_reached_through_many_instances_are_emitted_once():
     sets = [e.guard_set for c in list(_all_caches) if c.fn is _Stack.forward for e in c.entries]
     source = sets[-1].source
     assert source.count("__closure__") <= 2, source        # the block function's cell, read once
-    assert source.count(".__func__ is ") >= 5              # the other blocks: the same function
+    # the blocks' forward functions are resolved through their class once (static_sources
+    # slots): no per-block check reads them on a call
+    assert source.count(".__func__") == 0, source
 
     def other(self, x):
         return self.lin(x).sigmoid()
