@@ -1,6 +1,7 @@
 """Cold first call, side by side: each (model, variant) of scripts/bench_real_models.py runs in a
 process of its own whose compile caches are empty folders made for it (Triton's, inductor's and
-ours, through TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR and TRACE_BACKEND_CACHE_DIR), so no
+ours, through TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR, TRACE_BACKEND_CACHE_DIR,
+TRACE_TRITON_KERNEL_DIR and TMPDIR: kernel files and autotuning results included), so no
 variant inherits kernels, launcher builds or imports from another. Prints first-call seconds per
 variant and ours over inductor's; the same process's eager call has already initialised the
 device, cuDNN and cuBLAS before the first compiled call.
@@ -20,8 +21,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def first_call(model: str, variant: str, device: str, dtype: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="cold_") as tmp:
+        # TMPDIR too: our kernel files and autotuning results live under the temp folder
         env = dict(os.environ, TRITON_CACHE_DIR=f"{tmp}/triton", TORCHINDUCTOR_CACHE_DIR=f"{tmp}/inductor",
-                   TRACE_BACKEND_CACHE_DIR=f"{tmp}/tracetorch")
+                   TRACE_BACKEND_CACHE_DIR=f"{tmp}/tracetorch", TRACE_TRITON_KERNEL_DIR=f"{tmp}/kernels",
+                   TMPDIR=tmp)
         out = f"{tmp}/row"
         cmd = [sys.executable, str(ROOT / "scripts" / "bench_real_models.py"), "--device", device,
                "--dtype", dtype, "--repeat", "3", "--variants", variant, "--only", model, "--out", out]
