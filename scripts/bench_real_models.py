@@ -295,7 +295,32 @@ def _train_step_fn(variant, name, model, opt, autocast=None):
         step()
         opt.zero_grad(set_to_none=True)
         return loss
+    run.phases = (fwd, step, autocast)      # for --phases
     return run
+
+
+def _phase_ms(name, run, opt, inputs, device, steps=10) -> dict:
+    """Median wall ms of each phase of a training step (forward with the loss, backward,
+    optimizer step), each synchronised: where a variant's step time goes."""
+    fwd, step, autocast = run.phases
+    walls = {"forward": [], "backward": [], "optimizer": []}
+    for _ in range(steps):
+        _sync(device)
+        t0 = time.perf_counter()
+        with _autocast(autocast, inputs):
+            loss = _loss(name, fwd, inputs)
+        _sync(device)
+        t1 = time.perf_counter()
+        loss.backward()
+        _sync(device)
+        t2 = time.perf_counter()
+        step()
+        opt.zero_grad(set_to_none=True)
+        _sync(device)
+        t3 = time.perf_counter()
+        for k, a, b in (("forward", t0, t1), ("backward", t1, t2), ("optimizer", t2, t3)):
+            walls[k].append((b - a) * 1e3)
+    return {k: round(statistics.median(v), 3) for k, v in walls.items()}
 
 
 def run_training(name, args):
@@ -327,6 +352,8 @@ def run_training(name, args):
             if args.device == "cuda":
                 row["peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
             row["graphs_run_eagerly"] = counter.get("graph_runs_eagerly", "aot_runs_eagerly")
+            if args.phases:
+                row["phase_ms"] = _phase_ms(name, step, opt, inputs, args.device)
             if args.profile:        # whole training steps: forward, backward and optimizer kernels
                 _profile(name, variant, lambda *_: step(inputs), (), args)
         except Exception as e:
@@ -366,6 +393,8 @@ def main(argv=None):
     p.add_argument("--train", action="store_true",
                    help=f"time training steps instead (fp32/TF32, AdamW; default models {', '.join(TRAIN_MODELS)})")
     p.add_argument("--profile-rows", type=int, default=12)
+    p.add_argument("--phases", action="store_true",
+                   help="with --train: also each phase's median wall ms (forward, backward, optimizer)")
     p.add_argument("--autocast", default=None, choices=("bfloat16", "float16"),
                    help="with --train: mixed precision, torch.autocast to this dtype around the forward")
     args = p.parse_args(argv)
