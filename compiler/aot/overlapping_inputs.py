@@ -18,7 +18,7 @@ cheap key) and kept per overlap pattern.
 
 from __future__ import annotations
 
-import bisect
+import operator
 
 import torch
 
@@ -43,10 +43,36 @@ def tensor_positions(args) -> list[int]:
 
 def overlap_groups(args, mutated, positions=None) -> tuple[tuple[int, ...], ...]:
     """Groups of tensor-input positions over one storage, for the storages of written inputs
-    (empty when every written input's memory is its own: the usual case). Distinct live
-    storages never share an address, so a tensor is over a written input's storage exactly when
-    its data pointer lies in that storage's range: one C-level data_ptr() per input instead of
-    a storage object per input (a graph with hundreds of parameter inputs checks every call)."""
+    (empty when every written input's memory is its own: the usual case). A tensor's storage
+    starts at data_ptr() - storage_offset() * element_size(): three C calls per input and one
+    set, no storage object (an optimizer step passes hundreds of inputs, writes most of them and
+    checks every step; storage objects and range scans cost it 1-25 ms per step on the H100's
+    host). Tensors without a data pointer (sparse, ...) take the storage-range path."""
+    if positions is None:
+        positions = tensor_positions(args)
+    try:
+        ts = [args[i] for i in positions]
+        bases = list(map(operator.sub, map(torch.Tensor.data_ptr, ts),
+                         map(operator.mul, map(torch.Tensor.storage_offset, ts),
+                             map(torch.Tensor.element_size, ts))))
+    except (TypeError, IndexError):     # not the signature seen first: look again
+        return overlap_groups(args, mutated, tensor_positions(args)) if positions else ()
+    except RuntimeError:
+        return _groups_by_range(args, mutated, positions)
+    if len(set(bases)) == len(bases):
+        return ()                       # every tensor input on a storage of its own
+    where = dict(zip(positions, bases))
+    written = {where[m] for m in mutated if m in where} - {0}
+    groups: dict = {}
+    for i, b in zip(positions, bases):
+        if b in written:
+            groups.setdefault(b, []).append(i)
+    return tuple(tuple(g) for g in groups.values() if len(g) > 1)
+
+
+def _groups_by_range(args, mutated, positions) -> tuple[tuple[int, ...], ...]:
+    """overlap_groups through storage objects: a tensor is over a written input's storage when
+    its data pointer lies in that storage's byte range."""
     ranges = []
     for m in mutated:
         a = args[m]
@@ -54,28 +80,17 @@ def overlap_groups(args, mutated, positions=None) -> tuple[tuple[int, ...], ...]
             r = _storage_range(a)
             if r is not None:
                 ranges.append((r, m))
-    if not ranges:
-        return ()
-    if positions is None:
-        positions = tensor_positions(args)
-    try:
-        ptrs = list(map(torch.Tensor.data_ptr, [args[i] for i in positions]))
-    except (TypeError, IndexError):     # not the signature seen first: look again
-        positions = tensor_positions(args)
-        ptrs = list(map(torch.Tensor.data_ptr, [args[i] for i in positions]))
-    # Live storages are either one storage or disjoint: the written inputs' distinct ranges,
-    # sorted, and one binary search per input pointer (an optimizer step writes hundreds of
-    # inputs: a scan of every range per input cost 15-25 ms per step on the H100's host).
-    spans = sorted({r for r, _ in ranges})
-    los = [lo for lo, _ in spans]
-    index = {r: k for k, r in enumerate(spans)}
     members: dict = {}
-    for r, m in ranges:                  # a written input belongs to its storage's group
-        members.setdefault(index[r], set()).add(m)
-    for i, p in zip(positions, ptrs):
-        k = bisect.bisect_right(los, p) - 1
-        if k >= 0 and p < spans[k][1]:
-            members[k].add(i)
+    for r, m in ranges:
+        members.setdefault(r, {m})
+    for i in positions:
+        try:
+            p = args[i].data_ptr()
+        except RuntimeError:
+            continue
+        for (lo, hi), group in members.items():
+            if lo <= p < hi:
+                group.add(i)
     return tuple(tuple(sorted(g)) for g in members.values() if len(g) > 1)
 
 
