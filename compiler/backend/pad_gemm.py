@@ -6,11 +6,16 @@ bytes). A GPT's output head multiplies by the token-embedding matrix with N = vo
 on an H100 (bf16, GPT-2 4x512, torch.profiler): 1.68 ms for that one product, where inductor,
 which pads, spends 0.28 ms (0.23 for the product, 0.05 for the padded copy of the weight).
 
-Here `mm`, `addmm` and `bmm` whose N or K is not a multiple of ALIGN get their operands padded
-with zeros to the next multiple (zero columns of A meet zero rows of B, so the sums are
-unchanged) and the result sliced back to N columns. A sliced result that is a graph output is
-copied to eager's (contiguous) strides; inside the graph the slice is a view the consumers read
-directly. Only products large enough for the padded copies to be cheap beside them are padded
+Here `mm`, `addmm` and `bmm` whose N or K is not a multiple of the alignment get their operands
+padded with zeros to the next multiple (zero columns of A meet zero rows of B, so the sums are
+unchanged) and the result sliced back to N columns; an A seen transposed (its leading dimension
+is M: a weight gradient `grad.t() @ x`) with M misaligned gets its rows padded and the result's
+rows sliced. The alignment is 16 bytes: 8 elements of a 16-bit dtype, 4 of float32 when
+float32 products run on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32, as training
+usually sets it; GPT-2's output head and its two gradients took cuBLAS's sm80 align1 kernels,
+3.9 ms of a 26 ms step on the H100, where inductor, padding, took sm90 ones in 2.4 ms).
+A sliced result that is a graph output is copied to eager's (contiguous) strides; inside the
+graph the slice is a view the consumers read directly. Only products large enough for the padded copies to be cheap beside them are padded
 (MIN_MACS, MAX_GROWTH).
 
 config.backend.pad_gemm: "auto" (CUDA graphs with 16-bit products), "always" (any device: the
@@ -31,6 +36,15 @@ MIN_MACS = 1 << 24        # smaller products: launch-bound, the padding copies w
 MAX_GROWTH = 1.0 / 16     # most extra work padding may add (a dimension of at least 112)
 _DTYPES = (torch.float16, torch.bfloat16)
 
+
+def _align(dtype) -> int | None:
+    """Elements per 16 bytes for products whose tensor-core kernels want that alignment, else None."""
+    if dtype in _DTYPES:
+        return ALIGN
+    if dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32:
+        return 4
+    return None
+
 #: op -> (index of A, index of B) in its arguments
 _OPERANDS = {aten.mm.default: (0, 1), aten.bmm.default: (0, 1), aten.addmm.default: (1, 2)}
 
@@ -39,29 +53,35 @@ def _val(node):
     return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
 
 
-def _pad_to(n: int) -> int:
-    return -(-n // ALIGN) * ALIGN
+def _pad_to(n: int, align: int = ALIGN) -> int:
+    return -(-n // align) * align
 
 
-def _wanted(node) -> tuple[int, int] | None:
-    """(padding of K, padding of N) for a product worth padding, else None."""
+def _wanted(node) -> tuple[int, int, int] | None:
+    """(padding of M, of K, of N) for a product worth padding, else None."""
     ia, ib = _OPERANDS[node.target]
     a, b, out = _val(node.args[ia]), _val(node.args[ib]), _val(node)
     if not all(isinstance(v, torch.Tensor) for v in (a, b, out)):
         return None
-    if config.backend.pad_gemm == "auto" and (out.device.type != "cuda" or out.dtype not in _DTYPES):
+    align = _align(out.dtype)
+    if config.backend.pad_gemm == "auto" and (out.device.type != "cuda" or align is None):
         return None
+    align = align or ALIGN
     try:
         m, k, n = int(a.shape[-2]), int(a.shape[-1]), int(b.shape[-1])
         batch = int(a.shape[0]) if a.dim() == 3 else 1
     except (TypeError, ValueError):       # symbolic sizes: alignment unknown until run time
         return None
-    pk, pn = _pad_to(k) - k, _pad_to(n) - n
-    if not (pk or pn) or batch * m * n * k < MIN_MACS:
+    pk, pn = _pad_to(k, align) - k, _pad_to(n, align) - n
+    # M is a leading dimension only of an A seen transposed; with a 2-d bias the rows would need
+    # padding too: left as is
+    bias = _val(node.args[0]) if node.target is aten.addmm.default else None
+    pm = _pad_to(m, align) - m if _transposed(a) and not (isinstance(bias, torch.Tensor) and bias.dim() == 2) else 0
+    if not (pm or pk or pn) or batch * m * n * k < MIN_MACS:
         return None
-    if pk > MAX_GROWTH * k or pn > MAX_GROWTH * n:
+    if pm > MAX_GROWTH * m or pk > MAX_GROWTH * k or pn > MAX_GROWTH * n:
         return None
-    return pk, pn
+    return pm, pk, pn
 
 
 def _call(graph, fake_mode, target, args, kwargs=None):
@@ -110,7 +130,7 @@ def pad_products(gm: torch.fx.GraphModule) -> int:
         return 0
     output = next(n for n in graph.nodes if n.op == "output")
     done = 0
-    for node, (pk, pn) in todo:
+    for node, (pm, pk, pn) in todo:
         ia, ib = _OPERANDS[node.target]
         # the operands' own fake mode (the aot stage's, which may not be the graph inputs')
         fake_mode = getattr(_val(node.args[ia]), "fake_mode", None)
@@ -121,6 +141,8 @@ def pad_products(gm: torch.fx.GraphModule) -> int:
         old_val = _val(node)
         shapes = [list(_val(node.args[i]).shape) for i in (ia, ib)]
         with graph.inserting_before(node):
+            if pm:
+                args[ia] = _pad(graph, fake_mode, args[ia], [0, 0, 0, pm])
             if pk:
                 args[ia] = _pad(graph, fake_mode, args[ia], [0, pk])
                 args[ib] = _pad(graph, fake_mode, args[ib], [0, 0, 0, pk])
@@ -134,16 +156,19 @@ def pad_products(gm: torch.fx.GraphModule) -> int:
         with graph.inserting_after(padded):
             result = _call(graph, fake_mode, aten.slice.Tensor, [padded, -1, 0, int(old_val.shape[-1])]) \
                 if pn else padded
+        if pm:
+            with graph.inserting_after(result):
+                result = _call(graph, fake_mode, aten.slice.Tensor, [result, -2, 0, int(old_val.shape[-2])])
         node.replace_all_uses_with(result)
         graph.erase_node(node)
-        if pn and output in result.users:
+        if (pm or pn) and output in result.users:
             # a graph output keeps eager's strides: the slice is copied out contiguous
             with graph.inserting_before(output):
                 out = _call(graph, fake_mode, aten.clone.default, [result],
                             {"memory_format": torch.contiguous_format})
             output.replace_input_with(result, out)
-        log.info("gemm_padded", op=str(node.target), operands=shapes, pad_k=pk, pad_n=pn,
-                 reason=f"N or K not a multiple of {ALIGN} elements")
+        log.info("gemm_padded", op=str(node.target), operands=shapes, pad_m=pm, pad_k=pk, pad_n=pn,
+                 reason=f"a leading dimension not a multiple of {_align(old_val.dtype) or ALIGN} elements")
         done += 1
     if done:
         graph.lint()

@@ -59,6 +59,33 @@ def test_padded_products_match_eager(name, fn, make, pads):
     assert padded and set(padded) == {pads}
 
 
+def _weight_grad(g, x):
+    return g.t() @ x                 # a weight gradient: A seen transposed, its leading dim is M
+
+
+def test_a_transposed_operand_with_misaligned_rows_is_padded_by_rows():
+    g, x = torch.randn(512, 1003), torch.randn(512, 256)
+    out, events = _run(_weight_grad, (g, x), "always")
+    ref = _weight_grad(g, x)
+    torch.testing.assert_close(out, ref, atol=1e-3, rtol=1e-4)
+    assert out.stride() == ref.stride()
+    assert [(e.fields["pad_m"], e.fields["pad_k"], e.fields["pad_n"]) for e in events] == [(5, 0, 0)]
+
+
+def test_float32_products_align_to_four_elements_under_tf32():
+    """16 bytes: 4 float32 elements where TF32 tensor cores run the product, else untouched
+    ("auto" on a CUDA graph; "always" keeps 8 on the CPU here)."""
+    old = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        assert pad_gemm._align(torch.float32) == 4
+        torch.backends.cuda.matmul.allow_tf32 = False
+        assert pad_gemm._align(torch.float32) is None
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+    assert pad_gemm._align(torch.bfloat16) == 8
+
+
 def test_not_padded_when_off_or_small_or_aligned():
     args = (torch.randn(64, 768), torch.randn(50257 // 64, 768))
     for mode in ("off", "auto"):          # auto: CPU float32 products are left alone
