@@ -10,13 +10,13 @@ Here `mm`, `addmm` and `bmm` whose N or K is not a multiple of the alignment get
 padded with zeros to the next multiple (zero columns of A meet zero rows of B, so the sums are
 unchanged) and the result sliced back to N columns; an A seen transposed (its leading dimension
 is M: a weight gradient `grad.t() @ x`) with M misaligned gets its rows padded and the result's
-rows sliced. The alignment is 16 bytes: 8 elements of a 16-bit dtype, 4 of float32 when
-float32 products run on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32, as training
-usually sets it; GPT-2's output head and its two gradients took cuBLAS's sm80 align1 kernels,
-3.9 ms of a 26 ms step on the H100, where inductor, padding, took sm90 ones in 2.4 ms).
-A sliced result that is a graph output is copied to eager's (contiguous) strides; inside the
-graph the slice is a view the consumers read directly. Only products large enough for the padded copies to be cheap beside them are padded
-(MIN_MACS, MAX_GROWTH).
+rows sliced. The alignment is 16 bytes: 8 elements of a 16-bit dtype, 4 of float32 when float32
+products run on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32, as training usually
+sets it; GPT-2's output head and its two gradients took cuBLAS's sm80 align1 kernels, 3.9 ms of
+a 26 ms step on the H100, where inductor, padding, took sm90 ones in 2.4 ms). A sliced result
+that is a graph output is copied to eager's (contiguous) strides; inside the graph the slice is
+a view the consumers read directly. Only products large enough for the padded copies to be cheap
+beside them are padded (MIN_MACS, MAX_GROWTH).
 
 config.backend.pad_gemm: "auto" (CUDA graphs with 16-bit products), "always" (any device: the
 tests use it on the CPU), "off". Every padded product is logged (`gemm_padded`).
