@@ -18,8 +18,8 @@ that is a graph output is copied to eager's (contiguous) strides; inside the gra
 a view the consumers read directly. Only products large enough for the padded copies to be cheap
 beside them are padded (MIN_MACS, MAX_GROWTH).
 
-config.backend.pad_gemm: "auto" (CUDA graphs with 16-bit products), "always" (any device: the
-tests use it on the CPU), "off". Every padded product is logged (`gemm_padded`).
+config.backend.pad_gemm: "auto" (CUDA graphs with 16-bit products, or float32 ones under TF32),
+"always" (any device: the tests use it on the CPU), "off". Every padded product is logged (`gemm_padded`).
 """
 from __future__ import annotations
 
