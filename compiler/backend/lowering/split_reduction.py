@@ -13,7 +13,9 @@ here). Few outputs (<= 16) with rows of at least `_MIN_RNUMEL` elements split in
 programs), with long rows (>= `_MIN_RNUMEL_MANY`), split just enough to give about 2 * `_FILL`
 programs: a training batch norm's statistics over N, H, W of an NCHW activation (64 channels,
 401k elements each in ResNet-50's first block) ran 64 programs, up to 0.5 ms per kernel on the
-H100 where inductor, splitting, took 0.1-0.23. Partials are kept in the accumulation dtype.
+H100 where inductor, splitting, took 0.1-0.23. Each split adds two launches (partials, then
+their reduction), which a launch-bound step pays on the host: only rows of 65536 and more (the
+stem and first stage of a ResNet at batch 32). Partials are kept in the accumulation dtype.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ _MAX_OUTPUTS = 16
 _MAX_SPLIT = 256            # partials per output: two waves of programs on a 132-SM GPU
 _MIN_CHUNK = 1024
 _FILL = 256                 # programs that keep a 132-SM GPU busy (about two per SM)
-_MIN_RNUMEL_MANY = 16384    # many outputs: rows this long loop long enough to be worth a split
+_MIN_RNUMEL_MANY = 65536    # many outputs: only rows this long (each split adds two launches)
 
 
 def plan(red: ir.Reduction) -> tuple[int, int] | None:
