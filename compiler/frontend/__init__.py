@@ -52,9 +52,10 @@ Runtime side (frontend-runtime): eval_frame.py, cache.py, guards.py (guard_kinds
 per guard kind), dynamic.py (automatic
 dynamic sizes and scalars; a str a graph break computed is left unspecialized once it changes),
 explain.py;
-guards.py reads module-tree sources once through static_sources.py and checks a fingerprint of
-what it read on each call (mutation.py: dict lookups and identity tests; nothing in torch is
-patched).
+guards.py reads module-tree sources once through static_sources.py, and reads outside the tree
+(globals, closure cells, plain objects' and classes' attributes, methods through their class) as
+Slots, and checks a fingerprint of what it read on each call (mutation.py: dict lookups and
+identity tests; nothing in torch is patched).
 Python semantics kept by: iterators.py (lazy map/zip/filter/enumerate/itertools, live dict views
 and list iterators, the iterator protocol, fresh containers for values folded at trace time),
 exceptions.py (exceptions raised and caught in traced code, unwound through the exception
