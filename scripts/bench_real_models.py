@@ -301,26 +301,18 @@ def _train_step_fn(variant, name, model, opt, autocast=None):
 
 def _phase_ms(name, run, opt, inputs, device, steps=10) -> dict:
     """Median wall ms of each phase of a training step (forward with the loss, backward,
-    optimizer step), each synchronised: where a variant's step time goes."""
+    optimizer step with zero_grad), each synchronised: where a variant's step time goes."""
     fwd, step, autocast = run.phases
-    walls = {"forward": [], "backward": [], "optimizer": []}
-    for _ in range(steps):
-        _sync(device)
-        t0 = time.perf_counter()
+
+    def forward(_):
         with _autocast(autocast, inputs):
-            loss = _loss(name, fwd, inputs)
-        _sync(device)
-        t1 = time.perf_counter()
-        loss.backward()
-        _sync(device)
-        t2 = time.perf_counter()
+            return _loss(name, fwd, inputs)
+
+    def optimizer():
         step()
         opt.zero_grad(set_to_none=True)
-        _sync(device)
-        t3 = time.perf_counter()
-        for k, a, b in (("forward", t0, t1), ("backward", t1, t2), ("optimizer", t2, t3)):
-            walls[k].append((b - a) * 1e3)
-    return {k: round(statistics.median(v), 3) for k, v in walls.items()}
+    walls = harness.phase_walls_ms(forward, optimizer, device, steps)
+    return {k: round(v, 3) for k, v in walls.items()}
 
 
 def run_training(name, args):

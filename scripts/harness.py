@@ -58,6 +58,34 @@ def wall_and_host_ms(fn, device, calls: int) -> tuple[list, list]:
     return wall, host
 
 
+PHASES = ("forward", "backward", "optimizer")
+
+
+def phase_walls_ms(forward, step, device, steps: int, *, warmup: int = 0, before=None) -> dict:
+    """Median wall ms of each phase of `steps` training steps, each phase synchronised:
+    forward(i) returns the loss, its backward(), then step() (the optimizer). `before(i)`, when
+    given, runs untimed ahead of each step; the first `warmup` steps are not counted."""
+    walls = {p: [] for p in PHASES}
+    for i in range(steps):
+        if before is not None:
+            before(i)
+        sync(device)
+        t0 = time.perf_counter()
+        loss = forward(i)
+        sync(device)
+        t1 = time.perf_counter()
+        loss.backward()
+        sync(device)
+        t2 = time.perf_counter()
+        step()
+        sync(device)
+        t3 = time.perf_counter()
+        if i >= warmup:
+            for p, d in zip(PHASES, (t1 - t0, t2 - t1, t3 - t2)):
+                walls[p].append(1e3 * d)
+    return {p: statistics.median(v) for p, v in walls.items()}
+
+
 def median_ms(fn, device, *, warmup_ms: float = 100, rep_ms: float = 300, min_calls: int = 5,
               max_calls: int = 200, budget_s: float = 1.0, warmup_calls: int = 1) -> float:
     """Median milliseconds of one call of `fn` (on the CPU after `warmup_calls` untimed calls)."""

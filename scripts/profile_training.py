@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 import torch
 
@@ -19,32 +17,15 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from scripts import harness  # noqa: E402
 from scripts.bench_training import generic_loss, make_models, setup_variant  # noqa: E402
 
-PHASES = ("forward", "backward", "optimizer")
-
-
-from scripts.harness import sync  # noqa: E402
+from scripts.harness import PHASES, sync  # noqa: E402
 
 
 def phase_walls(fwd, step, opt, data, device, steps):
-    walls = {p: [] for p in PHASES}
-    for i in range(steps):
+    def forward(i):
         x, y = data[i % len(data)]
-        opt.zero_grad(set_to_none=True)
-        sync(device)
-        t0 = time.perf_counter()
-        loss = generic_loss(fwd(*x), y)
-        sync(device)
-        t1 = time.perf_counter()
-        loss.backward()
-        sync(device)
-        t2 = time.perf_counter()
-        step()
-        sync(device)
-        t3 = time.perf_counter()
-        if i >= 3:
-            for p, d in zip(PHASES, (t1 - t0, t2 - t1, t3 - t2)):
-                walls[p].append(1e3 * d)
-    return {p: statistics.median(v) for p, v in walls.items()}
+        return generic_loss(fwd(*x), y)
+    return harness.phase_walls_ms(forward, step, device, steps, warmup=3,
+                                  before=lambda i: opt.zero_grad(set_to_none=True))
 
 
 def phase_kernels(fwd, step, opt, data, device):
