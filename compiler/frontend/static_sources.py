@@ -214,8 +214,7 @@ class StaticSources:
             if getattr(cls, "__getattr__", None) is not _Module.__getattr__ or cls.__getattribute__ is not \
                     object.__getattribute__ or name in v.__dict__ or _module_attr_is_static(v, name):
                 return False
-            self._depend(v, source, name)           # absent from every dict of the module
-            self._depend(v, source, "__class__")
+            self._depend(v, source, name)     # absent from every dict; the fingerprint checks its class
             return True
         if not _plain_instance(v) or _class_lookup(cls, "__getattr__")[0] is not None or name in v.__dict__:
             return False
@@ -260,13 +259,11 @@ def _module_attr_is_static(m: _Module, name: str) -> bool:
     cls = type(m)
     if cls.__getattribute__ is not object.__getattribute__:
         return False
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            attr = klass.__dict__[name]
-            t = type(attr)
-            if hasattr(t, "__set__") or hasattr(t, "__delete__"):
-                return False      # a property or slot: computed (or stored) outside __dict__
-            return name in m.__dict__   # an instance value shadows a plain class attribute
+    owner, attr = _class_lookup(cls, name)
+    if owner is not None:
+        if _is_data_descriptor(attr):
+            return False          # a property or slot: computed (or stored) outside __dict__
+        return name in m.__dict__   # an instance value shadows a plain class attribute
     if name in m.__dict__:
         return True
     if getattr(cls, "__getattr__", None) is not _Module.__getattr__:
