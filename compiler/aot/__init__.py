@@ -13,6 +13,7 @@ Modules, in the order data flows through them:
     joint              the joint forward+backward graph
     partition          min-cut split into forward and backward
     autograd_function  compiled forward and backward wired into autograd
+    output_layouts     fake values re-propagated when input layouts change (channels_last)
 """
 
 from tracetorch.compiler.aot.decompose import decomposition_table

@@ -20,6 +20,7 @@ from typing import Callable
 import torch
 
 from tracetorch import logs
+from tracetorch.compiler.aot import output_layouts
 
 log = logs.get_logger(__name__)
 
@@ -101,10 +102,14 @@ def boxed_caller(compiled: Callable) -> Callable[[list], object]:
 
 def _sync_input_layouts(gm, inputs: list, name: str) -> None:
     """The backward's inputs were produced by the compiled forward, whose output strides may
-    differ from what fake tracing predicted. Inner compilers read input layouts from the
-    placeholders' meta, so we make that meta describe the tensors that will actually arrive
-    (the forward is deterministic: every later call sees the same layouts)."""
+    differ from what fake tracing predicted (channels_last activations, backend/conv_layout.py).
+    Inner compilers read layouts from the nodes' meta, so we make the placeholders describe the
+    tensors that will actually arrive and re-propagate (a convolution's gradient comes out in its
+    input's layout); the forward is deterministic, so every later call sees the same layouts.
+    Gradients keep their traced strides (a clone back where they changed), as eager's do."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    saved = {n: n.meta.get("val") for n in gm.graph.nodes}
+    changed = 0
     for node, t in zip(placeholders, inputs):
         val = node.meta.get("val")
         if not isinstance(t, torch.Tensor) or not isinstance(val, torch.Tensor):
@@ -116,6 +121,24 @@ def _sync_input_layouts(gm, inputs: list, name: str) -> None:
         fake_mode = getattr(val, "fake_mode", None)
         if fake_mode is not None:
             node.meta["val"] = fake_mode.from_tensor(t, static_shapes=True)
+            changed += 1
+    if not changed:
+        return
+    try:
+        output_layouts.repropagate(gm, output_layouts.fake_mode_of(gm))
+    except Exception as e:    # the wrapper's ensure_layout still copies ATen results to the meta's strides
+        for n, v in saved.items():
+            if n.op != "placeholder":
+                n.meta["val"] = v
+        log.info("backward_layouts_kept", graph=name, is_backward=True, inputs_changed=changed,
+                 reason=f"re-propagation failed: {type(e).__name__}: {e}"[:300])
+        return
+    added: list = []
+    why = output_layouts.restore_output_strides(gm, saved, len(output_layouts.graph_outputs(gm.graph)[1]), added)
+    gm.graph.lint()
+    gm.recompile()
+    log.info("backward_layouts_repropagated", graph=name, is_backward=True, inputs_changed=changed,
+             gradients_restored=len(added), note=why)
 
 
 class CompiledFunction(torch.autograd.Function):

@@ -24,6 +24,7 @@ from tracetorch import logs
 from tracetorch.compiler import config
 from tracetorch.compiler.aot.aliases import returned_inputs
 from tracetorch.compiler.aot.autograd_function import CompiledFunction, TrainingRuntime
+from tracetorch.compiler.aot.output_layouts import FREE_LAYOUT_OUTPUTS
 from tracetorch.compiler.aot.joint import JointGraph, TrainingUnsupported, trace_joint, training_decompositions
 from tracetorch.compiler.aot.partition import Partition, partition_joint
 
@@ -249,6 +250,8 @@ def _compile(gm, example_inputs, fw_compiler, bw_compiler, decompositions, name)
                   graph_name=name, filename="aot_forward.py")
 
     written = _write_back_in_graph(part.forward, joint.num_user_outputs, joint.mutated_inputs)
+    # what the backward alone reads (saved values) may come out in any layout (channels_last)
+    part.forward.meta[FREE_LAYOUT_OUTPUTS] = joint.num_user_outputs + (0 if written else len(joint.mutated_inputs))
     compiled_fw = fw_compiler(part.forward, primals)
     runtime = TrainingRuntime(
         name=name, forward=compiled_fw, backward_graph=part.backward, bw_compiler=bw_compiler,

@@ -61,16 +61,27 @@ def pointwise_configs(xnumel: int) -> list[LaunchConfig]:
     return _dedup(out)
 
 
-def reduction_configs(xnumel: int, rnumel: int, persistent: bool) -> list[LaunchConfig]:
+def reduction_configs(xnumel: int, rnumel: int, persistent: bool, outer: bool = False) -> list[LaunchConfig]:
     """Persistent: the whole row in one block (RBLOCK = next_pow2(rnumel)), vary rows per program.
-    Looped: RBLOCK-wide chunks, vary chunk width and rows per program."""
+    Looped: RBLOCK-wide chunks, vary chunk width and rows per program. `outer` (loads contiguous
+    along the outputs, strided along the rows: per-channel statistics of a channels_last
+    activation): looped blocks of many outputs by few rows, so that each row of the tile is one
+    coalesced load, as inductor's outer-reduction configurations do."""
     warps = _opt("num_warps_choices", [2, 4, 8])
     out = []
+    if outer and not persistent:
+        for xb, rb in ((64, 8), (32, 16), (128, 4), (64, 32)):
+            xb = max(1, min(xb, next_pow2(xnumel)))
+            rb = max(2, min(rb, next_pow2(rnumel)))
+            out.append(LaunchConfig({"XBLOCK": xb, "RBLOCK": rb},
+                                    num_warps=_clamp_warps(max(1, xb * rb // 128), xb * rb, warps)))
+        return _dedup(out)
     if persistent:
         rb = next_pow2(rnumel)
-        # Keep the tile (XBLOCK*RBLOCK) near 4k-16k elements: enough loads in flight, no spills.
+        # Keep the tile (XBLOCK*RBLOCK) near 4k-16k elements: enough loads in flight, no spills;
+        # outer: at least 32 outputs wide (one 128-byte line of float32 per row of the tile)
         for tile in (4096, 8192, 1024):
-            xb = max(1, min(next_pow2(xnumel), tile // rb))
+            xb = max(1, min(next_pow2(xnumel), max(tile // rb, 32 if outer else 1)))
             out.append(LaunchConfig({"XBLOCK": xb, "RBLOCK": rb},
                                     num_warps=_clamp_warps(max(1, xb * rb // 512), xb * rb, warps)))
     else:

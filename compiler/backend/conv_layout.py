@@ -8,7 +8,10 @@ keep that layout (their fake values say so after re-propagation, and our kernels
 values say), and so every later convolution gets NHWC input with no transpose at all.
 
 Graph outputs keep the strides eager gives them: an output whose layout changed gets a clone back
-to its original (contiguous) format, which fuses into the kernel producing it. When anything
+to its original (contiguous) format, which fuses into the kernel producing it. Outputs nobody but
+our own backward graph reads (a training forward's saved activations, from the position in
+`gm.meta[FREE_LAYOUT_OUTPUTS]`) stay channels_last: the backward is compiled for the layouts that
+arrive (aot/autograd_function.py), so its convolution gradients get NHWC data too. When anything
 does not fit (an op that needs the old strides, say a view that is only valid on NCHW data, or an
 output whose eager strides are not contiguous) the graph is left exactly as it was. Every
 decision is logged (`conv_layout_*` events on the backend logger).
@@ -23,10 +26,11 @@ before changing it.
 from __future__ import annotations
 
 import torch
-from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
 from tracetorch import logs
 from tracetorch.compiler import config
+from tracetorch.compiler.aot.output_layouts import (FREE_LAYOUT_OUTPUTS, fake_mode_of, graph_outputs, repropagate,
+                                                    restore_output_strides)
 
 log = logs.get_logger(__name__)
 aten = torch.ops.aten
@@ -55,18 +59,6 @@ def _wanted(gm, convs) -> str | None:
     return None
 
 
-def _fake_mode(gm):
-    """The fake mode of the graph's own values. Not torch._guards.detect_fake_mode: under
-    torch.compile it answers the tracing context's mode (Dynamo's) first, while our aot stage
-    traced these values in a mode of its own, and re-propagating in Dynamo's failed with "Mixing
-    fake modes" (every graph reached through torch.compile kept NCHW)."""
-    for n in gm.graph.nodes:
-        mode = getattr(_val(n), "fake_mode", None) if n.op == "placeholder" else None
-        if mode is not None:
-            return mode
-    return None
-
-
 def use_channels_last(gm: torch.fx.GraphModule) -> bool:
     """Rewrite `gm` in place as described above; True when it changed."""
     graph = gm.graph
@@ -77,15 +69,12 @@ def use_channels_last(gm: torch.fx.GraphModule) -> bool:
         if convs:
             log.debug("conv_layout_unchanged", reason=why_not, convolutions=len(convs))
         return False
-    fake_mode = _fake_mode(gm)
+    fake_mode = fake_mode_of(gm)
     if fake_mode is None:
         log.debug("conv_layout_unchanged", reason="graph inputs carry no fake values")
         return False
 
     saved_vals = {n: n.meta.get("val") for n in graph.nodes}
-    output = next(n for n in graph.nodes if n.op == "output")
-    outs = output.args[0] if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
-    out_strides = [(_val(o).stride() if isinstance(_val(o), torch.Tensor) else None) for o in outs]
     added = []
 
     def undo(reason):
@@ -99,9 +88,7 @@ def use_channels_last(gm: torch.fx.GraphModule) -> bool:
         return False
 
     def propagate():
-        with fake_mode:
-            FakeTensorProp(gm, mode=fake_mode).propagate_dont_convert_inputs(
-                *[saved_vals[n] for n in graph.nodes if n.op == "placeholder"])
+        repropagate(gm, fake_mode)
 
     def convert(conv):
         x = conv.args[0]
@@ -127,22 +114,14 @@ def use_channels_last(gm: torch.fx.GraphModule) -> bool:
     except Exception as e:         # an op that needs the NCHW strides (e.g. a view)
         return undo(f"re-propagating channels_last failed: {type(e).__name__}: {e}"[:300])
     converted = added[:]
-    restored = 0
-    for o, stride in zip(list(outs), out_strides):
-        v = _val(o)
-        if stride is None or tuple(v.stride()) == tuple(stride):
-            continue
-        original = saved_vals[o]
-        if not original.is_contiguous():
-            return undo(f"output {o.name} had non-contiguous eager strides {tuple(stride)}")
-        with graph.inserting_before(output):
-            back = graph.call_function(aten.clone.default, (o,), {"memory_format": torch.contiguous_format})
-        back.meta["val"] = original
-        added.append(back)
-        output.replace_input_with(o, back)
-        restored += 1
+    n_outs = len(graph_outputs(graph)[1])
+    free_from = gm.meta.get(FREE_LAYOUT_OUTPUTS, n_outs)
+    bad = restore_output_strides(gm, saved_vals, free_from, added)
+    if bad is not None:
+        return undo(bad)
     graph.lint()
     gm.recompile()
     log.info("conv_layout_channels_last", convolutions=len(convs), converted_inputs=len(converted),
-             outputs_restored=restored)
+             outputs_restored=len(added) - len(converted), outputs_kept_channels_last=max(0, n_outs - free_from))
     return True
+

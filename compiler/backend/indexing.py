@@ -243,3 +243,26 @@ _SHAPE_ENV_RULES = {
     "PowByNatural": lambda a, b: a ** b,
     "Identity": lambda x: x,
 }
+
+
+def access_kind(index, xs, xranges, rs, rranges) -> str | None:
+    """How a reduction's load at `index` (over output vars `xs`, reduction vars `rs`) walks
+    memory: "row" when it steps one element along the innermost reduction dim, "outer" when
+    along the innermost output dim instead (per-channel statistics of a channels_last tensor),
+    None otherwise (broadcast along the rows, gathers, no reduction dims)."""
+    x = next((v for v, n in zip(reversed(xs), reversed(xranges)) if n != 1), None)
+    r = next((v for v, n in zip(reversed(rs), reversed(rranges)) if n != 1), None)
+    if x is None or r is None:
+        return None
+    expr = sympy.sympify(index)
+    zero = {v: 0 for v in list(xs) + list(rs)}
+
+    def step(v):
+        d = (expr.subs(v, 1) - expr.subs(v, 0)).subs(zero)
+        return d if d.is_number else None
+    sr = step(r)
+    if sr == 1:
+        return "row"
+    if sr != 0 and step(x) == 1:
+        return "outer"
+    return None

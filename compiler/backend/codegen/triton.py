@@ -341,6 +341,8 @@ class TritonCodegen(KernelCodegen):
                   f"n_ptrs={len(ptrs)}, n_floats={len(floats)}, numel=lambda {', '.join(sizes)}: ({xnumel}, {rnumel}), "
                   f"rblock={self._rblock(k)}, interpret={k.interpret}, clone_args={tuple(clone)!r}"
                   + _status_arg(k.status, alt.status if alt is not None else False))
+        if k.outer:
+            define += ", outer=True"
         ptr_types = tuple(ptr_type(g.layouts[n].dtype) for n in ptrs)
         if None not in ptr_types:     # for ahead-of-time compilation (runtime/triton_compile.py)
             define += f", ptr_types={ptr_types!r}"

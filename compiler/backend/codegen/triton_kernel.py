@@ -13,6 +13,7 @@ import sympy
 import torch
 
 from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.indexing import access_kind
 from tracetorch.compiler.backend.codegen.common import CodegenUnsupported, PythonIndexPrinter, compute_dtype
 from tracetorch.compiler.backend.codegen.triton_ops import TVar, TritonOpsHandler, triton_constant, tl_type
 
@@ -58,6 +59,9 @@ class TritonKernelBuilder:
         self.defined_runs: set = set()
         self.produced = {n.name: n for n in group.nodes}
         self.handler = TritonOpsHandler(self)
+        #: loads contiguous along the outputs but strided along the rows, and loads contiguous
+        #: along the rows: which one dominates picks the launch configurations (`outer`)
+        self.outer_loads = self.row_loads = 0
 
     # emission ---------------------------------------------------------------------------------
     def line(self, text: str):
@@ -185,6 +189,7 @@ class TritonKernelBuilder:
             return self._recompute(node)
         if name not in self.group.layouts:
             raise CodegenUnsupported(f"load of unknown buffer {name}")
+        self._note_access(index)
         idx, dims = self.index(index)
         mask_dims = dims | self._stack_dims()
         mask = self.mask_for(mask_dims)
@@ -203,6 +208,20 @@ class TritonKernelBuilder:
         elif dt in (torch.float16, torch.bfloat16):
             expr += ".to(tl.float32)"
         return self.emit(expr, compute_dtype(dt), mask_dims)
+
+    def _note_access(self, index):
+        """Count this load as an outer or a row one (indexing.access_kind)."""
+        if not self.reduction:
+            return
+        kind = access_kind(index, self.xs, self.xranges, self.rs, self.rranges)
+        if kind == "row":
+            self.row_loads += 1
+        elif kind == "outer":
+            self.outer_loads += 1
+
+    @property
+    def outer(self) -> bool:
+        return self.reduction and self.outer_loads > self.row_loads
 
     def _stack_dims(self):
         out = frozenset()

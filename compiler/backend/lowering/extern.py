@@ -60,8 +60,10 @@ def make_extern(ctx, args, kwargs, *, cls=ir.ExternKernel, reason=None):
             done = shared.get(id(a))
             if done is not None and done[0] is a and not writes:
                 return done[1]
-            # stored with the strides eager's tensor has (when dense), as ATen ops may care
-            buf = graph.realize(a, fx_arg if isinstance(fx_arg, torch.fx.Node) else None)
+            # stored with the strides eager's tensor has (when dense), as ATen ops may care;
+            # once for every reader of the node (an op that writes it gets a copy of its own)
+            node = fx_arg if isinstance(fx_arg, torch.fx.Node) else None
+            buf = graph.realize(a, node) if writes else graph.store_for_readers(a, node)
             if not writes:
                 shared[id(a)] = (a, buf)
             return buf

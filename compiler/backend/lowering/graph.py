@@ -231,6 +231,27 @@ class GraphLowering:
         buf = ir.ComputedBuffer(self.new_name(), layout, data, origins=data.origins).in_storage_order()
         return self.register_buffer(buf)
 
+    def store_for_readers(self, value, node=None):
+        """Store `value`, the lowered value of fx `node`, once for all of the node's readers: the
+        ones lowered after this load the buffer instead of inlining the expression again. An
+        extern call's input is stored anyway; a transformer MLP's GELU gradient feeds two matrix
+        products and the bias gradient, and was computed three times, once more as a transposed
+        copy for the weight gradient's product where a transposed view of the stored value does.
+        A view is kept a view of its stored source (zero-copy, eager's strides)."""
+        if isinstance(value, ir.View) and node is not None and self.env.get(node) is value:
+            kept = self._output_view(node, value)
+            if isinstance(kept, ir.ReinterpretView):
+                self.env[node] = kept
+                return kept
+        return self._store_node(value, node)
+
+    def _store_node(self, value, node):
+        """realize(), and the node's later readers read the buffer (see store_for_readers)."""
+        buf = self.realize(value, node)
+        if node is not None and self.env.get(node) is value:
+            self.env[node] = buf
+        return buf
+
     def new_float_symbol(self):
         sym = ir.float_symbol(f"fv{self._n_float}")
         self._n_float += 1
@@ -498,7 +519,7 @@ class GraphLowering:
         if isinstance(base, ir.View):
             base = self._output_view(src, base, depth + 1)
         if isinstance(base, (ir.Loops, ir.View)):
-            base = self.realize(base, src)
+            base = self._store_node(base, src)
         if not isinstance(base, (ir.Buffer, ir.ReinterpretView)):
             return value
         if node.target is aten.alias.default:

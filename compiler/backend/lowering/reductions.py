@@ -65,7 +65,7 @@ def make_reduction(ctx, x, dims, reduction_type, *, out_dtype, src_dtype=None, k
                        origins=ctx.origins | inlined_origins(x), cost=x.op_count() + 1)
     plan = split_reduction.plan(red) if uses_triton(x.get_device()) else None
     if plan is not None:
-        red = split_reduction.split(red, *plan, lambda first: ctx.graph.realize(first, ctx.node))
+        red = split_reduction.split(red, plan, lambda first: ctx.graph.realize(first, ctx.node))
     buf = ctx.graph.realize(red, ctx.node)
     if keepdim:
         return keepdim_view(ctx, buf, n, dims)

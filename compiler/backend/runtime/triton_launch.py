@@ -224,8 +224,10 @@ class TritonLauncher:
     def __init__(self, name: str, source: str, *, kind: str, n_ptrs: int, numel: Callable, n_floats: int = 0,
                  rblock: int | None = None, interpret: bool = False, clone_args: tuple = (),
                  status: bool = False, persistent_source: str | None = None,
-                 persistent_max: int = 0, ptr_types: tuple | None = None):
+                 persistent_max: int = 0, ptr_types: tuple | None = None, outer: bool = False):
         self.name, self.kind, self.n_ptrs, self.numel = name, kind, n_ptrs, numel
+        # a reduction whose loads are contiguous along its outputs (autotune.reduction_configs)
+        self.outer = outer
         # float scalar arguments (after the pointers): passed at every launch, never in the plan
         self.n_floats = n_floats
         # kernel reports a failure in an int32 status word: True = read after every launch,
@@ -298,7 +300,8 @@ class TritonLauncher:
         if kind == "pointwise":
             cands = autotune.pointwise_configs(xnumel)
         else:
-            cands = autotune.reduction_configs(xnumel, rnumel, persistent=kind == "persistent")
+            cands = autotune.reduction_configs(xnumel, rnumel, persistent=kind == "persistent",
+                                               outer=self.outer)
         # Each candidate is one more Triton compile (cold compile time); where the heuristic
         # default is as good as the sweep's winner, only the default is used.
         if kind != "looped" and not config.triton.autotune_pointwise:

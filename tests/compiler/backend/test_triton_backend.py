@@ -250,6 +250,24 @@ def test_per_channel_statistics_split_when_the_channels_cannot_fill_the_gpu():
     assert splits and all(f["outputs"] == 32 and f["splits"] == 16 for f in splits), splits
 
 
+def test_channels_last_statistics_split_at_dimensions_with_blocks_of_channels():
+    """The same statistics over a channels_last activation: the loads are contiguous along the
+    channels, so a program covers a block of 64 channels and the rows are cut at dimensions (no
+    div/mod per element: the first stage's input index is affine in its loop index); its kernels
+    are launched with outer-reduction blocks (many outputs by few rows)."""
+    import logging
+    from tracetorch import logs
+    torch.manual_seed(0)
+    x = torch.randn(4, 64, 64, 64).to(memory_format=torch.channels_last)
+    with logs.testing.capture(level=logging.DEBUG, artifacts=None) as events:
+        with config.patch(**{"backend.cache_enabled": False}):
+            rt = check(lambda x: torch.var_mean(x, dim=(0, 2, 3)), [x])
+    splits = [e.fields for e in events if e.name == "split_reduction"]
+    assert splits and all(f["outputs_per_program"] == 64 and f["lead_dims"] >= 2 for f in splits), splits
+    code = compiled_graph(rt).code
+    assert "outer=True" in code and "//" not in code.split("def call")[0].split("tl.load(arg0_1")[1].split(")")[0]
+
+
 def test_split_reduction_keeps_nan_and_fuses_siblings():
     """Two full reductions of one pointwise input: both split, their second stages share a kernel
     (they read partials of the same first-stage kernel); a NaN in a late chunk still wins."""
