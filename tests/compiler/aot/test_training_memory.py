@@ -101,7 +101,10 @@ class LinearResidualStack(nn.Module):
 
 def test_partition_saves_the_residual_stream_not_its_summands():
     """Saving x1 = x0 + a1 costs the bytes of saving a1: the tie goes to the later value, so
-    the backward does not rebuild the stream from every summand (long live ranges)."""
+    the backward does not rebuild the stream from every summand (long live ranges). A
+    LayerNorm output the backward's matrix product reads, whose rebuilding would read the
+    stream's summands, is saved (partition.materialized_in_backward); never more full-size
+    values than eager saves (each layer's LayerNorm input and output: 6)."""
     from tests.compiler.aot.test_training import run_as_is
     torch.manual_seed(0)
     model = LinearResidualStack()
@@ -109,7 +112,7 @@ def test_partition_saves_the_residual_stream_not_its_summands():
     f = compile_training(model, [x], run_as_is)
     saved = [n.name for n in f.runtime.backward_graph.graph.nodes if n.op == "placeholder"
              and tuple(n.meta["val"].shape) == (8, 32) and not n.name.startswith("tangents")]
-    assert len(saved) == 3 and not [s for s in saved if s.startswith("addmm")], saved  # x0, x1, x2
+    assert len(saved) <= 6 and not [s for s in saved if s.startswith("addmm")], saved
     torch.testing.assert_close(f(x), model(x))
 
 
