@@ -91,12 +91,13 @@ def materialized_in_backward(node: fx.Node, tangent_dependent: set, depth: int =
     gradient, not an op that fuses into a kernel), so the backward would store it again if it
     recomputed it: recomputing then costs a kernel writing it (and reading what it is made of)
     where saving costs nothing more. Inductor's partitioner bans all such recomputation; here
-    only where rebuilding the value reads two or more buffers of its size (`_full_size_leaves`),
-    so a convolution's input `relu(batch_norm(conv))` is still rebuilt from the one convolution
-    output the backward keeps anyway (ResNet-50's saved bytes grew by 74% with the full ban).
-    Without any, ResNet-50's backward recomputed each residual stream from every convolution
-    output before it: one kernel read four 103 MB activations to rebuild a 103 MB convolution
-    input."""
+    only where the first cut has the backward rebuild the value from two or more buffers of
+    its size (`_costly_rebuilds`), so a convolution's input `relu(batch_norm(conv))` is still
+    rebuilt from the one convolution output the backward keeps anyway, and a LayerNorm output
+    from the saved residual stream (the full ban grew ResNet-50's saved bytes by 74%, GPT-2's
+    peak by 8%). Without any, ResNet-50's backward rebuilt each residual stream from every
+    convolution output before it: one kernel read four 103 MB activations to rebuild a 103 MB
+    convolution input."""
     for u in node.users:
         if u not in tangent_dependent or u.op != "call_function":
             continue
@@ -109,14 +110,13 @@ def materialized_in_backward(node: fx.Node, tangent_dependent: set, depth: int =
             continue
         if is_recomputable(u) or torch.Tag.reduction in op.tags:
             continue
-        return _full_size_leaves(node, tangent_dependent) >= 2
+        return True
     return False
 
 
-def _full_size_leaves(node: fx.Node, tangent_dependent: set, limit: int = 64) -> int:
-    """How many values of at least half `node`'s bytes recomputing it reads: the inputs of the
-    recomputable ops it is made of (graph inputs, values no one recomputes, and values the
-    backward reads itself, which it has at hand either way)."""
+def _full_size_leaves(node: fx.Node, saved: set, limit: int = 256) -> int:
+    """How many values of at least half `node`'s bytes rebuilding it reads: walking back
+    through what the backward rebuilds too, the saved values and graph inputs it reaches."""
     size = node_bytes(node) or 0
     seen, stack, leaves = {node}, [node], 0
     while stack and len(seen) < limit:
@@ -125,8 +125,7 @@ def _full_size_leaves(node: fx.Node, tangent_dependent: set, limit: int = 64) ->
             if a in seen:
                 continue
             seen.add(a)
-            if a.op == "call_function" and is_recomputable(a) and a.target is not operator.getitem \
-                    and not any(u in tangent_dependent for u in a.users):
+            if a not in saved and a.op == "call_function":
                 stack.append(a)
             elif (node_bytes(a) or 0) * 2 >= size:
                 leaves += 1
@@ -268,7 +267,6 @@ def _choose_saved(joint: JointGraph, strategy: str, recompute_pointwise: bool):
             tangent_dependent.add(n)
     bw_needed = _ancestors(bw_outs)
     candidates = [n for n in nodes if n in bw_needed and n not in tangent_dependent]
-    candidate_set = set(candidates)
 
     # baseline: everything forward-computable that a backward node (or output) uses is saved
     baseline = [n for n in candidates
@@ -276,13 +274,22 @@ def _choose_saved(joint: JointGraph, strategy: str, recompute_pointwise: bool):
     if strategy == "default":
         return baseline, baseline, tangent_dependent
     free = free_to_save(joint)
+    saved = _min_cut(nodes, candidates, tangent_dependent, bw_outs, free, recompute_pointwise, banned=set())
+    # A value the backward stores anyway for a product or convolution gradient, rebuilt from two
+    # or more values of its size, is saved instead (`materialized_in_backward`): one more cut.
+    banned = _costly_rebuilds(candidates, set(saved), tangent_dependent)
+    if banned:
+        saved = _min_cut(nodes, candidates, tangent_dependent, bw_outs, free, recompute_pointwise, banned)
+    return saved, baseline, tangent_dependent
+
+
+def _min_cut(nodes, candidates, tangent_dependent, bw_outs, free, recompute_pointwise, banned) -> list:
+    candidate_set = set(candidates)
     net = FlowNetwork()
     position = {n: i for i, n in enumerate(nodes)}
     for n in candidates:
         weight = 0 if n in free else node_bytes(n)
-        if n.op == "placeholder":
-            net.add_edge("source", (n, "in"), INF)
-        elif not is_recomputable(n, recompute_pointwise) or materialized_in_backward(n, tangent_dependent):
+        if n.op == "placeholder" or n in banned or not is_recomputable(n, recompute_pointwise):
             net.add_edge("source", (n, "in"), INF)
         net.add_edge((n, "in"), (n, "out"), INF if weight is None else _capacity(
             weight, position[n], len(nodes)))
@@ -298,8 +305,16 @@ def _choose_saved(joint: JointGraph, strategy: str, recompute_pointwise: bool):
         raise TrainingUnsupported("partition: no finite cut (the backward needs a value that "
                                   "cannot be saved: a tuple or a non-tensor)")
     reach = net.source_side("source")
-    saved = [n for n in candidates if (n, "in") in reach and (n, "out") not in reach]
-    return saved, baseline, tangent_dependent
+    return [n for n in candidates if (n, "in") in reach and (n, "out") not in reach]
+
+
+def _costly_rebuilds(candidates, saved: set, tangent_dependent: set) -> set:
+    """The values the backward would rebuild (read by it, not saved) that it materializes and
+    that rebuilding reads two or more values of their size for."""
+    return {n for n in candidates
+            if n not in saved and n.op == "call_function" and any(u in tangent_dependent for u in n.users)
+            and materialized_in_backward(n, tangent_dependent)
+            and _full_size_leaves(n, saved) >= 2}
 
 
 _SCALE = 64
