@@ -86,7 +86,7 @@ def is_recomputable(node: fx.Node, recompute_pointwise: bool = True) -> bool:
     return recompute_pointwise and torch.Tag.pointwise in op.tags
 
 
-def materialized_in_backward(node: fx.Node, tangent_dependent: set, depth: int = 0) -> bool:
+def materialized_in_backward(node: fx.Node, tangent_dependent: set) -> bool:
     """A backward op reads this value as a whole buffer (a convolution's or a matrix product's
     gradient, not an op that fuses into a kernel), so the backward would store it again if it
     recomputed it: recomputing then costs a kernel writing it (and reading what it is made of)
@@ -103,10 +103,6 @@ def materialized_in_backward(node: fx.Node, tangent_dependent: set, depth: int =
             continue
         op = u.target
         if op is operator.getitem or not isinstance(op, torch._ops.OpOverload):
-            continue
-        if op in _CHEAP or _is_view(op):          # through views: `t(x)` read by a product
-            if depth < 8 and materialized_in_backward(u, tangent_dependent, depth + 1):
-                return True
             continue
         if is_recomputable(u) or torch.Tag.reduction in op.tags:
             continue
@@ -312,8 +308,7 @@ def _costly_rebuilds(candidates, saved: set, tangent_dependent: set) -> set:
     """The values the backward would rebuild (read by it, not saved) that it materializes and
     that rebuilding reads two or more values of their size for."""
     return {n for n in candidates
-            if n not in saved and n.op == "call_function" and any(u in tangent_dependent for u in n.users)
-            and materialized_in_backward(n, tangent_dependent)
+            if n not in saved and n.op == "call_function" and materialized_in_backward(n, tangent_dependent)
             and _full_size_leaves(n, saved) >= 2}
 
 
