@@ -108,6 +108,8 @@ def _leading_dims(red, outer) -> SplitPlan | None:
             best = SplitPlan(splits, chunk, lead, factor)
             if programs * splits >= _FILL:
                 break
+        # the next dimension's cuts are finer still: stop once the GPU is filled, or once this
+        # dimension's pieces are already within twice the least work a program should get
         if best is not None and (programs * best.splits >= _FILL or best.chunk * per_program < 2 * _MIN_PROGRAM_WORK):
             break
     if best is not None:
@@ -121,8 +123,7 @@ def _contiguous_along_outputs(red) -> bool:
     """True when most of the reduction's loads step by one element along its innermost output
     dim but not along its innermost reduction dim (an "outer" reduction: per-channel statistics
     of a channels_last activation), so that one program reads a block of outputs at once."""
-    xs = [indexing.index_var("x", k) for k in range(len(red.ranges))]
-    rs = [indexing.index_var("r", k) for k in range(len(red.reduction_ranges))]
+    xs, rs = red.index_vars(), red.reduction_vars()
     deps = ops_module.DependencyHandler()
     try:
         with ops_module.set_ops_handler(deps):
