@@ -23,8 +23,10 @@ from collections import deque
 import torch
 import torch.fx as fx
 
+from tracetorch import logs
 from tracetorch.compiler.aot.joint import JointGraph, TrainingUnsupported
 
+log = logs.get_logger(__name__)
 aten = torch.ops.aten
 INF = 1 << 62
 
@@ -275,6 +277,9 @@ def _choose_saved(joint: JointGraph, strategy: str, recompute_pointwise: bool):
     # or more values of its size, is saved instead (`materialized_in_backward`): one more cut.
     banned = _costly_rebuilds(candidates, set(saved), tangent_dependent)
     if banned:
+        log.debug("partition_rebuilds_banned", count=len(banned), nodes=sorted(n.name for n in banned)[:50],
+                  reason="read whole by a backward product or convolution gradient, and rebuilt from "
+                         "two or more values of its size")
         saved = _min_cut(nodes, candidates, tangent_dependent, bw_outs, free, recompute_pointwise, banned)
     return saved, baseline, tangent_dependent
 

@@ -241,7 +241,7 @@ class GraphLowering:
         if isinstance(value, ir.View) and node is not None and self.env.get(node) is value:
             kept = self._output_view(node, value)
             if isinstance(kept, ir.ReinterpretView):
-                self.env[node] = kept
+                self._rebind(node, kept)
                 return kept
         return self._store_node(value, node)
 
@@ -249,8 +249,14 @@ class GraphLowering:
         """realize(), and the node's later readers read the buffer (see store_for_readers)."""
         buf = self.realize(value, node)
         if node is not None and self.env.get(node) is value:
-            self.env[node] = buf
+            self._rebind(node, buf)
         return buf
+
+    def _rebind(self, node, stored):
+        self.env[node] = stored
+        if len(node.users) > 1:
+            log.debug("value_stored", node=node.name, reason=f"stored for one reader; its {len(node.users)} "
+                      "readers load the buffer instead of recomputing it")
 
     def new_float_symbol(self):
         sym = ir.float_symbol(f"fv{self._n_float}")

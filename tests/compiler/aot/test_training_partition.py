@@ -261,8 +261,10 @@ def test_a_product_input_whose_rebuilding_reads_two_full_size_values_is_saved():
     model = ResidualChain()
     x = torch.randn(8, 16, requires_grad=True)
     joint = _joint(model, x)
-    part = partition_joint(joint, "min_cut")
+    with logs.testing.capture(names={"partition_rebuilds_banned"}, level=logging.DEBUG, artifacts=None) as events:
+        part = partition_joint(joint, "min_cut")
     relus = [n.name for n in joint.graph.graph.nodes if n.target is torch.ops.aten.relu.default]
+    assert events and set(relus[:-1]) <= set(events[0].fields["nodes"]), [e.fields for e in events]
     # every stream value a later layer's weight gradient reads is saved, none rebuilt
     assert set(relus[:-1]) <= set(part.saved), (part.saved, part.recomputed)
     assert not set(relus[:-1]) & set(part.recomputed)

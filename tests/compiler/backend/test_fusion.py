@@ -1,5 +1,7 @@
 """Fusion: what ends up in one kernel, and that every decision is an event with its reason."""
 
+import logging
+
 import pytest
 import torch
 
@@ -167,7 +169,11 @@ def test_a_value_an_extern_call_stores_is_read_back_by_its_other_readers():
         g = grad * (0.5 * (1 + torch.erf(h * 0.7071067811865476)) + h * torch.exp(-0.5 * h * h) * 0.3989)
         return g @ w, g.t() @ x, g.sum(0)
     inputs = [torch.randn(24, 32), torch.randn(24, 32), torch.randn(32, 16), torch.randn(24, 8)]
-    rt = check(backward_like, inputs)
+    from tracetorch.compiler import config
+    with logs.testing.capture(names={"value_stored"}, level=logging.DEBUG, artifacts=None) as events, \
+            config.patch(**{"backend.cache_enabled": False}):     # lowered here, not a cache hit
+        rt = check(backward_like, inputs)
+    assert any("readers load the buffer" in e.fields["reason"] for e in events), [e.fields for e in events]
     code = rt.compiled.code
     call = code[code.index("def call"):]
     erf_kernels = [line for line in call.splitlines() if line.strip().startswith("# kernel") and "erf" in line]
