@@ -268,3 +268,38 @@ def test_same_shaped_parameters_update_in_one_kernel():
     code = compiled.compiled.code if isinstance(getattr(compiled, "compiled", None), CompiledGraph) else ""
     assert code.count('extern "C" int ') == 3, code       # one kernel per distinct shape
     assert code.count("needs no copy") == 3 * len(shapes)  # parameter, exp_avg, exp_avg_sq in place
+
+
+def test_step_counters_are_views_of_one_tensor_and_survive_a_state_dict_round_trip(tmp_path):
+    """Adam's per-parameter step counters become views of one CPU tensor (one add and one read
+    per step instead of a foreach add and a stack); their values stay torch.optim's through
+    compiled steps, eager steps, torch.save/torch.load and load_state_dict."""
+    model = _model()
+    ref = copy.deepcopy(model)
+    opt, ref_opt = torch.optim.Adam(model.parameters(), lr=0.01), torch.optim.Adam(ref.parameters(), lr=0.01)
+    step = compile_optimizer_step(opt.step, backend="eager")
+    with logs.testing.capture(level=logging.DEBUG) as events:
+        for i, compiled in enumerate([True, True, False, True]):
+            _grads(model, i)
+            _grads(ref, i)
+            (step if compiled else opt.step)()
+            ref_opt.step()
+    shared = [e for e in events if e.name == "optimizer_step_counters_shared"]
+    assert len(shared) == 1 and shared[0].fields["renewed"] is False
+    steps = [opt.state[p]["step"] for p in model.parameters()]
+    assert len({s.untyped_storage().data_ptr() for s in steps}) == 1
+    for p, rp in zip(model.parameters(), ref.parameters()):
+        assert opt.state[p]["step"].item() == ref_opt.state[rp]["step"].item() == 4.0
+        assert opt.state[p]["step"].dtype == ref_opt.state[rp]["step"].dtype
+    torch.save(opt.state_dict(), tmp_path / "opt.pt")
+    opt.load_state_dict(torch.load(tmp_path / "opt.pt"))
+    with logs.testing.capture(level=logging.DEBUG) as events:
+        for i in range(4, 6):
+            _grads(model, i)
+            _grads(ref, i)
+            step()
+            ref_opt.step()
+    assert [e.fields["renewed"] for e in events if e.name == "optimizer_step_counters_shared"] == [True]
+    for p, rp in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, rp, rtol=0, atol=0)
+        assert opt.state[p]["step"].item() == ref_opt.state[rp]["step"].item() == 6.0

@@ -136,7 +136,11 @@ def _writebacks_in_place(steps, graph, graph_outs, input_buffers) -> dict:
     last_use = _last_uses(steps, skip={w.step for w in pending.values()})
     chosen: dict = {}
     for i, s in enumerate(steps):
-        if not isinstance(s, ir.KernelGroup) or s.reduction_ranges:
+        # Reduction kernels qualify too: a batch norm's running statistics are stored by the
+        # epilogue of the kernel that reduces the batch's statistics, one element per output
+        # row, after the row's loops. A read inside the loops (index over reduction variables)
+        # never matches the store's index, so such a kernel keeps the copy.
+        if not isinstance(s, ir.KernelGroup):
             continue
         for o in s.outputs:
             w = pending.get(o)
@@ -155,7 +159,13 @@ def _writebacks_in_place(steps, graph, graph_outs, input_buffers) -> dict:
 
 def _reads_only_at_store(group: ir.KernelGroup, out: str, name: str) -> bool:
     """Does `group` read buffer `name` only at the element where it stores `out`, and never after
-    that store (a later node of the kernel would see the new value)?"""
+    that store (a later node of the kernel would see the new value)?
+
+    In a reduction kernel only per-row (outer) nodes may read it: the code generators emit those
+    in the nodes' order, while a loop's inner nodes may run after an outer node that comes later
+    in the list (an outer node that reads nothing of the open loop is emitted before it)."""
+    if group.reduction_ranges and group.kinds[out] == ir.NODE_INNER:
+        return False                  # stored inside a loop: some element may be read after it
     out_node = next(n for n in group.nodes if n.name == out)
     xs = [ir.index_var("x", k) for k in range(len(group.ranges))]
     pos_out = group.nodes.index(out_node)
@@ -164,6 +174,8 @@ def _reads_only_at_store(group: ir.KernelGroup, out: str, name: str) -> bool:
         for rname, index in n.read_deps():
             if rname != name:
                 continue
+            if group.reduction_ranges and group.kinds[n.name] != ir.NODE_OUTER:
+                return False
             mapped = index.xreplace(dict(zip(n.data.index_vars(), xs)))
             if pos > pos_out or sympy.expand(mapped - store) != 0:
                 return False

@@ -47,9 +47,20 @@ def transposed_write(x, y):          # new value computed at another element: no
     return None
 
 
+def running_statistic(x, rm):         # batch norm's running mean: stored by the reduction kernel
+    rm.mul_(0.9).add_(x.mean(0) * 0.1)
+    return x * 2
+
+
+def statistic_reads_it_in_the_loop(x, rm):   # rm is read inside the reduction's loop: copy
+    rm.copy_((x * rm[:, None]).sum(0))
+    return None
+
+
 CASES = [(lerp_then_add, 3, 2, 0), (mutate_and_return_other, 2, 1, 0),
          (read_after_mutation, 2, 0, 1), (mutated_input_returned, 2, 1, 0),
-         (transposed_write, 2, 0, 1)]
+         (transposed_write, 2, 0, 1), (running_statistic, 2, 1, 0),
+         (statistic_reads_it_in_the_loop, 2, 0, 1)]
 
 
 def _run(fn, n_inputs, in_place, copies, codegen):
