@@ -67,6 +67,9 @@ SECTIONS: dict[str, dict[str, Option]] = {
         "fuse_independent": _opt(False, "also fuse pointwise nodes that share no buffer but run over "
                                         "the same loops (fewer launches; the compiled optimizer step "
                                         "turns it on for its per-parameter updates)"),
+        "combo_kernels": _opt(False, "launch consecutive independent pointwise Triton kernels "
+                                     "(no shared memory) as one kernel (codegen/triton_combo.py; "
+                                     "the compiled optimizer step turns it on)"),
         "cache_enabled": _opt(True, "reuse compiled code across runs (on-disk cache)"),
         "cache_dir": _opt("", "compiled-code cache folder; empty means ~/.cache/tracetorch"),
         "fallback_on_error": _opt(True, "run the ATen op when lowering fails instead of raising"),

@@ -208,8 +208,9 @@ class CompiledOptimizerStep:
         logs.artifact("aot_graphs", lambda: gm.print_readable(print_output=False),
                       graph="inference", name=f"optimizer_{kind}")
         flat = [t.detach() for group in inputs for t in (group if isinstance(group, list) else [group])]
-        # same-shaped parameters share nothing but their loops: one kernel updates several
-        with config.patch(**{"backend.fuse_independent": True}):
+        # same-shaped parameters share nothing but their loops: one kernel updates several; and
+        # the kernels of different shapes share nothing at all: one launch runs several
+        with config.patch(**{"backend.fuse_independent": True, "backend.combo_kernels": True}):
             compiled = self._backend()(gm, flat)
         self.cache[(kind,) + key[:1]] = (key, compiled)
         return compiled

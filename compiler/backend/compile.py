@@ -124,11 +124,31 @@ def generate(gm, example_inputs):
         logs.artifact("kernel", lambda k=k: {"name": k.name, "language": k.language, "source": k.source,
                                              "provenance": [{"node": n, "source": w} for n, w in k.provenance],
                                              "launch": {a: str(b) for a, b in k.launch.items()}})
+    combos = _combine_launches(sched, kernels)
     preludes = [codegen.module_prelude(list(kernels.values()))]
     cid = logs.current_compile_id()
     code = generate_wrapper(sched, kernels, preludes, example_inputs,
-                            header=f"compile id {cid}" if cid is not None else "")
+                            header=f"compile id {cid}" if cid is not None else "", combos=combos)
     return code, len(kernels), graph
+
+
+def _combine_launches(sched, kernels) -> dict:
+    """first step -> (run, combined kernel) for runs of independent pointwise Triton kernels that
+    share one launch (config.backend.combo_kernels; codegen/triton_combo.py)."""
+    if not config.backend.combo_kernels:
+        return {}
+    from tracetorch.compiler.backend.codegen.triton_combo import combine, combo_runs
+    combos = {}
+    for start, run in combo_runs(sched.steps, kernels, sched.plan).items():
+        parts = [kernels[sched.steps[j].name] for j in run]
+        k = combine(f"combo_{parts[0].name}", parts)
+        combos[start] = (run, k)
+        log.debug("kernels_combined", kernel=k.name, parts=[p.name for p in parts], blocks=k.launch["blocks"],
+                  reason="independent pointwise kernels (no buffer one writes is read or written by "
+                         "another): one launch instead of several")
+        logs.artifact("kernel_code", lambda k=k: f"# {k.name} ({k.language})\n{k.source}",
+                      kernel=k.name, filename=f"{k.name}.py")
+    return combos
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs):

@@ -45,6 +45,22 @@ class GeneratedKernel:
     launch: dict = dataclasses.field(default_factory=dict)
     provenance: list = dataclasses.field(default_factory=list)
     group: Optional[ir.KernelGroup] = None
+    #: a Triton pointwise kernel that may share one launch with its independent neighbours
+    #: (codegen/triton_combo.py): its body as a device function and its static size
+    combo_part: Optional["ComboPart"] = None
+
+
+@dataclasses.dataclass
+class ComboPart:
+    """A kernel's body as a @triton.jit device function `{name}_part(*params, xnumel, XBLOCK,
+    PID_BASE)` that computes the block `tl.program_id(0) - PID_BASE` of its xnumel elements."""
+
+    source: str
+    params: list          # buffer names, in the order the function takes them
+    written: list         # those of params it stores to
+    xnumel: int
+    interpret: bool
+    ptr_types: tuple
 
 
 class KernelCodegen:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from tracetorch.compiler.backend import indexing, ir
-from tracetorch.compiler.backend.codegen.common import (CodegenUnsupported, GeneratedKernel, KernelCodegen,
+from tracetorch.compiler.backend.codegen.common import (CodegenUnsupported, ComboPart, GeneratedKernel, KernelCodegen,
                                              compute_dtype, provenance_comment)
 from tracetorch.compiler.backend.codegen import triton_online, triton_scatter
 from tracetorch.compiler.backend.codegen.triton_kernel import (R, X, TritonKernelBuilder, _is_int, _opt,
@@ -357,7 +357,25 @@ class TritonCodegen(KernelCodegen):
             define_code=define,
             launch={"kind": kind + ("+persistent" if alt is not None else ""), "xnumel": xnumel,
                     "rnumel": rnumel, "size_args": sizes, "float_args": floats, "interpret": k.interpret},
-            provenance=list(g.provenance), group=g)
+            provenance=list(g.provenance), group=g,
+            combo_part=self._combo_part(k, ptrs, ptr_types) if not (floats or sizes) else None)
+
+    def _combo_part(self, k: TritonKernelBuilder, ptrs, ptr_types) -> ComboPart | None:
+        """The kernel as a device function a combined launch calls (codegen/triton_combo.py):
+        static pointwise kernels only (no status word, 32-bit indices, no scatter)."""
+        g = k.group
+        xnumel = ir.product(g.ranges)
+        if (k.reduction or k.status or k.int64 or None in ptr_types or not _is_int(xnumel)
+                or int(xnumel) <= 0 or any(isinstance(n, ir.ScatterBuffer) for n in g.nodes)):
+            return None
+        head = ["xoffset = (tl.program_id(0) - PID_BASE) * XBLOCK",
+                "xindex = xoffset + tl.arange(0, XBLOCK)", "xmask = xindex < xnumel"]
+        params = ptrs + ["xnumel", "XBLOCK: tl.constexpr", "PID_BASE: tl.constexpr"]
+        src = ["@triton.jit", f"def {g.name}_part({', '.join(params)}):"]
+        src += ["    " + line for line in head + k.prologue + k.lines]
+        return ComboPart(source="\n".join(src) + "\n", params=list(ptrs),
+                         written=[n for n in ptrs if n in g.outputs], xnumel=int(xnumel),
+                         interpret=k.interpret, ptr_types=tuple(ptr_types))
 
     def _rblock(self, k):
         if not k.persistent:

@@ -169,8 +169,13 @@ def _example_value(x, default=8) -> int:
     return int(x)
 
 
-def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(), header: str = "") -> str:
+def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(), header: str = "",
+                     combos: dict | None = None) -> str:
+    """combos: first step -> (its run of step indices, the GeneratedKernel launching them all)
+    (codegen/triton_combo.py); the parts are not defined on their own."""
     graph = sched.graph
+    combos = combos or {}
+    combined = {sched.steps[j].name for run, _ in combos.values() for j in run}
     lines_top = ['"""tracetorch output code' + (f": {header}" if header else "") + '"""',
                  "import math",
                  "import torch",
@@ -189,8 +194,8 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
     hints = size_hints(graph, example_inputs)
     if hints:
         lines_top += [f"size_hints = {hints!r}  # example sizes: for ahead-of-time kernel compilation", ""]
-    for k in kernels.values():
-        if k.define_code:
+    for k in list(kernels.values()) + [c for _, c in combos.values()]:
+        if k.define_code and k.name not in combined:
             lines_top += [k.define_code, ""]
 
     body = []
@@ -227,8 +232,16 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
             kind = "float scalar" if ir.is_float_symbol(sym) else "int of a float scalar"
             body.append(f"{sym.name} = {fmt.format(*[fmt_arg(a) for a in operands])}  # {kind}")
 
+    runs = {start: run for start, (run, _) in combos.items()}
+    skip_until = -1
     for i, s in enumerate(sched.steps):
-        if isinstance(s, ir.KernelGroup):
+        if i in runs:
+            body += _combo_call(sched, runs[i], combos[i][1])
+            skip_until = runs[i][-1]
+            continue
+        if i <= skip_until:
+            pass                 # launched by the combined kernel above; only its frees remain
+        elif isinstance(s, ir.KernelGroup):
             k = kernels.get(s.name)
             if k is None:        # writes_nothing(): its outputs are allocated, there is no call
                 body += [_allocation(name, s.layouts[name]) + f"  # {s.name}: no element"
@@ -251,7 +264,10 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
             if s.layout is not None and not (s.kernel in ALWAYS_CONTIGUOUS and _row_major(s.layout)):
                 L = s.layout   # kernels index this buffer with the strides decided here
                 body.append(f"{s.name} = ensure_layout({s.name}, {_tuple(L.size)}, {_tuple(L.stride)})")
-        for d in sched.plan.frees.get(i, []):
+        # (a combined launch's parts free their buffers after it: their frees follow the run)
+        frees = [] if any(i in r[:-1] for r in runs.values()) else \
+            [d for j in runs.get(_run_start(runs, i), [i]) for d in sched.plan.frees.get(j, [])]
+        for d in frees:
             if not _reused_later(sched.plan, d, i):
                 body.append(f"del {d}")
     outs = [fmt_arg(v) for v in graph.outputs]
@@ -260,6 +276,26 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
     lines = lines_top + ["def call(args):"] + ["    " + b if b else "" for b in body]
     lines += ["", "", _main_block(graph, example_inputs)]
     return "\n".join(lines) + "\n"
+
+
+def _run_start(runs: dict, i: int) -> int:
+    """The first step of the run that ends at step i (i itself when none does)."""
+    return next((start for start, r in runs.items() if r[-1] == i), i)
+
+
+def _combo_call(sched, run, combo) -> list[str]:
+    """The parts' allocations, then one launch of their combined kernel."""
+    lines = ["", f"# {combo.name}: {', '.join(combo.launch['parts'])} in one launch"]
+    inplace = []
+    for j in run:
+        group = sched.steps[j]
+        allocs = sched.plan.allocs.get(j, [])
+        lines += _allocation_lines(group, allocs)
+        inplace += [src for _, src in allocs if src is not None and src in group.inputs]
+    lines.append(f"{combo.name}({', '.join(combo.call_args)})")
+    if inplace:
+        lines.append(f"del {', '.join(dict.fromkeys(inplace))}")
+    return lines
 
 
 def _allocation(name, L) -> str:
@@ -271,6 +307,17 @@ def _kernel_call(group, k, allocs) -> list[str]:
     """The lines that allocate a kernel's outputs (or reuse buffers for them) and call it."""
     prov = "; ".join(f"{n}" + (f" ({w})" if w else "") for n, w in k.provenance)
     lines = ["", f"# {group.name}: {prov}" if prov else f"# {group.name}"]
+    lines += _allocation_lines(group, allocs)
+    lines.append(f"{k.name}({', '.join(k.call_args)})")
+    inplace = [src for _, src in allocs if src is not None and src in group.inputs]
+    if inplace:
+        lines.append(f"del {', '.join(inplace)}")
+    return lines
+
+
+def _allocation_lines(group, allocs) -> list[str]:
+    """A kernel's outputs: new buffers, or the storage of a buffer the memory plan reuses."""
+    lines = []
     for name, src in allocs:
         if src is not None and src in group.inputs and _scatters_into(group, name, src):
             lines.append(f"{name} = {src}  # in-place: {group.name} scatters into {src}")
@@ -280,10 +327,6 @@ def _kernel_call(group, k, allocs) -> list[str]:
             lines.append(f"{name} = {src}; del {src}  # reuse")
         else:
             lines.append(_allocation(name, group.layouts[name]))
-    lines.append(f"{k.name}({', '.join(k.call_args)})")
-    inplace = [src for _, src in allocs if src is not None and src in group.inputs]
-    if inplace:
-        lines.append(f"del {', '.join(inplace)}")
     return lines
 
 

@@ -22,17 +22,15 @@ import threading
 import weakref
 from dataclasses import dataclass, field
 from functools import reduce
-from operator import or_
+from operator import methodcaller, or_
 from typing import Any, Callable
-
-import torch
 
 from tracetorch import logs
 
 log = logs.get_logger(__name__)
 
 _LOCK = threading.Lock()
-_DATA_PTR = torch.Tensor.data_ptr
+_DATA_PTR = methodcaller("data_ptr")     # (any tensor-like: the tests pass stand-ins)
 _MODULES: dict[str, Any] = {}          # file path -> imported module (one import per process)
 
 
@@ -239,7 +237,7 @@ class TritonLauncher:
         # "async" = read at the next launch on CUDA (see _async_status)
         self.status = status
         self.rblock, self.clone_args = rblock, tuple(clone_args)
-        self.reduction = kind != "pointwise"
+        self.reduction = kind not in ("pointwise", "combo")
         self.kernel = TritonKernel(name, source, self._grid, interpret=interpret)
         # symbolic reduction size: a persistent variant for rows that fit in one block
         self.persistent_source, self.persistent_max = persistent_source, persistent_max
@@ -302,6 +300,9 @@ class TritonLauncher:
     def _candidates(self, kind, xnumel, rnumel):
         from tracetorch.compiler import config
         from tracetorch.compiler.backend import autotune
+        if kind == "combo":       # the parts' program ranges were fixed for this block size
+            from tracetorch.compiler.backend.codegen.triton_combo import COMBO_WARPS, COMBO_XBLOCK
+            return [LaunchConfig({"XBLOCK": COMBO_XBLOCK}, num_warps=COMBO_WARPS)]
         if kind == "pointwise":
             cands = autotune.pointwise_configs(xnumel)
         else:

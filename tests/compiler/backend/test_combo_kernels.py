@@ -1,0 +1,151 @@
+"""Combined launches (codegen/triton_combo.py): consecutive independent pointwise Triton kernels
+run as one kernel whose programs are split between them. Every case runs the compiled graph on
+copies of the inputs and compares outputs and mutated inputs with eager (CUDA tensors where there
+is a GPU, else the Triton interpreter on CPU tensors); fusion is turned off where a case needs
+separate kernels to combine or keep apart."""
+import os
+
+import torch
+
+if not torch.cuda.is_available():   # before triton is imported (see tests/conftest.py)
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import logging  # noqa: E402
+
+import pytest  # noqa: E402
+
+from tracetorch import logs  # noqa: E402
+from tracetorch.compiler import config  # noqa: E402
+from tracetorch.compiler.backend import ir  # noqa: E402
+from tracetorch.compiler.backend.codegen.common import ComboPart, GeneratedKernel  # noqa: E402
+from tracetorch.compiler.backend.codegen.triton_combo import combo_runs  # noqa: E402
+from tests.compiler.backend.cpp_test_utils import assert_same, compile_fn, compiled_graph  # noqa: E402
+
+pytest.importorskip("triton")
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def optimizer_like(p, m, g, q):       # two parameters of different shapes, updated in place
+    m.lerp_(g, 0.1)
+    p.add_(m * -0.01)
+    q.mul_(0.5)
+    return None
+
+
+def reuses_storage(x, w, y):          # c's output takes the storage of x @ w, which b reads
+    a = x @ w
+    b = a.t() * 2
+    c = y + 3
+    return b, c
+
+
+def shared_input(x, y, s):            # both read s (a scale): reading together is fine
+    return x * s, y * s
+
+
+CASES = {
+    optimizer_like: [(64, 32), (64, 32), (64, 32), (100,)],
+    reuses_storage: [(16, 16), (16, 16), (16, 16)],
+    shared_input: [(64, 32), (33,), (1,)],
+}
+
+
+def _run(fn, fusion):
+    shapes = CASES[fn]
+
+    def make(seed):
+        g = torch.Generator().manual_seed(seed)
+        return [torch.randn(s, generator=g).to(DEVICE) for s in shapes]
+    with config.patch(**{"backend.cpu_codegen": "triton", "backend.combo_kernels": True,
+                         "backend.fusion": fusion}), logs.testing.capture(level=logging.DEBUG) as events:
+        rt = compile_fn(fn, make(0))
+        code = compiled_graph(rt).code
+        for seed in range(2):
+            ours, ref = make(seed), make(seed)
+            out = rt(*ours)
+            expect = fn(*ref)
+            outs = [o for o in (out if isinstance(out, (list, tuple)) else [out]) if o is not None]
+            expects = [e for e in (expect if isinstance(expect, (list, tuple)) else [expect]) if e is not None]
+            assert_same(outs, expects)
+            assert_same(ours, ref)            # every mutated input holds eager's value
+    combined = [e.fields for e in events if e.name == "kernels_combined"]
+    return code, combined
+
+
+def test_independent_kernels_share_one_launch():
+    code, combined = _run(optimizer_like, fusion=True)
+    assert len(combined) == 1 and len(combined[0]["parts"]) == 2, code
+    launches = [ln.strip() for ln in code.split("def call(")[1].splitlines()
+                if ln.strip().startswith(("kernel", "combo_"))]
+    assert len(launches) == 1 and launches[0].startswith("combo_"), launches
+    assert "pid = tl.program_id(0)" in code and "PID_BASE" in code
+
+
+def test_a_kernel_writing_storage_an_earlier_one_reads_is_not_combined_with_it():
+    """The memory plan gives c's output the storage of x @ w once b has read it: in one launch b's
+    programs could read what c's programs already wrote, so they stay two launches."""
+    code, combined = _run(reuses_storage, fusion=True)
+    call = code.split("def call(")[1]
+    assert "# reuse" in call, call                # the case this test is about did arise
+    assert combined == [] and "combo_" not in call, call
+
+
+def _group(name, inputs, outputs):
+    return ir.KernelGroup(name=name, nodes=[], ranges=[4], reduction_ranges=[], kinds={}, inputs=inputs,
+                          outputs=outputs, internal=[], size_symbols=[], layouts={})
+
+
+def _kernel(name, params, written):
+    return GeneratedKernel(name=name, source="", language="triton", call_args=params,
+                           combo_part=ComboPart(source="", params=params, written=written, xnumel=4,
+                                                interpret=True, ptr_types=("*fp32",) * len(params)))
+
+
+def test_runs_stop_at_a_kernel_that_reads_or_overwrites_what_an_earlier_part_touches():
+    """combo_runs on hand-made steps: a reader of an earlier part's output, a writer into an
+    earlier part's input (by storage, through the memory plan) and a non-kernel step each end a
+    run; kernels that only share inputs stay together."""
+    from types import SimpleNamespace
+    steps = [_group("k0", ["x"], ["a"]), _group("k1", ["x"], ["b"]),     # share input x: one run
+             _group("k2", ["a"], ["c"]),                                   # reads k0's output
+             _group("k3", ["y"], ["d"]),
+             _group("k4", ["z"], ["e"]),                                   # e placed in y's storage
+             SimpleNamespace(name="mm"),
+             _group("k5", ["z"], ["f"]), _group("k6", ["w"], ["g"])]
+    kernels = {g.name: _kernel(g.name, list(g.inputs) + list(g.outputs), list(g.outputs))
+               for g in steps if isinstance(g, ir.KernelGroup)}
+    plan = SimpleNamespace(allocs={4: [("e", "y")]})
+    assert combo_runs(steps, kernels, plan) == {0: [0, 1], 2: [2, 3], 6: [6, 7]}
+
+
+def test_kernels_reading_one_input_share_a_launch():
+    code, combined = _run(shared_input, fusion=False)
+    assert len(combined) == 1 and len(combined[0]["parts"]) == 2, code
+
+
+def test_the_compiled_optimizer_step_updates_every_parameter_in_one_launch():
+    """An optimizer step over parameters of four shapes: one combined kernel, values as eager."""
+    import copy
+
+    import torch.nn as nn
+    from tracetorch.compiler.optim import compile_optimizer_step
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, bias=False), nn.BatchNorm2d(8), nn.Flatten(),
+                          nn.Linear(8 * 6 * 6, 10), nn.LayerNorm(10)).to(DEVICE)
+    ref = copy.deepcopy(model)
+    opt, ref_opt = torch.optim.AdamW(model.parameters(), lr=1e-2), torch.optim.AdamW(ref.parameters(), lr=1e-2)
+    with config.patch(**{"backend.cpu_codegen": "triton"}), \
+            logs.testing.capture(level=logging.DEBUG) as events:
+        step = compile_optimizer_step(opt.step)
+        for i in range(3):
+            x = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(i)).to(DEVICE)
+            for m in (model, ref):
+                m.zero_grad()
+                m(x).sum().backward()
+            step()
+            ref_opt.step()
+    for p, rp in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, rp, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(opt.state[p]["exp_avg_sq"], ref_opt.state[rp]["exp_avg_sq"], rtol=1e-5, atol=1e-6)
+    combined = [e.fields["parts"] for e in events if e.name == "kernels_combined"]
+    assert len(combined) == 1 and len(combined[0]) >= 3, combined
