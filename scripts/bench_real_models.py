@@ -69,11 +69,12 @@ MODELS = {
     "convnext_t": _timm("convnext_tiny", 32),
     "t5_small": _hf("T5Config", "T5ForConditionalGeneration", 8, 256, 32128, seq2seq=True),
 }
-VARIANTS = ("eager", "inductor", "ours", "ours_ro", "ours_backend", "ours_cl", "ours_ro_cl")
+VARIANTS = ("eager", "inductor", "ours", "ours_ro", "ours_backend", "ours_cl", "ours_ro_cl", "ours_combo")
 #: variants that are another variant under a config change (the config holds for the whole
 #: variant: compiling happens at its first call)
 VARIANT_CONFIG = {"ours_cl": ("ours", {"backend.conv_layout": "auto"}),
-                  "ours_ro_cl": ("ours_ro", {"backend.conv_layout": "auto"})}
+                  "ours_ro_cl": ("ours_ro", {"backend.conv_layout": "auto"}),
+                  "ours_combo": ("ours", {"backend.combo_kernels": True})}
 DEFAULT_VARIANTS = ("eager", "inductor", "ours", "ours_ro", "ours_backend")
 
 

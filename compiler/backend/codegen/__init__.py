@@ -15,5 +15,6 @@ Modules, in the order data flows through them:
     triton_ops      the op vocabulary as Triton lines
     triton_online   online softmax for looped Triton reductions
     triton_scatter  Triton code for scatter buffers
+    triton_combo    independent pointwise Triton kernels launched as one
     wrapper         the readable, standalone Python module that runs a compiled graph
 """
