@@ -138,10 +138,10 @@ def test_the_compiled_optimizer_step_updates_every_parameter_in_one_launch():
             logs.testing.capture(level=logging.DEBUG) as events:
         step = compile_optimizer_step(opt.step)
         for i in range(3):
-            x = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(i)).to(DEVICE)
-            for m in (model, ref):
-                m.zero_grad()
-                m(x).sum().backward()
+            g = torch.Generator().manual_seed(i)      # the same gradients for both (no backward
+            for p, rp in zip(model.parameters(), ref.parameters()):   # whose rounding differs)
+                p.grad = torch.randn(p.shape, generator=g).to(DEVICE)
+                rp.grad = p.grad.clone()
             step()
             ref_opt.step()
     for p, rp in zip(model.parameters(), ref.parameters()):
