@@ -56,8 +56,9 @@ def _run(fn, fusion):
     def make(seed):
         g = torch.Generator().manual_seed(seed)
         return [torch.randn(s, generator=g).to(DEVICE) for s in shapes]
-    with config.patch(**{"backend.cpu_codegen": "triton", "backend.combo_kernels": True,
-                         "backend.fusion": fusion}), logs.testing.capture(level=logging.DEBUG) as events:
+    # (no on-disk cache: a cached graph is not generated again, so its decisions are not logged)
+    with config.patch(**{"backend.cpu_codegen": "triton", "backend.combo_kernels": True, "backend.fusion": fusion,
+                         "backend.cache_enabled": False}), logs.testing.capture(level=logging.DEBUG) as events:
         rt = compile_fn(fn, make(0))
         code = compiled_graph(rt).code
         for seed in range(2):
@@ -134,7 +135,7 @@ def test_the_compiled_optimizer_step_updates_every_parameter_in_one_launch():
                           nn.Linear(8 * 6 * 6, 10), nn.LayerNorm(10)).to(DEVICE)
     ref = copy.deepcopy(model)
     opt, ref_opt = torch.optim.AdamW(model.parameters(), lr=1e-2), torch.optim.AdamW(ref.parameters(), lr=1e-2)
-    with config.patch(**{"backend.cpu_codegen": "triton"}), \
+    with config.patch(**{"backend.cpu_codegen": "triton", "backend.cache_enabled": False}), \
             logs.testing.capture(level=logging.DEBUG) as events:
         step = compile_optimizer_step(opt.step)
         for i in range(3):
