@@ -59,3 +59,16 @@ def check(fn, inputs, dynamic=None):
     out = rt(*inputs)
     assert_same(out, ref)
     return rt
+
+
+def check_with_mutations(rt, fn, make, seeds):
+    """Run the compiled `rt` and eager `fn` on fresh inputs `make(seed)` for each seed, and compare
+    the outputs (None ones left out) and every input afterwards (what an in-place op wrote)."""
+    def present(v):
+        return [x for x in (v if isinstance(v, (list, tuple)) else [v]) if x is not None]
+    for seed in seeds:
+        ours, ref = make(seed), make(seed)
+        out = rt(*ours)
+        expect = fn(*ref)
+        assert_same(present(out), present(expect))
+        assert_same(ours, ref)            # every mutated input holds eager's value

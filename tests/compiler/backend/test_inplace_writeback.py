@@ -14,7 +14,7 @@ if not torch.cuda.is_available():   # before triton is imported (see tests/conft
 import pytest  # noqa: E402
 
 from tracetorch.compiler import config  # noqa: E402
-from tests.compiler.backend.cpp_test_utils import assert_same, compile_fn, compiled_graph  # noqa: E402
+from tests.compiler.backend.cpp_test_utils import check_with_mutations, compile_fn, compiled_graph  # noqa: E402
 
 IN_PLACE = "needs no copy"
 COPY = "# fallback: input mutation write-back"
@@ -72,13 +72,7 @@ def _run(fn, n_inputs, in_place, copies, codegen):
     with config.patch(**{"backend.cpu_codegen": codegen}):
         rt = compile_fn(fn, make(0))
         code = compiled_graph(rt).code
-        for seed in range(3):
-            ours, ref = make(seed), make(seed)
-            out = rt(*ours)
-            expect = fn(*ref)
-            assert_same([o for o in (out if isinstance(out, (list, tuple)) else [out]) if o is not None],
-                        [e for e in (expect if isinstance(expect, (list, tuple)) else [expect]) if e is not None])
-            assert_same(ours, ref)       # every mutated input holds eager's value
+        check_with_mutations(rt, fn, make, range(3))
     assert code.count(IN_PLACE) == in_place, code
     assert code.count(COPY) == copies, code
     return rt
