@@ -304,17 +304,13 @@ class TritonCodegen(KernelCodegen):
                 head += ["rindex = tl.arange(0, RBLOCK)[None, :]" + (".to(tl.int64)" if k.int64 else "")]
                 head += mask_lines("rmask", "rindex < rnumel", g.reduction_ranges, "[1, RBLOCK]", "RBLOCK")
         else:
-            head += ["xindex = xoffset + tl.arange(0, XBLOCK)", "xmask = xindex < xnumel"]
+            head += _POINTWISE_INDEX
         src = [f"# {g.name}: {kind}, ranges={[str(r) for r in g.ranges]}, "
                f"reduction_ranges={[str(r) for r in g.reduction_ranges]}"]
         prov = provenance_comment(g.provenance)
         if prov:
             src.append(prov)
-        src += ["import triton", "import triton.language as tl",
-                "from tracetorch.compiler.backend.runtime import triton_helpers as th",
-                "from tracetorch.compiler.backend.runtime import triton_interp_libdevice as libdevice"
-                if k.interpret else "from triton.language.extra import libdevice", "", "",
-                "@triton.jit", f"def {g.name}({', '.join(params)}):"]
+        src += module_imports(k.interpret) + ["", "", "@triton.jit", f"def {g.name}({', '.join(params)}):"]
         src += ["    " + line for line in head + k.prologue + k.lines]
         source = "\n".join(src) + "\n"
         if "'''" in source:
@@ -368,8 +364,7 @@ class TritonCodegen(KernelCodegen):
         if (k.reduction or k.status or k.int64 or None in ptr_types or not _is_int(xnumel)
                 or int(xnumel) <= 0 or any(isinstance(n, ir.ScatterBuffer) for n in g.nodes)):
             return None
-        head = ["xoffset = (tl.program_id(0) - PID_BASE) * XBLOCK",
-                "xindex = xoffset + tl.arange(0, XBLOCK)", "xmask = xindex < xnumel"]
+        head = ["xoffset = (tl.program_id(0) - PID_BASE) * XBLOCK"] + _POINTWISE_INDEX
         params = ptrs + ["xnumel", "XBLOCK: tl.constexpr", "PID_BASE: tl.constexpr"]
         src = ["@triton.jit", f"def {g.name}_part({', '.join(params)}):"]
         src += ["    " + line for line in head + k.prologue + k.lines]
@@ -395,6 +390,18 @@ class TritonCodegen(KernelCodegen):
         if not kernels:
             return ""
         return "from tracetorch.compiler.backend.runtime.triton_launch import TritonLauncher"
+
+
+#: a pointwise kernel's element indices of its block (after `xoffset`), and their mask
+_POINTWISE_INDEX = ["xindex = xoffset + tl.arange(0, XBLOCK)", "xmask = xindex < xnumel"]
+
+
+def module_imports(interpret: bool) -> list[str]:
+    """The imports a kernel file starts with (the interpreter's libdevice on CPU tensors)."""
+    return ["import triton", "import triton.language as tl",
+            "from tracetorch.compiler.backend.runtime import triton_helpers as th",
+            "from tracetorch.compiler.backend.runtime import triton_interp_libdevice as libdevice"
+            if interpret else "from triton.language.extra import libdevice"]
 
 
 def _status_arg(*statuses) -> str:

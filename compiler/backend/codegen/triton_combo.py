@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from tracetorch.compiler.backend import ir
 from tracetorch.compiler.backend.codegen.common import GeneratedKernel
+from tracetorch.compiler.backend.codegen.triton import module_imports
 
 COMBO_XBLOCK = 1024
 COMBO_WARPS = 4
@@ -39,6 +40,7 @@ def combo_runs(steps: list, kernels: dict, plan) -> dict[int, list[int]]:
     i = 0
     while i < len(steps):
         run, reads, writes, params = [], set(), set(), 0
+        first = _part_of(steps[i], kernels)
         j = i
         while j < len(steps) and len(run) < MAX_PARTS:
             part = _part_of(steps[j], kernels)
@@ -46,8 +48,7 @@ def combo_runs(steps: list, kernels: dict, plan) -> dict[int, list[int]]:
                 break
             r, w = _accesses(steps[j], plan.allocs.get(j, []))
             if run and (r & writes or w & (reads | writes)
-                        or params + len(part.params) > MAX_PARAMS
-                        or part.interpret != _part_of(steps[run[0]], kernels).interpret):
+                        or params + len(part.params) > MAX_PARAMS or part.interpret != first.interpret):
                 break
             run.append(j)
             reads |= r
@@ -87,11 +88,7 @@ def combine(name: str, parts: list[GeneratedKernel]) -> GeneratedKernel:
         ptr_types.update(zip(k.combo_part.params, k.combo_part.ptr_types))
     interpret = parts[0].combo_part.interpret
     lines = [f"# {name}: {len(parts)} independent pointwise kernels in one launch "
-             f"({', '.join(k.name for k in parts)})",
-             "import triton", "import triton.language as tl",
-             "from tracetorch.compiler.backend.runtime import triton_helpers as th",
-             "from tracetorch.compiler.backend.runtime import triton_interp_libdevice as libdevice"
-             if interpret else "from triton.language.extra import libdevice", "", ""]
+             f"({', '.join(k.name for k in parts)})"] + module_imports(interpret) + ["", ""]
     for k in parts:
         lines += [k.combo_part.source, ""]
     lines += ["@triton.jit", f"def {name}({', '.join(params)}, xnumel, XBLOCK: tl.constexpr):",

@@ -232,15 +232,14 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
             kind = "float scalar" if ir.is_float_symbol(sym) else "int of a float scalar"
             body.append(f"{sym.name} = {fmt.format(*[fmt_arg(a) for a in operands])}  # {kind}")
 
-    runs = {start: run for start, (run, _) in combos.items()}
-    skip_until = -1
+    # a combined launch's parts free their buffers after it: the run's last step frees them all
+    inside = {j for run, _ in combos.values() for j in run[:-1]}
+    run_ending = {run[-1]: run for run, _ in combos.values()}
     for i, s in enumerate(sched.steps):
-        if i in runs:
-            body += _combo_call(sched, runs[i], combos[i][1])
-            skip_until = runs[i][-1]
-            continue
-        if i <= skip_until:
-            pass                 # launched by the combined kernel above; only its frees remain
+        if i in combos:
+            body += _combo_call(sched, *combos[i])
+        if i in inside or i in run_ending:
+            pass                 # launched by the combined kernel above
         elif isinstance(s, ir.KernelGroup):
             k = kernels.get(s.name)
             if k is None:        # writes_nothing(): its outputs are allocated, there is no call
@@ -264,10 +263,9 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
             if s.layout is not None and not (s.kernel in ALWAYS_CONTIGUOUS and _row_major(s.layout)):
                 L = s.layout   # kernels index this buffer with the strides decided here
                 body.append(f"{s.name} = ensure_layout({s.name}, {_tuple(L.size)}, {_tuple(L.stride)})")
-        # (a combined launch's parts free their buffers after it: their frees follow the run)
-        frees = [] if any(i in r[:-1] for r in runs.values()) else \
-            [d for j in runs.get(_run_start(runs, i), [i]) for d in sched.plan.frees.get(j, [])]
-        for d in frees:
+        if i in inside:
+            continue
+        for d in (d for j in run_ending.get(i, [i]) for d in sched.plan.frees.get(j, [])):
             if not _reused_later(sched.plan, d, i):
                 body.append(f"del {d}")
     outs = [fmt_arg(v) for v in graph.outputs]
@@ -278,20 +276,14 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
     return "\n".join(lines) + "\n"
 
 
-def _run_start(runs: dict, i: int) -> int:
-    """The first step of the run that ends at step i (i itself when none does)."""
-    return next((start for start, r in runs.items() if r[-1] == i), i)
-
-
 def _combo_call(sched, run, combo) -> list[str]:
     """The parts' allocations, then one launch of their combined kernel."""
     lines = ["", f"# {combo.name}: {', '.join(combo.launch['parts'])} in one launch"]
     inplace = []
     for j in run:
-        group = sched.steps[j]
         allocs = sched.plan.allocs.get(j, [])
-        lines += _allocation_lines(group, allocs)
-        inplace += [src for _, src in allocs if src is not None and src in group.inputs]
+        lines += _allocation_lines(sched.steps[j], allocs)
+        inplace += _inplace_sources(sched.steps[j], allocs)
     lines.append(f"{combo.name}({', '.join(combo.call_args)})")
     if inplace:
         lines.append(f"del {', '.join(dict.fromkeys(inplace))}")
@@ -309,10 +301,15 @@ def _kernel_call(group, k, allocs) -> list[str]:
     lines = ["", f"# {group.name}: {prov}" if prov else f"# {group.name}"]
     lines += _allocation_lines(group, allocs)
     lines.append(f"{k.name}({', '.join(k.call_args)})")
-    inplace = [src for _, src in allocs if src is not None and src in group.inputs]
+    inplace = _inplace_sources(group, allocs)
     if inplace:
         lines.append(f"del {', '.join(inplace)}")
     return lines
+
+
+def _inplace_sources(group, allocs) -> list[str]:
+    """The kernel's own inputs whose storage its outputs take (dropped after its launch)."""
+    return [src for _, src in allocs if src is not None and src in group.inputs]
 
 
 def _allocation_lines(group, allocs) -> list[str]:
