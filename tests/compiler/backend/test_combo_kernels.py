@@ -143,3 +143,41 @@ def test_the_compiled_optimizer_step_updates_every_parameter_in_one_launch():
         torch.testing.assert_close(opt.state[p]["exp_avg_sq"], ref_opt.state[rp]["exp_avg_sq"], rtol=1e-5, atol=1e-6)
     combined = [e.fields["parts"] for e in events if e.name == "kernels_combined"]
     assert len(combined) == 1 and len(combined[0]) >= 3, combined
+
+
+def _tiny_hf(name):
+    from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    if name == "gpt2":
+        return GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=128, n_positions=32))
+    return BertForMaskedLM(BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                      intermediate_size=64, vocab_size=128, max_position_embeddings=32))
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert"])
+def test_adamw_over_a_transformers_models_parameters_matches_eager(name):
+    """Code nobody here wrote: the parameter set of a Hugging Face model (embeddings, tied
+    weights, layer norms, biases of several shapes), updated by the compiled AdamW step in
+    combined launches; parameters and every state tensor match torch.optim's after 3 steps."""
+    import copy
+    pytest.importorskip("transformers")
+    from tracetorch.compiler.optim import compile_optimizer_step
+    model = _tiny_hf(name).to(DEVICE)
+    ref = copy.deepcopy(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2, weight_decay=0.1)
+    with config.patch(**{"backend.cpu_codegen": "triton", "backend.cache_enabled": False}), \
+            logs.testing.capture(level=logging.DEBUG) as events:
+        step = compile_optimizer_step(opt.step)
+        for i in range(3):
+            g = torch.Generator().manual_seed(i)
+            for p, rp in zip(model.parameters(), ref.parameters()):
+                p.grad = torch.randn(p.shape, generator=g).to(DEVICE)
+                rp.grad = p.grad.clone()
+            step()
+            ref_opt.step()
+    for p, rp in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, rp, rtol=1e-5, atol=1e-6)
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            torch.testing.assert_close(opt.state[p][key], ref_opt.state[rp][key], rtol=1e-5, atol=1e-6)
+    assert any(len(e.fields["parts"]) >= 2 for e in events if e.name == "kernels_combined")
