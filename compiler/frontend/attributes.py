@@ -93,6 +93,10 @@ def get_attr(tx, obj, name):
         return V.ConstantVariable(getattr(obj.fn, name))
     if isinstance(obj, V.UserMethodVariable) and name == "__self__":
         return obj.obj
+    if isinstance(obj, V.UserMethodVariable) and name == "__func__":
+        # the function the method was bound from: already fixed by the guards that chose it
+        src = AttrSource(obj.source, "__func__") if obj.source is not None else None
+        return V.UserFunctionVariable(obj.fn, src)
     if isinstance(obj, V.BuiltinVariable) and isinstance(obj.fn, type):
         poly = CLASS_POLYFILLS.get((obj.fn, name))
         if poly is not None:             # dict.fromkeys: a Python equivalent, inlined

@@ -51,6 +51,28 @@ def _hash(tx, fn, args, kwargs):
     return NOT_HANDLED
 
 
+# objects held as constants whose identity is the point (a class, a function, a module): their
+# id() is the same on every call for as long as the guards that produced them hold
+_IDENTITY_CONSTANTS = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType,
+                       types.MethodType)
+
+
+@dispatch.builtin(id)
+def _id(tx, fn, args, kwargs):
+    """id() of an object that existed before the call, reached through a source: an ID_MATCH
+    guard keeps it the very same object, so its id is a constant of the compiled code (as in
+    Dynamo). Objects made while tracing (and tensors) have no id yet: a graph break."""
+    if len(args) != 1 or kwargs:
+        return NOT_HANDLED
+    v = args[0]
+    if isinstance(v, (V.NNModuleVariable, V.UserObjectVariable)) and v.source is not None:
+        tx.output.add_guard(v.source, "ID_MATCH", v.value)
+        return V.ConstantVariable(id(v.value))
+    if v.is_constant() and isinstance(v.as_constant(), _IDENTITY_CONSTANTS):
+        return V.ConstantVariable(id(v.as_constant()))
+    return NOT_HANDLED
+
+
 @dispatch.builtin(super)
 def _super(tx, fn, args, kwargs):
     return make_super(tx, args)

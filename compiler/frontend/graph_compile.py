@@ -8,6 +8,7 @@ import torch
 import torch.fx
 
 from tracetorch import logs
+from tracetorch.compiler.aot.inference import INPUTS_GUARDED
 from tracetorch.compiler.frontend.codegen import collect_graph_values
 
 _graph_counter = itertools.count()
@@ -31,10 +32,19 @@ def compile_graph(tx, values):
     k = next(_graph_counter)
     name = f"__compiled_fn_{_cid_text(tx.ctx.compile_id)}_{k}"
     _log_graph(gm, name)
+    if all(map(_static_tensor, out.input_fakes)):
+        # each input has a TENSOR_MATCH guard with every size and stride (output_graph.add_input),
+        # checked before each call: the backend need not check the inputs again
+        gm.meta[INPUTS_GUARDED] = True
     compiled = tx.ctx.backend(gm, list(out.example_inputs))
     compiled_named = _named(compiled, name)
     tx.ctx.graphs.append(gm)
     return compiled_named, {n: i for i, n in enumerate(nodes)}, gm
+
+
+def _static_tensor(fake) -> bool:
+    return isinstance(fake, torch.Tensor) and not any(
+        isinstance(s, torch.SymInt) for s in (*fake.shape, *fake.stride()))
 
 
 def _cid_text(cid):

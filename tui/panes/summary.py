@@ -6,6 +6,7 @@ from rich.text import Text
 from tracetorch.tui import extract as X
 from tracetorch.tui.model import OUTCOME_STYLE
 from tracetorch.tui.panes.base import Pane, heading
+from tracetorch.tui.paths import display_path
 
 
 class SummaryPane(Pane):
@@ -44,7 +45,8 @@ class SummaryPane(Pane):
             items += [Text(""), heading("Crashed" if c.crashed else "Failure"),
                       Text(c.failure, style="red")]
             if model.repro_script() is not None:
-                items.append(Text(f"Repro script: {model.repro_script()} -- m (or ctrl+p "
+                # as the user would type it from here (the same on every machine, see paths.py)
+                items.append(Text(f"Repro script: {display_path(model.repro_script())} -- m (or ctrl+p "
                                   "'Minify') shows the command and asks before running it",
                                   style="bold"))
         if c.breaks:

@@ -56,3 +56,53 @@ def test_stride_symbols_of_size_one_dims_do_not_run_the_graph_eagerly():
             x = torch.randn(n * step, m * step)[::step, ::step]
             torch.testing.assert_close(compiled(x), g(x))
     assert [ev.fields for ev in eagerly] == []
+
+
+def _events(names):
+    import logging
+
+    from tracetorch import logs
+    return logs.testing.capture(names=names, level=logging.DEBUG, artifacts=None)
+
+
+def test_a_graph_our_frontend_guards_skips_the_input_check_and_stays_correct():
+    """compiler.compile's guards compare every graph input's dtype, device, sizes, strides and
+    requires_grad before each call (static TENSOR_MATCH), so the aot runtime does not check them
+    again; a change they catch is a recompile, never the old graph on new metadata."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(6, 4)
+    compiled = compiler.compile(lin)
+    x = torch.randn(3, 6)
+    with _events({"input_check_skipped", "compiled_graph_skipped"}) as got, torch.no_grad():
+        torch.testing.assert_close(compiled(x), lin(x))
+        lin.weight.data = torch.randn(6, 4).t()           # in place: other strides, same object
+        torch.testing.assert_close(compiled(x), lin(x))
+        lin.double()                                       # in place (param.data =): other dtype
+        torch.testing.assert_close(compiled(x.double()), lin(x.double()))
+    names = [e.name for e in got]
+    assert "input_check_skipped" in names
+    assert "compiled_graph_skipped" not in names           # the guards caught each change first
+
+
+def test_a_graph_with_dynamic_sizes_keeps_the_input_check():
+    def g(a):
+        return a.sin() * 2
+
+    compiled = compiler.compile(g, dynamic=True)
+    with _events({"input_check_skipped"}) as got:
+        for n in (3, 5, 7):
+            x = torch.randn(n, 4)
+            torch.testing.assert_close(compiled(x), g(x))
+    assert [e.name for e in got] == []
+
+
+def test_a_graph_from_another_frontend_keeps_the_input_check():
+    """compiler.backend called on a graph that our frontend did not guard (torch.compile's, or a
+    user's fx graph) checks its inputs on each call."""
+    gm = torch.fx.symbolic_trace(f)
+    x, y = torch.randn(4, 5), torch.randn(4, 5)
+    with _events({"input_check_skipped"}) as got:
+        compiled = compiler.backend(gm, [x, y])
+    assert [e.name for e in got] == []
+    other = torch.randn(5, 4).t()
+    torch.testing.assert_close(compiled(other, y), f(other, y))
