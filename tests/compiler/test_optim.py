@@ -303,3 +303,38 @@ def test_step_counters_are_views_of_one_tensor_and_survive_a_state_dict_round_tr
     for p, rp in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p, rp, rtol=0, atol=0)
         assert opt.state[p]["step"].item() == ref_opt.state[rp]["step"].item() == 6.0
+
+
+def test_more_same_shaped_parameters_than_one_kernel_holds_allocate_nothing():
+    """Past `max_fusion_size` nodes the per-parameter updates spread over several kernels; each
+    parameter's chain must stay in one kernel, storing its new values straight into the
+    parameter and its state. Before, every write-back was an identity copy realized after the
+    whole computation, in kernels of its own: each new exp_avg was stored to a temporary and
+    copied into the state by a second kernel (ResNet-50's 161 parameters: 162 temporaries per
+    step)."""
+    from tracetorch.compiler import config
+    from tracetorch.compiler.backend.compile import CompiledGraph
+    torch.manual_seed(0)
+    params = [nn.Parameter(torch.randn(64)) for _ in range(30)]
+    ref = [nn.Parameter(p.detach().clone()) for p in params]
+    opt = torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1, foreach=True)
+    ref_opt = torch.optim.AdamW(ref, lr=1e-2, weight_decay=0.1, foreach=True)
+    step = compile_optimizer_step(opt.step)
+    with config.patch(**{"backend.max_fusion_size": 8}):
+        for i in range(3):
+            g = torch.Generator().manual_seed(i)
+            for p, rp in zip(params, ref):
+                p.grad = torch.randn(p.shape, generator=g)
+                rp.grad = p.grad.clone()
+            step()
+            ref_opt.step()
+    for p, rp in zip(params, ref):
+        torch.testing.assert_close(p, rp, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(opt.state[p]["exp_avg"], ref_opt.state[rp]["exp_avg"], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(opt.state[p]["exp_avg_sq"], ref_opt.state[rp]["exp_avg_sq"],
+                                   rtol=1e-5, atol=1e-6)
+    (key, compiled), = step.cache.values()
+    code = compiled.compiled.code if isinstance(getattr(compiled, "compiled", None), CompiledGraph) else ""
+    assert code, "the step was not compiled by our backend"
+    assert "empty_strided(" not in code, code                # no temporary
+    assert code.count("needs no copy") == 3 * len(params)    # parameter, exp_avg, exp_avg_sq in place

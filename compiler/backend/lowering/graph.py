@@ -562,6 +562,14 @@ class GraphLowering:
         pending = []
         for ctx, args, kwargs in self._writebacks:
             src, src_node = args[1], ctx.node.args[1]
+            inner = _copied_value(ctx.node.args[0], src_node)
+            if inner is not None and isinstance(self.env.get(inner), ir.IRNode):
+                # copy_(x, copy(x, v)) with v already in x's layout: v itself is the new value.
+                # The identity copy realized here, after every computation, was one more
+                # kernel per write-back, reading v from a buffer that v's own kernel could
+                # have stored straight into x (the compiled optimizer step stored each new
+                # parameter state twice and allocated a temporary for it)
+                src, src_node = self.env[inner], inner
             if isinstance(src, ir.IRNode):
                 src = self.realize(src, src_node if isinstance(src_node, torch.fx.Node) else None)
             pending.append((ctx, (args[0], src, *args[2:]), kwargs))
@@ -573,6 +581,20 @@ class GraphLowering:
                 # memory planning may let src's kernel store straight into dst, which makes
                 # this copy_ a no-op (see scheduler/memory.py: writeback_in_place)
                 self.writebacks.append(Writeback(out.name, dst.name, src.name))
+
+
+def _copied_value(dst, src):
+    """v when `src` is aten.copy(dst, v) and v already has dst's size, stride and dtype (the
+    copy changes nothing but the tensor's identity), else None."""
+    if not (isinstance(src, torch.fx.Node) and src.target is aten.copy.default
+            and len(src.args) >= 2 and src.args[0] is dst and isinstance(src.args[1], torch.fx.Node)):
+        return None
+    want, have = dst.meta.get("val"), src.args[1].meta.get("val")
+    if not (isinstance(want, torch.Tensor) and isinstance(have, torch.Tensor)):
+        return None
+    same = (want.dtype == have.dtype and want.device == have.device
+            and tuple(want.shape) == tuple(have.shape) and tuple(want.stride()) == tuple(have.stride()))
+    return src.args[1] if same else None
 
 
 @dataclasses.dataclass(frozen=True)
