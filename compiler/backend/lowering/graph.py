@@ -268,6 +268,7 @@ class GraphLowering:
 
     # the walk ------------------------------------------------------------------------------
     def run(self):
+        written = _writeback_sources(self.gm.graph)
         for i, node in enumerate(self.gm.graph.nodes):
             if node.op == "placeholder":
                 self._placeholder(node)
@@ -279,6 +280,12 @@ class GraphLowering:
                     self.provenance[node.name] = loc
                 self._note_eager_order(node)
                 self.env[node] = self._call(node)
+                if node in written and isinstance(self.env[node], ir.Loops):
+                    # a mutated input's new value is stored anyway: stored where it is computed,
+                    # its kernel writes it straight into the input (scheduler/memory.py) and its
+                    # readers load it; left lazy, they inlined it and the write-back realized it
+                    # again after everything else, a second kernel re-reading its operands
+                    self._store_node(self.env[node], node)
             elif node.op == "output":
                 self._output(node)
             else:
@@ -581,6 +588,18 @@ class GraphLowering:
                 # memory planning may let src's kernel store straight into dst, which makes
                 # this copy_ a no-op (see scheduler/memory.py: writeback_in_place)
                 self.writebacks.append(Writeback(out.name, dst.name, src.name))
+
+
+def _writeback_sources(graph) -> set:
+    """The fx nodes whose values the graph's input write-backs (copy_ into a placeholder) store,
+    seen through an identity copy (_copied_value)."""
+    out = set()
+    for n in graph.nodes:
+        if n.op == "call_function" and n.target is aten.copy_.default and len(n.args) >= 2 \
+                and isinstance(n.args[0], torch.fx.Node) and n.args[0].op == "placeholder" \
+                and isinstance(n.args[1], torch.fx.Node):
+            out.add(_copied_value(n.args[0], n.args[1]) or n.args[1])
+    return out
 
 
 def _copied_value(dst, src):
