@@ -172,9 +172,11 @@ def fuse(steps_in: list, readers_of) -> list:
             horizontal = [s for s in reversed(steps) if isinstance(s, Group) and s not in vertical
                           and not s.closed and _is_sibling(reads, sources, s, where)][:6]
             kinds = [("vertical", vertical), ("horizontal", horizontal)]
-            if config.backend.fuse_independent and isinstance(buf.data, ir.Pointwise):
+            tiny = _is_tiny(buf)
+            if (config.backend.fuse_independent or tiny) and isinstance(buf.data, ir.Pointwise):
                 # same loops, nothing shared: one launch instead of two (a many-parameter
-                # optimizer step updates several same-shaped parameters in one kernel)
+                # optimizer step updates several same-shaped parameters in one kernel; every
+                # batch norm's num_batches_tracked += 1 of a training forward, in one kernel)
                 kinds.append(("independent", [s for s in reversed(steps) if isinstance(s, Group)
                                               and not s.closed and not s.rranges
                                               and s not in vertical and s not in horizontal
@@ -185,7 +187,7 @@ def fuse(steps_in: list, readers_of) -> list:
                     if len(g.nodes) >= max_size:
                         decide(buf.name, names, False, f"group already has {max_size} nodes", kind)
                         continue
-                    if kind != "vertical":
+                    if kind != "vertical" and not (tiny and kind == "independent"):
                         why = _hoists_past_extern(steps, g)
                         if why:
                             decide(buf.name, names, False, why, kind)
@@ -247,6 +249,23 @@ def _fit(g: Group, buf):
             if plan2 is not None:
                 return buf, members, plan2, ""
     return None, g.nodes, None, why
+
+
+#: a pointwise node over at most this many elements is all launch: it joins any open group over
+#: the same loops (independent fusion), and computing it early keeps nothing large alive
+TINY_NUMEL = 16
+
+
+def _is_tiny(buf) -> bool:
+    d = buf.data
+    if not isinstance(d, ir.Pointwise):
+        return False
+    n = 1
+    for r in d.ranges:
+        if not isinstance(r, (int, sympy.Integer)):
+            return False
+        n *= int(r)
+    return n <= TINY_NUMEL
 
 
 def _hoists_past_extern(steps, g: Group) -> str:

@@ -179,3 +179,38 @@ def test_a_value_an_extern_call_stores_is_read_back_by_its_other_readers():
     erf_kernels = [line for line in call.splitlines() if line.strip().startswith("# kernel") and "erf" in line]
     assert len(erf_kernels) == 1, call
     assert extern_count(rt) == 2
+
+
+def _counters_between_products(x, w1, w2, c1, c2, c3):
+    c1.add_(1)
+    y = (x @ w1).relu()
+    c2.add_(1)
+    z = (y @ w2).sigmoid()
+    c3.add_(1)
+    return z
+
+
+def test_tiny_independent_updates_share_one_kernel_across_extern_calls():
+    """A training forward bumps every batch norm's num_batches_tracked (a 0-d add), one between
+    each pair of convolutions: each was a kernel launch of its own. Pointwise nodes of a few
+    elements over the same loops join one kernel even without backend.fuse_independent, and
+    even past an extern call (holding a few elements alive costs nothing). The counters and the
+    result match eager's."""
+    from cpp_test_utils import check_with_mutations, compile_fn
+
+    def make(seed):
+        g = torch.Generator().manual_seed(seed)
+        return [torch.randn(4, 8, generator=g), torch.randn(8, 8, generator=g), torch.randn(8, 3, generator=g),
+                torch.tensor(5), torch.tensor(0), torch.tensor(2.5)]
+
+    rt = compile_fn(_counters_between_products, make(0))
+    check_with_mutations(rt, _counters_between_products, make, range(2))
+    assert extern_count(rt) == 2
+    # relu and sigmoid each need a kernel of their own (their producers are extern calls): the
+    # three counters add none
+    assert kernel_count(rt) == 3, compiled_graph_code(rt)
+
+
+def compiled_graph_code(rt):
+    from cpp_test_utils import compiled_graph
+    return compiled_graph(rt).code

@@ -284,3 +284,21 @@ def test_split_reduction_keeps_nan_and_fuses_siblings():
     splits = [e.fields for e in events if e.name == "split_reduction"]      # the decision is logged
     assert sorted(f["reduction_type"] for f in splits) == ["max", "sum"]
     assert all(f["splits"] == 8 and f["chunk"] == 1024 for f in splits)
+
+
+def test_tiny_independent_updates_share_one_triton_kernel():
+    """test_fusion.py's counters between two products, through the Triton generator: the three
+    0-d updates are one kernel (a multi-output 0-d Triton kernel), and every counter and the
+    result match eager's."""
+    from tests.compiler.backend.cpp_test_utils import check_with_mutations
+    from tests.compiler.backend.test_fusion import _counters_between_products as fn
+
+    def make(seed):
+        g = torch.Generator().manual_seed(seed)
+        return [t.to(DEVICE) for t in (torch.randn(4, 8, generator=g), torch.randn(8, 8, generator=g),
+                                       torch.randn(8, 3, generator=g), torch.tensor(5), torch.tensor(0),
+                                       torch.tensor(2.5))]
+
+    rt = compile_fn(fn, make(0))
+    check_with_mutations(rt, fn, make, range(2))
+    assert triton_kernels(rt) == 3, compiled_graph(rt).code
