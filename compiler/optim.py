@@ -163,32 +163,58 @@ class CompiledOptimizerStep:
                 if isinstance(val, torch.Tensor) or (isinstance(val, tuple) and any(
                         isinstance(b, torch.Tensor) for b in val)):
                     raise _Fallback(f"tensor {key}")
+
+    def _log_fallback(self, exc) -> None:
+        log.info("optimizer_step_fallback", optimizer=type(self.optimizer).__name__,
+                 reason=str(exc), action="run the eager step")
+
+    def _updates(self) -> list:
+        """[(group index, group, params, grads)]: the parameters with a gradient, per group and
+        (device, dtype), read in one pass over the parameters (hundreds of them, every step);
+        raises _Fallback before anything is updated."""
+        out = []
+        for gi, group in enumerate(self.optimizer.param_groups):
+            by_key: dict = {}
             for p in group["params"]:
-                if p.grad is not None and (p.grad.is_sparse or p.is_complex()):
-                    raise _Fallback("sparse gradient or complex parameter")
+                g = p.grad
+                if g is None:
+                    continue
+                if g.is_sparse:
+                    raise _Fallback("sparse gradient")
+                entry = by_key.get((p.device, p.dtype))
+                if entry is None:
+                    entry = by_key[(p.device, p.dtype)] = ([], [])
+                entry[0].append(p)
+                entry[1].append(g)
+            for (_, dtype), (params, grads) in by_key.items():
+                if dtype.is_complex:
+                    raise _Fallback("complex parameter")
+                out.append((gi, group, params, grads))
+        return out
 
     def __call__(self, closure=None):
         try:
             self._check()
+            updates = self._updates() if closure is None else None
         except _Fallback as exc:
-            log.info("optimizer_step_fallback", optimizer=type(self.optimizer).__name__,
-                     reason=str(exc), action="run the eager step")
+            self._log_fallback(exc)
             return self.optimizer.step(closure)
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+            try:
+                updates = self._updates()       # the gradients the closure computed
+            except _Fallback as exc:
+                self._log_fallback(exc)
+                self.optimizer.step()           # (the closure ran already: not again)
+                return loss
         with torch.no_grad():
-            for gi, group in enumerate(self.optimizer.param_groups):
-                by_key: dict = {}
-                for p in group["params"]:
-                    if p.grad is not None:
-                        by_key.setdefault((p.device, p.dtype), []).append(p)
-                for params in by_key.values():
-                    if isinstance(self.optimizer, torch.optim.SGD):
-                        self._sgd(gi, group, params)
-                    else:
-                        self._adam(gi, group, params)
+            for gi, group, params, grads in updates:
+                if isinstance(self.optimizer, torch.optim.SGD):
+                    self._sgd(gi, group, params, grads)
+                else:
+                    self._adam(gi, group, params, grads)
         # what an LR scheduler's wrapper around optimizer.step records (else it warns that
         # scheduler.step() ran before optimizer.step())
         self.optimizer._opt_called = True
@@ -234,9 +260,8 @@ class CompiledOptimizerStep:
         counters.base.add_(1)
         return counters.base.tolist()
 
-    def _sgd(self, gi, group, params):
+    def _sgd(self, gi, group, params, grads):
         opt = self.optimizer
-        grads = [p.grad for p in params]
         momentum = group["momentum"]
         bufs = [opt.state[p].get("momentum_buffer") for p in params]
         has_buf = tuple(b is not None for b in bufs) if momentum != 0 else ()
@@ -261,9 +286,10 @@ class CompiledOptimizerStep:
             for p, new in zip([p for i, p in enumerate(params) if not has_buf[i]], fresh):
                 opt.state[p]["momentum_buffer"] = owned(new)  # optimizer-owned: kept, no copy
 
-    def _adam(self, gi, group, params):
+    def _adam(self, gi, group, params, grads):
         opt = self.optimizer
         amsgrad = group.get("amsgrad", False)
+        states = []
         for p in params:                       # lazy state init, as Adam._init_group does
             state = opt.state[p]
             if len(state) == 0:
@@ -272,7 +298,7 @@ class CompiledOptimizerStep:
                 state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                 if amsgrad:
                     state["max_exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-        states = [opt.state[p] for p in params]
+            states.append(state)
         beta1, beta2 = group["betas"]
         lr = group["lr"]
         decoupled = isinstance(opt, torch.optim.AdamW) or group.get("decoupled_weight_decay", False)
@@ -293,7 +319,6 @@ class CompiledOptimizerStep:
         # pinned host memory: the copy to the GPU is truly asynchronous (no stream sync per step)
         host = torch.tensor(scalars, dtype=dtype, device="cpu", pin_memory=device.type == "cuda")
         scal = host.to(device, non_blocking=True)
-        grads = [p.grad for p in params]
         m = [s["exp_avg"] for s in states]
         v = [s["exp_avg_sq"] for s in states]
         vmax = [s["max_exp_avg_sq"] for s in states] if amsgrad else []
@@ -355,8 +380,13 @@ class _Fresh:
         return t
 
 
+_SHAPE = operator.attrgetter("shape")
+
+
 def _layout(tensors) -> tuple:
-    return tuple((tuple(t.shape), tuple(t.stride())) for t in tensors)
+    """Every tensor's sizes and strides, read by two C-level maps (a generator building a pair per
+    parameter cost 80 us per step for 162 parameters on this project's CPU machine)."""
+    return tuple(map(_SHAPE, tensors)), tuple(map(torch.Tensor.stride, tensors))
 
 
 def _scalar_dtype():

@@ -338,3 +338,42 @@ def test_more_same_shaped_parameters_than_one_kernel_holds_allocate_nothing():
     assert code, "the step was not compiled by our backend"
     assert "empty_strided(" not in code, code                # no temporary
     assert code.count("needs no copy") == 3 * len(params)    # parameter, exp_avg, exp_avg_sq in place
+
+
+@pytest.mark.parametrize("with_closure", [False, True])
+def test_sparse_gradient_falls_back_before_anything_is_updated(with_closure):
+    """A sparse gradient (an nn.Embedding(sparse=True)) has no compiled step: the eager step runs
+    for every parameter, also when the closure is what produced the gradients (it runs once)."""
+    def build():
+        torch.manual_seed(0)
+        return nn.ModuleDict({"emb": nn.Embedding(10, 4, sparse=True), "lin": nn.Linear(4, 2)})
+
+    def loss_of(m):
+        return m["lin"](m["emb"](torch.tensor([1, 3, 3]))).pow(2).sum()
+
+    model, ref = build(), build()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    step = compile_optimizer_step(opt.step, backend="eager")
+    calls = []
+
+    def closure():
+        calls.append(1)
+        opt.zero_grad()
+        loss = loss_of(model)
+        loss.backward()
+        return loss
+
+    with logs.testing.capture(level=logging.DEBUG) as events:
+        if with_closure:
+            loss = step(closure)
+            assert calls == [1] and loss is not None
+        else:
+            loss_of(model).backward()
+            step()
+    loss_of(ref).backward()
+    ref_opt.step()
+    for p, rp in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, rp, rtol=0, atol=0)
+    assert any(e.name == "optimizer_step_fallback" and "sparse gradient" in e.fields["reason"]
+               for e in events)
