@@ -24,6 +24,7 @@ from tracetorch import logs
 from tracetorch.compiler import config
 from tracetorch.compiler.aot.aliases import returned_inputs
 from tracetorch.compiler.aot.autograd_function import CompiledFunction, TrainingRuntime
+from tracetorch.compiler.aot.inference import INPUTS_GUARDED
 from tracetorch.compiler.aot.output_layouts import FREE_LAYOUT_OUTPUTS
 from tracetorch.compiler.aot.joint import JointGraph, TrainingUnsupported, trace_joint, training_decompositions
 from tracetorch.compiler.aot.partition import Partition, partition_joint
@@ -148,6 +149,14 @@ class SpecializingRunner:
         self.n_args = len(example_inputs)
         self.runners = {self._key(example_inputs): first}
         self.runtime = first.runtime
+        # our frontend's guards check every input's sizes, strides, dtype and requires_grad
+        # before each call (aot/inference.py: INPUTS_GUARDED): the traced specialisation is the
+        # only one that can be asked for, and the per-call key (a tuple per buffer and
+        # activation) would only repeat that check
+        self.guarded = first if gm.meta.get(INPUTS_GUARDED) else None
+        if self.guarded is not None:
+            log.debug("training_input_key_skipped", graph=name, inputs=len(self.checked),
+                      reason="the frontend's guards check every input before each call")
         self.compile_id = logs.current_compile_id()
         self.failed: set = set()
 
@@ -155,6 +164,8 @@ class SpecializingRunner:
         return tuple([_meta(args[i]) for i in self.checked])
 
     def __call__(self, *args):
+        if self.guarded is not None:
+            return self.guarded(*args)
         key = self._key(args) if len(args) == self.n_args else None
         runner = self.runners.get(key)
         if runner is not None:

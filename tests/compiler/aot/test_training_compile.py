@@ -119,3 +119,39 @@ def test_cpp_backend_cnn_grads():
     for (n, p), (_, rp) in zip(model.named_parameters(), ref.named_parameters()):
         torch.testing.assert_close(p.grad, rp.grad, rtol=1e-4, atol=1e-5,
                                    msg=lambda m: f"{n}: {m}")
+
+
+class BNNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(F.relu(self.bn(self.conv(x))).mean((2, 3)))
+
+
+def test_guarded_training_graph_skips_its_key_and_new_sizes_still_recompile():
+    """A training graph our frontend captured with static sizes is called only after its guards
+    passed, so its runner calls the compiled graph without keying the inputs again; a batch of
+    another size misses those guards and is compiled anew (then keyed: dynamic sizes). Losses,
+    gradients and running statistics match eager's at every step."""
+    torch.manual_seed(0)
+    model = BNNet().train()
+    ref = copy.deepcopy(model)
+    compiled = compiler.compile(model)
+    with logs.testing.capture(level=logging.DEBUG, names={"training_input_key_skipped"}) as events:
+        for step, batch in enumerate((4, 4, 6, 6)):
+            g = torch.Generator().manual_seed(step)
+            x = torch.randn(batch, 3, 8, 8, generator=g)
+            loss, ref_loss = compiled(x).pow(2).sum(), ref(x).pow(2).sum()
+            loss.backward()
+            ref_loss.backward()
+            torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-5)
+            for p, rp in zip(model.parameters(), ref.parameters()):
+                torch.testing.assert_close(p.grad, rp.grad, rtol=1e-4, atol=1e-5)
+            for b, rb in zip(model.buffers(), ref.buffers()):
+                torch.testing.assert_close(b, rb, rtol=1e-5, atol=1e-6)
+    skipped = [e for e in events if e.name == "training_input_key_skipped"]
+    assert len(skipped) == 1        # the static graph; the recompiled one has dynamic sizes
