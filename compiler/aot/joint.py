@@ -196,6 +196,7 @@ def _trace_joint(fn: Callable, primals: list, decompositions: dict) -> JointGrap
     gm.graph._codegen = fx.graph.CodeGen()
     gm.recompile()
     _as_strided_to_view(gm)
+    _factories_from_sizes(gm)
     mutated = _mutations_to_outputs(gm, len(primals), len(graph_positions))
     for i in mutated:
         if requires_grad[i]:
@@ -213,6 +214,43 @@ def _contiguous_strides(size) -> list[int]:
         strides.append(acc)
         acc *= max(d, 1)
     return strides[::-1]
+
+
+_FILLED_LIKE = {aten.full_like.default: None, aten.zeros_like.default: 0, aten.ones_like.default: 1}
+
+
+def _factories_from_sizes(gm: fx.GraphModule) -> None:
+    """full_like(x, v) (zeros_like, ones_like) of a contiguous result is full(x's sizes, v): the
+    same tensor, with no edge from x. The partitioner reads an input edge as "needs x": nll_loss's
+    backward builds its one-hot gradient as scatter(full_like(log_probs), labels) in the forward,
+    and with x (the log-probabilities) seemingly needed to rebuild it, the whole (tokens x vocabulary)
+    one-hot was saved for the backward (GPT-2: 411 MB at 4 x 512 tokens, in float32) where the
+    labels, a few bytes per token, rebuild it."""
+    changed = False
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target not in _FILLED_LIKE:
+            continue
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor) or not val.is_contiguous() or val.layout != torch.strided:
+            continue
+        if not all(isinstance(d, int) for d in val.shape):
+            continue
+        fill = _FILLED_LIKE[node.target]
+        if fill is None:
+            fill = node.args[1] if len(node.args) > 1 else node.kwargs.get("fill_value")
+            if not isinstance(fill, (int, float, bool)):
+                continue
+        with gm.graph.inserting_before(node):
+            new = gm.graph.call_function(aten.full.default, (list(val.shape), fill),
+                                         {"dtype": val.dtype, "layout": torch.strided,
+                                          "device": val.device, "pin_memory": False})
+        new.meta.update(node.meta)
+        node.replace_all_uses_with(new)
+        gm.graph.erase_node(node)
+        changed = True
+    if changed:
+        gm.graph.lint()
+        gm.recompile()
 
 
 def _as_strided_to_view(gm: fx.GraphModule) -> None:

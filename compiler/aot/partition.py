@@ -36,7 +36,10 @@ _CHEAP = {aten.t.default, aten.permute.default, aten.view.default, aten.reshape.
           aten.squeeze.default, aten.slice.Tensor, aten.select.int, aten.transpose.int,
           aten.alias.default, aten.detach.default, aten._unsafe_view.default, aten.clone.default,
           aten.full.default, aten.scalar_tensor.default, aten.zeros.default, aten.ones.default,
-          aten._to_copy.default}
+          aten._to_copy.default,
+          # a scalar written into a tensor at positions read from another (nll_loss's one-hot
+          # gradient): as cheap to rebuild as the fill it writes into
+          aten.scatter.value}
 
 
 @dataclasses.dataclass

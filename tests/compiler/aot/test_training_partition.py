@@ -276,3 +276,44 @@ def test_a_product_input_whose_rebuilding_reads_two_full_size_values_is_saved():
     torch.testing.assert_close(x.grad, x2.grad)
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, q.grad)
+
+
+class LMHead(nn.Module):
+    """Hidden states -> logits -> cross-entropy, as a language model's last layers."""
+
+    def __init__(self, hidden=16, vocab=500):
+        super().__init__()
+        self.proj = nn.Linear(hidden, vocab)
+
+    def forward(self, h, labels):
+        return F.cross_entropy(self.proj(h), labels)
+
+
+def test_cross_entropy_saves_one_vocabulary_sized_tensor():
+    """nll_loss's backward is a one-hot scatter of the labels into a (tokens x vocabulary) zero
+    tensor, traced in the forward as scatter(full_like(log_probs), labels): saved, it was a second
+    vocabulary-sized tensor next to the softmax (GPT-2 at 4 x 512 tokens: 411 MB more than
+    inductor). full_like becomes full (no edge to the log-probabilities) and the scatter is cheap
+    to rebuild, so the cut saves the labels instead; gradients match eager's."""
+    torch.manual_seed(0)
+    model = LMHead()
+    h, labels = torch.randn(24, 16), torch.randint(0, 500, (24,))
+    gm = capture(model)
+    params = dict(gm.named_parameters())
+    names = list(params)
+
+    def fn(*primals):
+        return torch.func.functional_call(gm, dict(zip(names, primals[:len(names)])), tuple(primals[len(names):]))
+
+    joint = trace_joint(fn, list(params.values()) + [h, labels], training_decompositions())
+    part = partition_joint(joint, "min_cut")
+    nodes = {n.name: n for n in part.forward.graph.nodes}
+    vocab_sized = [name for name in part.saved
+                   if name in nodes and tuple(nodes[name].meta["val"].shape) == (24, 500)]
+    assert len(vocab_sized) == 1, part.saved            # the softmax, not also the one-hot
+    ref = copy.deepcopy(model)
+    compiled = aot_module_training(capture(model), [h, labels], run_as_is)
+    compiled(h, labels).backward()
+    ref(h, labels).backward()
+    for p, rp in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, rp.grad, rtol=1e-5, atol=1e-6)
