@@ -51,11 +51,12 @@ class OpsProtocol(Protocol[V]):
         """body() where mask else the constant `other`; body may load out-of-bounds where mask is
         false, so it must not be evaluated there"""
 
-    def indirect_indexing(self, x: V, size: Expr, wrap_neg: bool = True) -> sympy.Symbol:
+    def indirect_indexing(self, x: V, size: Expr, wrap_neg: bool = True, check: bool = False) -> sympy.Symbol:
         """a sympy symbol standing for the integer value x (wrapped: negative values + size,
         unless wrap_neg is False, as for scatter indices, which ATen rejects when negative),
         usable in load and store indices; out-of-range values are an error the kernel reports
-        (C++ status word; Triton: scatter stores are masked and flagged)"""
+        (C++ status word; Triton: in a scatter kernel, or anywhere with check=True: the index
+        reads as 0 and the status word is flagged)"""
 
     def where(self, cond: V, a: V, b: V) -> V: ...
 
@@ -230,6 +231,7 @@ class PrintHandler(OpsHandler):
             if name == "indirect_indexing":
                 sym = sympy.Symbol(f"ind{next(self._n)}", integer=True)
                 wrap = "" if kwargs.get("wrap_neg", True) else ", wrap_neg=False"
+                wrap += ", check=True" if kwargs.get("check") else ""
                 self.lines.append(f"{sym} = ops.indirect_indexing({args[0]}, {args[1]}{wrap})")
                 return sym
             if name == "store":

@@ -335,7 +335,8 @@ class CppOpsHandler(TableOpsHandler):
     def fma(self, a, b, c):
         return self.value(f"std::fma({a}, {b}, {c})", a.dtype)
 
-    def indirect_indexing(self, x, size, wrap_neg=True):
+    def indirect_indexing(self, x, size, wrap_neg=True, check=False):
+        # (always checked here: the status word reports an index out of range)
         fn = "tt_index" if wrap_neg else "tt_index_nowrap"
         v = self.value(f"{fn}(static_cast<int64_t>({x}), {cpp_index(size)}, &tt_status)", torch.int64)
         return sympy.Symbol(v.name, integer=True)

@@ -56,6 +56,7 @@ class TritonKernelBuilder:
         self.in_rloop = False
         self.indirect: dict[str, frozenset] = {}
         self.bounds_checks: list | None = None    # set while a scatter is emitted (triton_scatter.py)
+        self.flagged: set = set()           # range checks already stored to the status word
         self.defined_runs: set = set()
         self.produced = {n.name: n for n in group.nodes}
         self.handler = TritonOpsHandler(self)
@@ -96,6 +97,21 @@ class TritonKernelBuilder:
         if not self.reduction:
             return "[XBLOCK]"
         return f"[{'XBLOCK' if X in dims else '1'}, {'RBLOCK' if R in dims else '1'}]"
+
+    def flag_out_of_bounds(self, ok) -> None:
+        """Set the status word where `ok` (an index's range check) is false, on the lanes the
+        kernel computes: the launcher raises after the launch, as for a scatter
+        (triton_scatter.py), where ATen would have raised."""
+        if ok.name in self.flagged:     # the same check reached again (an inlined value read twice)
+            return
+        self.flagged.add(ok.name)
+        dims = ok.dims | frozenset({X})
+        mask = self.mask_for(dims) or f"tl.full({self.shape(dims)}, 1, tl.int1)"
+        if self.status is not True:
+            self.status = "async"
+        self.line(f"tl.store(tt_status + tl.zeros({self.shape(dims)}, tl.int32), "
+                  f"tl.full({self.shape(dims)}, 2, tl.int32), ({mask}) & ~{self.broadcast(ok, dims)})"
+                  "  # index out of bounds")
 
     def mask_for(self, dims) -> str | None:
         parts = (["xmask"] if X in dims else []) + (["rmask"] if R in dims else [])

@@ -214,14 +214,14 @@ class TritonOpsHandler(TableOpsHandler):
         # tl.fma, not libdevice's: the interpreter runs it as a true fma too (fma_fp32/fp64)
         return self.value(f"tl.fma({a}, {b}, {c})", a.dtype, a, b, c)
 
-    def indirect_indexing(self, x, size, wrap_neg=True):
+    def indirect_indexing(self, x, size, wrap_neg=True, check=False):
         size_s = self.kernel.render_plain(size)
         if wrap_neg:
             v = self.value(f"tl.where({x} < 0, {x} + {size_s}, {x})", x.dtype, x)
         else:
             v = x
         checks = self.kernel.bounds_checks
-        if checks is not None:
+        if checks is not None or check:
             # a scatter kernel (triton_scatter.py): an index out of range must neither read nor
             # write out of bounds; it reads element 0 instead and the kernel flags the error
             inside = f"(({v} >= 0) & ({v} < {size_s}))"
@@ -230,5 +230,8 @@ class TritonOpsHandler(TableOpsHandler):
             if self.kernel.masks:   # inside ops.masked: lanes masked off hold no index to check
                 ok = self.value(f"({ok} | ~({' & '.join(m.name for m in self.kernel.masks)}))", torch.bool,
                                 ok, *self.kernel.masks)
-            checks.append(ok)
+            if checks is not None:
+                checks.append(ok)
+            else:
+                self.kernel.flag_out_of_bounds(ok)
         return self.kernel.indirect_symbol(v)

@@ -191,7 +191,44 @@ def _reduce_into(ctx, x, ranges, indexer, src, mode, include_self, index_sources
 
 @register_lowering(aten.scatter.src, aten.scatter.value)
 def scatter(ctx, x, dim, index, src):
+    one = _one_per_row(ctx, x, dim, index, src)
+    if one is not None:
+        return one
     return _scatter(ctx, x, dim, index, src, "store")
+
+
+def _one_per_row(ctx, x, dim, index, src):
+    """A scatter whose index has size 1 along `dim` and self's sizes elsewhere writes exactly one
+    element of every row along `dim`: out[i] = src[row] where i[dim] == index[row], else x[i]
+    (row: i with i[dim] = 0). As a Pointwise it fuses with its readers: nll_loss's backward
+    scatters -1 at each label into a zero (tokens x vocabulary) tensor, which a kernel of its own
+    wrote out in full for the softmax backward to read back (GPT-2 at 4 x 512 tokens: 411 MB
+    each way). None where the shapes say otherwise (the general scatter handles them)."""
+    size = x.get_size()
+    n = len(size)
+    if n == 0 or index.get_dtype() not in (torch.int64, torch.int32) or len(index.get_size()) != n:
+        return None
+    dim = dim + n if dim < 0 else dim
+    isize = index.get_size()
+    if not same(isize[dim], 1) or not all(same(isize[d], size[d]) for d in range(n) if d != dim):
+        return None
+    if isinstance(src, ir.IRNode) and len(src.get_size()) != n:
+        return None
+    il, xl = index.make_loader(), value_loader(x, size, ctx.dtype)
+    sl = value_loader(src, src.get_size() if isinstance(src, ir.IRNode) else size, ctx.dtype)
+
+    def fn(i):
+        row = list(i)
+        row[dim] = sympy.Integer(0)
+        # the position is checked as the scatter's would be (no wrapping: ATen rejects negatives)
+        pos = ops.indirect_indexing(il(row), size[dim], wrap_neg=False, check=True)
+        hit = ops.eq(ops.index_expr(i[dim], torch.int64), ops.index_expr(pos, torch.int64))
+        return ops.where(hit, sl(row), xl(i))
+
+    log.debug("scatter_as_pointwise", node=ctx.node.name, reason="one element per row along dim "
+              f"{dim}: a select of the scattered value, fused with its readers")
+    return ir.Pointwise(ctx.size, fn, ctx.dtype, ctx.device, origins=ctx.origins | inlined_origins(x),
+                        cost=x.op_count() + 2)
 
 
 @register_lowering(aten.scatter.reduce, aten.scatter.value_reduce)

@@ -334,3 +334,48 @@ def test_dynamic_sizes_one_graph(codegen):
         assert rt.check(args) == "", (n, rt.check(args))
         assert_same(rt(*args), f(*args))
     assert compiled_graph(rt).code is code
+
+
+# ------------------------------------------------------------------ one element per row: pointwise
+
+def nll_grad_like(logits, labels, g):
+    """nll_loss's backward as its decomposition writes it: -1 scattered at each label into zeros,
+    times the incoming gradient, then the softmax backward's row sum."""
+    onehot = torch.zeros_like(logits).scatter(1, labels.unsqueeze(1), -1.0)
+    grad = onehot * g
+    return grad - logits.softmax(1) * grad.sum(1, keepdim=True)
+
+
+@pytest.mark.parametrize("case", ["nll_grad", "src_dim0", "value_last_dim"])
+def test_one_element_per_row_scatter_fuses_as_a_select(codegen, case):
+    """A scatter whose index has size 1 along dim and self's sizes elsewhere writes one element per
+    row: it is a select (a Pointwise) that fuses with its readers, not a ScatterBuffer kernel that
+    writes the whole tensor for them to read back. Results match eager's."""
+    if case == "nll_grad":
+        fn = nll_grad_like
+        args = [torch.randn(6, 50), torch.randint(0, 50, (6,)), torch.randn(6, 1)]
+    elif case == "src_dim0":
+        fn = lambda x, i, s: (x.scatter(0, i, s) * 2).sum(0)        # noqa: E731
+        args = [torch.randn(5, 7), torch.randint(0, 5, (1, 7)), torch.randn(3, 9)]
+    else:
+        fn = lambda x, i: x.relu().scatter(-1, i, 2.5).exp()        # noqa: E731
+        args = [torch.randn(4, 3, 6), torch.randint(0, 6, (4, 3, 1))]
+    rt = check(fn, args)
+    from tracetorch.compiler.backend.lowering import lower_graph
+    graph = lower_graph(make_fx(fn)(*args), args)
+    assert not any(isinstance(b, ir.ScatterBuffer) for b in graph.buffers)
+    if codegen == "triton":            # the range check stays (status word)
+        assert "index out of bounds" in compiled_graph(rt).code
+
+
+def test_one_element_per_row_scatter_out_of_range_raises(codegen):
+    """ATen raises on a scatter index out of range; the select form reports it too (C++: the
+    status word; Triton: the index reads as 0 and the status word raises after the launch)."""
+    fn = lambda x, i: x.scatter(1, i, -1.0) * 3      # noqa: E731
+    args = [torch.randn(4, 5), torch.tensor([[1], [7], [0], [2]])]
+    _eager_raises(fn, args)
+    rt = compile_fn(fn, args)
+    assert fallback_count(rt) == 0
+    with pytest.raises(RuntimeError):
+        rt(*args)
+        check_all_statuses()
