@@ -247,6 +247,19 @@ _STRIDE = torch.Tensor.stride
 INPUTS_GUARDED = "tracetorch_inputs_guarded"
 
 
+def guarded_signature(inputs) -> tuple:
+    """What INPUTS_GUARDED holds: the guarded inputs' metadata. A backend wrapper that hands us
+    the graph with other inputs (added, reordered, other layouts) gets the check back, since its
+    inputs are no longer the ones the guards describe."""
+    return tuple((tuple(t.shape), tuple(t.stride()), t.dtype, t.device) if isinstance(t, torch.Tensor)
+                 else ("other", type(t)) for t in inputs)
+
+
+def inputs_guarded(gm, inputs) -> bool:
+    mark = gm.meta.get(INPUTS_GUARDED)
+    return mark is not None and mark == guarded_signature(inputs)
+
+
 class InputCheck:
     """Do the runtime inputs match what was traced? (sizes/strides as sympy exprs + guards)"""
 
@@ -458,7 +471,7 @@ def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynam
         logs.artifact("perf_hints", lambda value=value: (
             f"a float input was specialized to {value!r} while tracing (an op in the graph takes it as a "
             "C++ double, e.g. F.pad's value): other values of it run the graph eagerly"))
-    if gm.meta.get(INPUTS_GUARDED) and check.implied_by_guards():
+    if inputs_guarded(gm, example_inputs) and check.implied_by_guards():
         log.debug("input_check_skipped", inputs=len(check.specs),
                   reason="the frontend's guards compare every input's dtype, device, size, stride "
                          "and requires_grad with the traced ones before each call")

@@ -24,7 +24,7 @@ from tracetorch import logs
 from tracetorch.compiler import config
 from tracetorch.compiler.aot.aliases import returned_inputs
 from tracetorch.compiler.aot.autograd_function import CompiledFunction, TrainingRuntime
-from tracetorch.compiler.aot.inference import INPUTS_GUARDED
+from tracetorch.compiler.aot.inference import inputs_guarded
 from tracetorch.compiler.aot.output_layouts import FREE_LAYOUT_OUTPUTS
 from tracetorch.compiler.aot.joint import JointGraph, TrainingUnsupported, trace_joint, training_decompositions
 from tracetorch.compiler.aot.partition import Partition, partition_joint
@@ -150,10 +150,10 @@ class SpecializingRunner:
         self.runners = {self._key(example_inputs): first}
         self.runtime = first.runtime
         # our frontend's guards check every input's sizes, strides, dtype and requires_grad
-        # before each call (aot/inference.py: INPUTS_GUARDED): the traced specialisation is the
+        # before each call (aot/inference.py: inputs_guarded): the traced specialisation is the
         # only one that can be asked for, and the per-call key (a tuple per buffer and
         # activation) would only repeat that check
-        self.guarded = first if gm.meta.get(INPUTS_GUARDED) else None
+        self.guarded = first if inputs_guarded(gm, example_inputs) else None
         if self.guarded is not None:
             log.debug("training_input_key_skipped", graph=name, inputs=len(self.checked),
                       reason="the frontend's guards check every input before each call")

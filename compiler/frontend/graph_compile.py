@@ -8,7 +8,7 @@ import torch
 import torch.fx
 
 from tracetorch import logs
-from tracetorch.compiler.aot.inference import INPUTS_GUARDED
+from tracetorch.compiler.aot.inference import INPUTS_GUARDED, guarded_signature
 from tracetorch.compiler.frontend.codegen import collect_graph_values
 
 _graph_counter = itertools.count()
@@ -35,7 +35,7 @@ def compile_graph(tx, values):
     if all(map(_static_tensor, out.input_fakes)):
         # each input has a TENSOR_MATCH guard with every size and stride (output_graph.add_input),
         # checked before each call: the backend need not check the inputs again
-        gm.meta[INPUTS_GUARDED] = True
+        gm.meta[INPUTS_GUARDED] = guarded_signature(out.example_inputs)
     compiled = tx.ctx.backend(gm, list(out.example_inputs))
     compiled_named = _named(compiled, name)
     tx.ctx.graphs.append(gm)
