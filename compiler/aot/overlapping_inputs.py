@@ -52,9 +52,10 @@ def overlap_groups(args, mutated, positions=None) -> tuple[tuple[int, ...], ...]
         positions = tensor_positions(args)
     try:
         ts = [args[i] for i in positions]
-        bases = list(map(operator.sub, map(torch.Tensor.data_ptr, ts),
-                         map(operator.mul, map(torch.Tensor.storage_offset, ts),
-                             map(torch.Tensor.element_size, ts))))
+        bases = list(map(torch.Tensor.data_ptr, ts))
+        offsets = list(map(torch.Tensor.storage_offset, ts))
+        if any(offsets):      # (all at their storage's start, the usual case: the pointers are the bases)
+            bases = list(map(operator.sub, bases, map(operator.mul, offsets, map(torch.Tensor.element_size, ts))))
     except (TypeError, IndexError):     # not the signature seen first: look again
         return overlap_groups(args, mutated, tensor_positions(args)) if positions else ()
     except RuntimeError:

@@ -130,3 +130,15 @@ def test_variant_returns_the_callers_tensors_and_views(events, backend_cache_dir
     assert got[1].untyped_storage().data_ptr() == a.untyped_storage().data_ptr()
     assert (got[1].shape, got[1].stride()) == (expected[1].shape, expected[1].stride())
     assert [e for e in events if e.name == "aot_synthetic_base_compiled"]
+
+
+def test_overlap_groups_finds_shared_storages_at_any_offset():
+    """The runtime's per-call test: the written inputs whose storage another input also uses, at
+    the storage's start or anywhere in it (a view's data pointer is past the start)."""
+    from tracetorch.compiler.aot.overlapping_inputs import overlap_groups
+    a, b = torch.randn(4, 6), torch.randn(6)
+    assert overlap_groups([a, b, a.sum()], mutated=[0, 1]) == ()          # all apart, all at offset 0
+    assert overlap_groups([a, a.view(24)], mutated=[0]) == ((0, 1),)        # same start
+    assert overlap_groups([a, b, a[2]], mutated=[0]) == ((0, 2),)           # a view past the start
+    assert overlap_groups([a[1], b, a[3]], mutated=[2]) == ((0, 2),)        # two views, neither at the start
+    assert overlap_groups([a, b, a[2]], mutated=[1]) == ()                  # the shared storage is not written
