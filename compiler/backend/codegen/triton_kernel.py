@@ -98,14 +98,14 @@ class TritonKernelBuilder:
             return "[XBLOCK]"
         return f"[{'XBLOCK' if X in dims else '1'}, {'RBLOCK' if R in dims else '1'}]"
 
-    def flag_out_of_bounds(self, ok) -> None:
-        """Set the status word where `ok` (an index's range check) is false, on the lanes the
-        kernel computes: the launcher raises after the launch, as for a scatter
-        (triton_scatter.py), where ATen would have raised."""
+    def flag_out_of_bounds(self, ok, dims=frozenset()) -> None:
+        """Set the status word where `ok` (an index's range check) is false, on the lanes of
+        `dims` (and ok's) the kernel computes: the launcher raises after the launch, where ATen
+        would have raised (a scatter's destination, triton_scatter.py, or a checked index)."""
         if ok.name in self.flagged:     # the same check reached again (an inlined value read twice)
             return
         self.flagged.add(ok.name)
-        dims = ok.dims | frozenset({X})
+        dims = ok.dims | frozenset({X}) | dims
         mask = self.mask_for(dims) or f"tl.full({self.shape(dims)}, 1, tl.int1)"
         if self.status is not True:
             self.status = "async"

@@ -222,8 +222,9 @@ class TritonOpsHandler(TableOpsHandler):
             v = x
         checks = self.kernel.bounds_checks
         if checks is not None or check:
-            # a scatter kernel (triton_scatter.py): an index out of range must neither read nor
-            # write out of bounds; it reads element 0 instead and the kernel flags the error
+            # a scatter kernel (triton_scatter.py) or a checked index (check=True): an index out
+            # of range must neither read nor write out of bounds; it reads element 0 instead
+            # and the kernel flags the error (collected by the scatter, else flagged here)
             inside = f"(({v} >= 0) & ({v} < {size_s}))"
             ok = self.value(inside, torch.bool, v)
             v = self.value(f"tl.where({ok}, {v}, 0)", v.dtype, v)

@@ -35,10 +35,7 @@ def emit_scatter(k, node):
     mask = k.mask_for(ptr_dims) or f"tl.full({k.shape(ptr_dims)}, 1, tl.int1)"
     if checks:
         ok = k.emit(" & ".join(c.name for c in checks), torch.bool, ptr_dims)
-        if k.status is not True:     # an injected relu bug in the same kernel is checked at once
-            k.status = "async"       # bad index: reported after the launch (triton_launch)
-        k.line(f"tl.store(tt_status + tl.zeros({k.shape(ptr_dims)}, tl.int32), "
-               f"tl.full({k.shape(ptr_dims)}, 2, tl.int32), ({mask}) & ~{ok})  # index out of bounds")
+        k.flag_out_of_bounds(ok, ptr_dims)     # bad index: reported after the launch (triton_launch)
         mask = f"({mask}) & {k.broadcast(ok, ptr_dims)}"
     dt = node.layout.dtype
     val = f"{k.broadcast(value, ptr_dims)}.to({tl_type(dt)})"
