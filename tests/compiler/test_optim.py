@@ -243,29 +243,40 @@ def test_adamw_step_updates_in_place_below_one_copy_of_the_parameters(backend):
         assert opt.state[p]["exp_avg"] is m and opt.state[p]["exp_avg_sq"] is v
 
 
-def test_same_shaped_parameters_update_in_one_kernel():
-    """The per-parameter updates share nothing but their loops: the optimizer's graph is
-    compiled with backend.fuse_independent, so same-shaped parameters (biases, norm weights)
-    are updated by one kernel, in place, and the values still match eager's."""
-    from tracetorch.compiler.backend.compile import CompiledGraph
-    torch.manual_seed(0)
-    shapes = [(64,)] * 6 + [(16, 8)] * 3 + [(5,)]
-    params = [nn.Parameter(torch.randn(s)) for s in shapes]
+def _adamw_side_by_side(params, steps=3, **kw):
+    """(params, ref, opt, ref_opt, step): `steps` AdamW steps through our compiled step and
+    through torch.optim on copies of `params`, with the same random gradients each step."""
     ref = [nn.Parameter(p.detach().clone()) for p in params]
-    opt = torch.optim.AdamW(params, lr=1e-2, foreach=True)
-    ref_opt = torch.optim.AdamW(ref, lr=1e-2, foreach=True)
+    opt = torch.optim.AdamW(params, foreach=True, **kw)
+    ref_opt = torch.optim.AdamW(ref, foreach=True, **kw)
     step = compile_optimizer_step(opt.step)
-    for i in range(3):
+    for i in range(steps):
         g = torch.Generator().manual_seed(i)
         for p, rp in zip(params, ref):
             p.grad = torch.randn(p.shape, generator=g)
             rp.grad = p.grad.clone()
         step()
         ref_opt.step()
+    return params, ref, opt, ref_opt, step
+
+
+def _step_code(step) -> str:
+    """The output code of the compiled step's one graph ('' when our backend did not compile it)."""
+    from tracetorch.compiler.backend.compile import CompiledGraph
+    (_, compiled), = step.cache.values()
+    return compiled.compiled.code if isinstance(getattr(compiled, "compiled", None), CompiledGraph) else ""
+
+
+def test_same_shaped_parameters_update_in_one_kernel():
+    """The per-parameter updates share nothing but their loops: the optimizer's graph is
+    compiled with backend.fuse_independent, so same-shaped parameters (biases, norm weights)
+    are updated by one kernel, in place, and the values still match eager's."""
+    torch.manual_seed(0)
+    shapes = [(64,)] * 6 + [(16, 8)] * 3 + [(5,)]
+    params, ref, _, _, step = _adamw_side_by_side([nn.Parameter(torch.randn(s)) for s in shapes], lr=1e-2)
     for p, rp in zip(params, ref):
         torch.testing.assert_close(p, rp, rtol=1e-5, atol=1e-6)
-    (key, compiled), = step.cache.values()
-    code = compiled.compiled.code if isinstance(getattr(compiled, "compiled", None), CompiledGraph) else ""
+    code = _step_code(step)
     assert code.count('extern "C" int ') == 3, code       # one kernel per distinct shape
     assert code.count("needs no copy") == 3 * len(shapes)  # parameter, exp_avg, exp_avg_sq in place
 
@@ -313,28 +324,16 @@ def test_more_same_shaped_parameters_than_one_kernel_holds_allocate_nothing():
     copied into the state by a second kernel (ResNet-50's 161 parameters: 162 temporaries per
     step)."""
     from tracetorch.compiler import config
-    from tracetorch.compiler.backend.compile import CompiledGraph
     torch.manual_seed(0)
-    params = [nn.Parameter(torch.randn(64)) for _ in range(30)]
-    ref = [nn.Parameter(p.detach().clone()) for p in params]
-    opt = torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1, foreach=True)
-    ref_opt = torch.optim.AdamW(ref, lr=1e-2, weight_decay=0.1, foreach=True)
-    step = compile_optimizer_step(opt.step)
     with config.patch(**{"backend.max_fusion_size": 8}):
-        for i in range(3):
-            g = torch.Generator().manual_seed(i)
-            for p, rp in zip(params, ref):
-                p.grad = torch.randn(p.shape, generator=g)
-                rp.grad = p.grad.clone()
-            step()
-            ref_opt.step()
+        params, ref, opt, ref_opt, step = _adamw_side_by_side(
+            [nn.Parameter(torch.randn(64)) for _ in range(30)], lr=1e-2, weight_decay=0.1)
     for p, rp in zip(params, ref):
         torch.testing.assert_close(p, rp, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(opt.state[p]["exp_avg"], ref_opt.state[rp]["exp_avg"], rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(opt.state[p]["exp_avg_sq"], ref_opt.state[rp]["exp_avg_sq"],
                                    rtol=1e-5, atol=1e-6)
-    (key, compiled), = step.cache.values()
-    code = compiled.compiled.code if isinstance(getattr(compiled, "compiled", None), CompiledGraph) else ""
+    code = _step_code(step)
     assert code, "the step was not compiled by our backend"
     assert "empty_strided(" not in code, code                # no temporary
     assert code.count("needs no copy") == 3 * len(params)    # parameter, exp_avg, exp_avg_sq in place
