@@ -93,20 +93,69 @@ def _call(graph, fake_mode, target, args, kwargs=None):
     return node
 
 
-def _pad(graph, fake_mode, x, pad: list[int]):
-    """x padded by `pad` (constant_pad_nd's order: last dim first), in x's own memory order: a
-    transposed operand (GPT-2's output head multiplies by the embedding matrix seen as .t()) is
-    padded as the row-major matrix it views and transposed back, so the copy reads and writes
-    along rows (padded as laid out it read across rows: 0.26 ms per call for GPT-2's 77 MB
-    matrix on the H200, where a straight copy takes about 0.03)."""
-    v = _val(x)
-    if isinstance(v, torch.Tensor) and v.dim() >= 2 and _transposed(v):
-        pad = list(pad) + [0] * (4 - len(pad))          # (last dim, second-last dim)
-        swapped = _call(graph, fake_mode, aten.transpose.int, [x, -1, -2])
-        padded = _call(graph, fake_mode, aten.constant_pad_nd.default,
-                       [swapped, [pad[2], pad[3], pad[0], pad[1]], 0.0])
-        return _call(graph, fake_mode, aten.transpose.int, [padded, -1, -2])
-    return _call(graph, fake_mode, aten.constant_pad_nd.default, [x, pad, 0.0])
+class _Pads:
+    """The padded copies made so far in one graph, one per (matrix, padding).
+
+    A linear layer's two gradients both read its output gradient `g` with the misaligned size in
+    the same place: `g @ W` pads g's columns (K), `g.t() @ x` pads the rows of g.t() (M), which are
+    g's columns again. Made separately, the two copies were two kernels each writing the same
+    padded matrix (GPT-2's output head: 2048 x 50257 float32, 273 us each per training step on
+    the H100). Here a transposed operand that is a transpose of a row-major node is padded as that
+    node, and a padding asked twice of one node gives the same copy."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        self.made: dict = {}          # (node, padding without trailing zero pairs) -> padded node
+        self.reused = 0               # paddings answered with a copy made for an earlier product
+
+    def pad(self, fake_mode, x, pad: list[int]):
+        """x padded by `pad` (constant_pad_nd's order: last dim first), in x's own memory order: a
+        transposed operand (GPT-2's output head multiplies by the embedding matrix seen as .t()) is
+        padded as the row-major matrix it views and transposed back, so the copy reads and writes
+        along rows (padded as laid out it read across rows: 0.26 ms per call for GPT-2's 77 MB
+        matrix on the H200, where a straight copy takes about 0.03)."""
+        v = _val(x)
+        if isinstance(v, torch.Tensor) and v.dim() >= 2 and _transposed(v):
+            pad = list(pad) + [0] * (4 - len(pad))          # (last dim, second-last dim)
+            base = _transposed_from(x)
+            if base is None:
+                base = self._call(fake_mode, aten.transpose.int, [x, -1, -2])
+            padded = self._padded(fake_mode, base, [pad[2], pad[3], pad[0], pad[1]])
+            return self._call(fake_mode, aten.transpose.int, [padded, -1, -2])
+        return self._padded(fake_mode, x, pad)
+
+    def _padded(self, fake_mode, x, pad: list[int]):
+        pad = list(pad)
+        while len(pad) > 2 and pad[-2:] == [0, 0]:
+            pad = pad[:-2]
+        key = (x, tuple(pad))
+        if key in self.made:
+            self.reused += 1
+        else:
+            self.made[key] = self._call(fake_mode, aten.constant_pad_nd.default, [x, pad, 0.0])
+        return self.made[key]
+
+    def _call(self, fake_mode, target, args):
+        return _call(self.graph, fake_mode, target, args)
+
+
+def _transposed_from(x):
+    """The node `x` is a transpose of (its last two dims swapped, nothing else), or None."""
+    if not isinstance(x, torch.fx.Node) or x.op != "call_function" or not isinstance(x.args[0], torch.fx.Node):
+        return None
+    base = _val(x.args[0])
+    if not isinstance(base, torch.Tensor) or base.dim() < 2:
+        return None
+    n = base.dim()
+    if x.target is aten.t.default:
+        return x.args[0]
+    if x.target is aten.transpose.int:
+        dims = {d % n for d in x.args[1:3]}
+        return x.args[0] if dims == {n - 1, n - 2} else None
+    if x.target is aten.permute.default:
+        order = [d % n for d in x.args[1]]
+        return x.args[0] if order == list(range(n - 2)) + [n - 1, n - 2] else None
+    return None
 
 
 def _transposed(v: torch.Tensor) -> bool:
@@ -129,6 +178,7 @@ def pad_products(gm: torch.fx.GraphModule) -> int:
     if not todo:
         return 0
     output = next(n for n in graph.nodes if n.op == "output")
+    pads = _Pads(graph)
     done = 0
     for node, (pm, pk, pn) in todo:
         ia, ib = _OPERANDS[node.target]
@@ -139,19 +189,20 @@ def pad_products(gm: torch.fx.GraphModule) -> int:
             continue
         args = list(node.args)
         old_val = _val(node)
+        reused = pads.reused
         shapes = [list(_val(node.args[i]).shape) for i in (ia, ib)]
         with graph.inserting_before(node):
             if pm:
-                args[ia] = _pad(graph, fake_mode, args[ia], [0, 0, 0, pm])
+                args[ia] = pads.pad(fake_mode, args[ia], [0, 0, 0, pm])
             if pk:
-                args[ia] = _pad(graph, fake_mode, args[ia], [0, pk])
-                args[ib] = _pad(graph, fake_mode, args[ib], [0, 0, 0, pk])
+                args[ia] = pads.pad(fake_mode, args[ia], [0, pk])
+                args[ib] = pads.pad(fake_mode, args[ib], [0, 0, 0, pk])
             if pn:
-                args[ib] = _pad(graph, fake_mode, args[ib], [0, pn])
+                args[ib] = pads.pad(fake_mode, args[ib], [0, pn])
                 bias = args[0] if node.target is aten.addmm.default else None
                 bv = _val(bias)
                 if isinstance(bv, torch.Tensor) and bv.dim() >= 1 and bv.shape[-1] == old_val.shape[-1]:
-                    args[0] = _pad(graph, fake_mode, bias, [0, pn])
+                    args[0] = pads.pad(fake_mode, bias, [0, pn])
             padded = _call(graph, fake_mode, node.target, args, dict(node.kwargs))
         with graph.inserting_after(padded):
             result = _call(graph, fake_mode, aten.slice.Tensor, [padded, -1, 0, int(old_val.shape[-1])]) \
@@ -168,6 +219,7 @@ def pad_products(gm: torch.fx.GraphModule) -> int:
                             {"memory_format": torch.contiguous_format})
             output.replace_input_with(result, out)
         log.info("gemm_padded", op=str(node.target), operands=shapes, pad_m=pm, pad_k=pk, pad_n=pn,
+                 shared_copies=pads.reused - reused,
                  reason=f"a leading dimension not a multiple of {_align(old_val.dtype) or ALIGN} elements")
         done += 1
     if done:
