@@ -319,12 +319,21 @@ def _allocation_lines(group, allocs) -> list[str]:
         if src is not None and src in group.inputs and _scatters_into(group, name, src):
             lines.append(f"{name} = {src}  # in-place: {group.name} scatters into {src}")
         elif src is not None and src in group.inputs:
-            lines.append(f"{name} = {src}  # in-place: {group.name} reads {src} only where it writes {name}")
+            lines.append(f"{name} = {_same_storage_as(src, group.layouts[src], group.layouts[name])}"
+                         f"  # in-place: {group.name} reads {src} only where it writes {name}")
         elif src is not None:
             lines.append(f"{name} = {src}; del {src}  # reuse")
         else:
             lines.append(_allocation(name, group.layouts[name]))
     return lines
+
+
+def _same_storage_as(src: str, src_layout, layout) -> str:
+    """`src` itself, or a view of its storage in `layout`'s sizes and strides where the memory
+    plan gave an output of another shape the storage of a dying input (memory.same_storage)."""
+    if (list(src_layout.size), list(src_layout.stride)) == (list(layout.size), list(layout.stride)):
+        return src
+    return f"{src}.as_strided({_tuple(layout.size)}, {_tuple(layout.stride)})"
 
 
 def _scatters_into(group, name, src) -> bool:

@@ -93,7 +93,7 @@ def schedule(graph) -> Schedule:
     buffers = dce(graph)
     logs.artifact("ir_pre_fusion", lambda: ir.format_ir(buffers), filename="ir_pre_fusion.txt")
     outs = set(output_names(graph)) | set(graph.side_effects)
-    steps = _sink_writebacks(fusion.fuse(buffers, None), graph)
+    steps = _sink_writebacks(fusion.fuse(buffers, outs), graph)
 
     readers: dict[str, set] = {}
     for i, s in enumerate(steps):

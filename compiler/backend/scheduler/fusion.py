@@ -148,10 +148,16 @@ def decide(name_a: str, nodes_b: list, fused: bool, reason: str, kind: str):
     log.debug("fusion_decision", node=name_a, group=nodes_b, fused=fused, kind=kind, reason=reason)
 
 
-def fuse(steps_in: list, readers_of) -> list:
-    """steps_in: buffers in program order. Returns steps: Group or non-ComputedBuffer buffers."""
+def fuse(steps_in: list, graph_outputs=frozenset()) -> list:
+    """steps_in: buffers in program order; graph_outputs: names of buffers the graph returns (or
+    keeps as side effects). Returns steps: Group or non-ComputedBuffer buffers."""
     steps: list = []
     where: dict[str, object] = {}     # buffer name -> step holding it
+    readers: dict[str, list] = {}     # buffer name -> names of the buffers reading it
+    for b in steps_in:
+        for r in b.reads():
+            readers.setdefault(r, []).append(b.name)
+    lifetimes = _Lifetimes(steps, where, readers, graph_outputs)
     enabled = config.backend.fusion
     max_size = config.backend.max_fusion_size
     for buf in steps_in:
@@ -188,7 +194,7 @@ def fuse(steps_in: list, readers_of) -> list:
                         decide(buf.name, names, False, f"group already has {max_size} nodes", kind)
                         continue
                     if kind != "vertical" and not (tiny and kind == "independent"):
-                        why = _hoists_past_extern(steps, g)
+                        why = _hoists_past_extern(steps, g, buf, lifetimes)
                         if why:
                             decide(buf.name, names, False, why, kind)
                             continue
@@ -268,20 +274,85 @@ def _is_tiny(buf) -> bool:
     return n <= TINY_NUMEL
 
 
-def _hoists_past_extern(steps, g: Group) -> str:
+def _hoists_past_extern(steps, g: Group, buf, lifetimes) -> str:
     """A sibling fusion computes `buf` where g runs, earlier than its place in the program. Past
     an extern kernel (a matmul, a convolution backward) that keeps `buf` alive during the call,
     whose own inputs and outputs are typically the largest tensors live then: in a backward
     graph the recomputed input of one convolution's backward, hoisted into a kernel before the
     previous convolution's backward, raised the step's peak memory by a whole activation. Saving
-    a re-read of the shared inputs is not worth that."""
+    a re-read of the shared inputs is not worth that, unless computing `buf` early also ends
+    the life of buffers it is the last reader of, at least as large as its own output: an MLP's
+    GELU backward joins the kernel recomputing the GELU for the weight gradient's product (one
+    read of the layer's widest activation instead of two), and frees the incoming gradient before
+    that product instead of after it."""
     later = steps[steps.index(g) + 1:]
     # views cost nothing, nor does an input mutation's copy_ (it allocates nothing)
     extern = next((s for s in later if isinstance(s, ir.ExternKernel)
                    and not s.kernel.startswith("aten.copy_")), None)
     if extern is None:
         return ""
+    made, freed = lifetimes.hoisting(g, buf)
+    if made is not None and freed is not None and made <= freed:
+        return ""
     return f"would be computed before {extern.name} ({type(extern).__name__}) and kept alive across it"
+
+
+class _Lifetimes:
+    """What a fusion that computes a node early allocates early, and what it lets die early."""
+
+    def __init__(self, steps, where, readers, graph_outputs):
+        self.steps, self.where, self.readers = steps, where, readers
+        self.graph_outputs = set(graph_outputs)
+
+    def hoisting(self, g: Group, buf) -> tuple:
+        """(bytes of buf's output, bytes of the buffers whose last reader becomes g's kernel when
+        buf joins it and whose storage buf can take in place); None where a size is not a
+        constant. Only storage taken in place counts: a buffer merely freed after the kernel is
+        still alive while the kernel writes buf's output (the two would coexist where they did
+        not before)."""
+        at = self.steps.index(g)
+        freed = 0
+        members = g.names()
+        for r in set(buf.reads()):
+            step = self.where.get(r)
+            if step is None or step is g or r in self.graph_outputs or self.steps.index(step) > at:
+                continue
+            others = [x for x in self.readers.get(r, ()) if x != buf.name]
+            if any(x in members or x not in self.where or self.steps.index(self.where[x]) > at
+                   or isinstance(self.where[x], ir.FallbackKernel) for x in others):
+                continue          # read again after g's kernel, by g, or held by an ATen call
+            node = next(n for n in step.nodes if n.name == r) if isinstance(step, Group) else step
+            if _takes_in_place(buf, node):
+                size = _nbytes(node)
+                if size is None:
+                    return _nbytes(buf), None
+                freed += size
+        return _nbytes(buf), freed
+
+
+def _takes_in_place(buf, node) -> bool:
+    """Can pointwise `buf` be stored into `node`'s storage (memory._inplace_candidate's rule):
+    as many elements of one dtype, each read only where buf stores the same element?"""
+    from tracetorch.compiler.backend.scheduler import memory
+    if not isinstance(buf.data, ir.Pointwise) or isinstance(buf, ir.ScatterBuffer):
+        return False
+    a, b = buf.layout, getattr(node, "layout", None)
+    if not isinstance(b, ir.Layout) or (memory._key(a) != memory._key(b) and not memory.same_storage(a, b)):
+        return False
+    store = buf.store_index(buf.data.index_vars())
+    return all(sympy.expand(index - store) == 0 for name, index in buf.read_deps() if name == node.name)
+
+
+def _nbytes(buf) -> int | None:
+    layout = getattr(buf, "layout", None)
+    if layout is None:
+        return None
+    n = 1
+    for s in layout.size:
+        if not isinstance(s, (int, sympy.Integer)):
+            return None
+        n *= int(s)
+    return n * layout.dtype.itemsize
 
 
 def _is_sibling(reads: set, sources: set, g: Group, where) -> bool:

@@ -97,7 +97,7 @@ def plan(steps: list, graph, graph_outs: set) -> Plan:
                     continue
                 src = _scatter_target(s, o, i, last_use, poolable)
                 if src is None:
-                    src = _inplace_candidate(s, o, i, last_use, poolable, taken)
+                    src = _inplace_candidate(s, o, i, last_use, poolable, taken, graph_outs)
                 if src is not None:
                     taken.add(src)
                     entries.append((o, src))
@@ -182,17 +182,31 @@ def _reads_only_at_store(group: ir.KernelGroup, out: str, name: str) -> bool:
     return True
 
 
-def _inplace_candidate(group: ir.KernelGroup, out: str, step: int, last_use, poolable, taken):
-    """An input of `group` that dies here, with out's layout, read only at out's store point."""
+def _inplace_candidate(group: ir.KernelGroup, out: str, step: int, last_use, poolable, taken, graph_outs=()):
+    """An input of `group` that dies here, whose storage can hold out, read only at out's store
+    point. The same layout, or (out not a graph output) another dense layout of as many elements:
+    a matmul's [tokens, width] result whose elementwise consumer writes [batch, seq, width] (the
+    wrapper makes out a view of that storage in out's sizes and strides)."""
     if group.reduction_ranges:
         return None
     key = _key(group.layouts[out])
     for name in group.inputs:
-        if name in taken or last_use.get(name) != step or not poolable(name) or _key(group.layouts[name]) != key:
+        if name in taken or last_use.get(name) != step or not poolable(name):
+            continue
+        if _key(group.layouts[name]) != key and (out in graph_outs or not same_storage(group.layouts[name],
+                                                                                       group.layouts[out])):
             continue
         if _reads_only_at_store(group, out, name):
             return name
     return None
+
+
+def same_storage(a: ir.Layout, b: ir.Layout) -> bool:
+    """Do two dense layouts (no gaps, no overlaps, offset 0) cover the same elements of one
+    dtype and device? (Which element goes where is the caller's check: _reads_only_at_store.)"""
+    return (a.dtype == b.dtype and a.device == b.device and a.offset == 0 and b.offset == 0
+            and sympy.expand(a.numel() - b.numel()) == 0
+            and ir.dense_order(a.size, a.stride) is not None and ir.dense_order(b.size, b.stride) is not None)
 
 
 def _scatter_target(group: ir.KernelGroup, out: str, step: int, last_use, poolable):

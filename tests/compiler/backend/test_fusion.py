@@ -100,6 +100,21 @@ def test_inplace_reuse_of_a_dying_input():
     assert "# in-place" in rt.compiled.code
 
 
+def test_inplace_reuse_of_a_dying_input_of_another_shape():
+    """A linear layer's [tokens, width] product read by an elementwise op that writes [batch,
+    seq, width]: as many elements, each read where it is written. The op stores into the
+    product's storage, seen in its own sizes (it was a new allocation: one activation more
+    alive during the kernel, e.g. a GELU backward joined with its recompute)."""
+    def f(x, w, b):
+        y = (x.view(-1, 8) @ w).view(2, 3, 8)      # extern output, dies in the next kernel
+        z = y.sin() * b
+        return z @ w
+    rt = check(f, [torch.randn(2, 3, 8), torch.randn(8, 8), torch.randn(2, 3, 8)])
+    code = rt.compiled.code
+    line = next(ln for ln in code.splitlines() if "# in-place" in ln)
+    assert ".as_strided((2, 3, 8), (24, 8, 1))" in line, line
+
+
 def test_pointwise_over_a_view_fuses_into_the_reduction_it_reads():
     # the normalisation is computed over the [256, 128] view while its statistics reduce
     # [4, 64] x [128]: the pointwise loops are re-split as [4, 64, 128] to join the reduction
@@ -133,6 +148,31 @@ def test_sibling_fusion_is_not_hoisted_past_an_extern_kernel():
                 for e in events if e.name == "fusion_decision"]
     refused = [p for p in payloads if not p["fused"] and p["kind"] == "horizontal"]
     assert any("kept alive across" in p["reason"] for p in refused), payloads
+
+
+def _mlp_backward_like(h, g, w2):
+    gi = g @ w2                                          # the gradient arriving at the GELU output
+    s = h * 0.5 * (1 + torch.erf(h * 0.7071067811865476))     # the GELU, recomputed
+    wg = g.t() @ s                                       # the second layer's weight gradient
+    gb = gi * (0.5 * (1 + torch.erf(h * 0.7071067811865476)) + h * torch.exp(-0.5 * h * h) * 0.3989)
+    return wg, gb
+
+
+def test_a_sibling_that_frees_what_it_allocates_is_hoisted_past_an_extern_kernel():
+    """The GELU backward shares its read of the layer's widest activation with the GELU
+    recomputed for the weight gradient's product. Computing it there, before that product, keeps
+    its result alive across the product, but it is the last reader of the incoming gradient (a
+    buffer as large): nothing more is alive at the product, and one kernel reads the activation
+    once (ViT-S's backward: two kernels per layer, inductor's one)."""
+    inputs = [torch.randn(24, 32), torch.randn(24, 16), torch.randn(16, 32)]
+    from tracetorch.compiler import config
+    with config.patch(**{"backend.cache_enabled": False}):
+        rt = check(_mlp_backward_like, inputs)
+    code = rt.compiled.code
+    call = code[code.index("def call"):]
+    erf_kernels = [line for line in call.splitlines() if line.strip().startswith("# kernel") and "erf" in line]
+    assert len(erf_kernels) == 1, call
+    assert extern_count(rt) == 2
 
 
 def test_a_value_read_by_several_extern_calls_is_stored_once(backend_cache_dir):
