@@ -151,3 +151,33 @@ def test_instance_norm_with_running_stats_lowered():
     out = rt(x, rm, rv)
     assert_same(out, ref)
     assert_same((rm, rv), (ref_rm, ref_rv))           # the running stats are updated like eager
+
+
+def _max_pool_grads(x, g, kernel, stride, padding, ceil_mode):
+    f = torch.nn.functional
+    out, idx = f.max_pool2d(x, kernel, stride, padding, ceil_mode=ceil_mode, return_indices=True)
+    return torch.ops.aten.max_pool2d_with_indices_backward(g[..., :out.shape[-2], :out.shape[-1]], x, kernel,
+                                                           stride, padding, 1, ceil_mode, idx)
+
+
+@pytest.mark.parametrize("codegen", CODEGENS)
+@pytest.mark.parametrize("kernel,stride,padding,ceil_mode", [
+    (3, 2, 1, False),         # ResNet's stem: windows overlap, an element can be picked twice
+    (2, 2, 0, False), (3, 1, 1, False), (3, 2, 0, True), ((3, 2), (2, 1), (1, 0), False)])
+def test_max_pool2d_backward_lowered(codegen, kernel, stride, padding, ceil_mode):
+    """max_pool2d's gradient as a gather over the windows that picked each element: eager's
+    values, ties included (constant regions pick one element per window), no ATen fallback."""
+    x = torch.randn(2, 3, 9, 10)
+    x[0, 0, :4, :4] = 1.0                      # ties: ATen picks the first maximum
+    g = torch.randn(2, 3, 10, 10)
+    fn = lambda x, g: _max_pool_grads(x, g, kernel, stride, padding, ceil_mode)  # noqa: E731
+    assert fallback_count(_run(codegen, fn, [x, g])) == 0
+    xc = x.to(memory_format=torch.channels_last)
+    assert fallback_count(_run(codegen, fn, [xc, g])) == 0
+
+
+def test_max_pool2d_backward_half_types():
+    x = torch.randn(2, 4, 8, 8, dtype=torch.bfloat16)
+    g = torch.randn(2, 4, 8, 8, dtype=torch.bfloat16)
+    fn = lambda x, g: _max_pool_grads(x, g, 3, 2, 1, False)  # noqa: E731
+    assert fallback_count(_run("cpp", fn, [x, g])) == 0
