@@ -46,6 +46,9 @@ class Group:
             self.kinds = {node.name: ir.NODE_OUTER}
         self.device = d.device
         self.closed = isinstance(node, ir.ScatterBuffer)   # nothing joins a scatter's kernel
+        # a node joined it from after an extern call (_hoists_past_extern): whatever joins it
+        # later is computed that early too, so the same check applies to its consumers
+        self.hoisted = False
 
     def names(self):
         return {n.name for n in self.nodes}
@@ -193,8 +196,9 @@ def fuse(steps_in: list, graph_outputs=frozenset()) -> list:
                     if len(g.nodes) >= max_size:
                         decide(buf.name, names, False, f"group already has {max_size} nodes", kind)
                         continue
-                    if kind != "vertical" and not (tiny and kind == "independent"):
-                        why = _hoists_past_extern(steps, g, buf, lifetimes)
+                    crossed = False
+                    if (kind != "vertical" or g.hoisted) and not (tiny and kind == "independent"):
+                        why, crossed = _hoists_past_extern(steps, g, buf, lifetimes)
                         if why:
                             decide(buf.name, names, False, why, kind)
                             continue
@@ -217,6 +221,7 @@ def fuse(steps_in: list, graph_outputs=frozenset()) -> list:
                            + (f" (loops re-split as {list(plan[0])} x {list(plan[1])})" if resplit else ""),
                            kind)
                     chosen = g
+                    g.hoisted = g.hoisted or crossed
                     break
                 if chosen:
                     break
@@ -274,7 +279,14 @@ def _is_tiny(buf) -> bool:
     return n <= TINY_NUMEL
 
 
-def _hoists_past_extern(steps, g: Group, buf, lifetimes) -> str:
+#: a reduction that reduces at least this many elements into each output may be computed early,
+#: past extern calls: its output is that much smaller than what it reads (the per-channel sums of
+#: a batch norm's backward join the reduction of the other batch norm reading the same gradient
+#: in a residual block: one read of the gradient instead of two)
+SMALL_OUTPUT_RATIO = 64
+
+
+def _hoists_past_extern(steps, g: Group, buf, lifetimes) -> tuple[str, bool]:
     """A sibling fusion computes `buf` where g runs, earlier than its place in the program. Past
     an extern kernel (a matmul, a convolution backward) that keeps `buf` alive during the call,
     whose own inputs and outputs are typically the largest tensors live then: in a backward
@@ -284,17 +296,20 @@ def _hoists_past_extern(steps, g: Group, buf, lifetimes) -> str:
     the life of buffers it is the last reader of, at least as large as its own output: an MLP's
     GELU backward joins the kernel recomputing the GELU for the weight gradient's product (one
     read of the layer's widest activation instead of two), and frees the incoming gradient before
-    that product instead of after it."""
+    that product instead of after it. A reduction's small output (SMALL_OUTPUT_RATIO) is no
+    concern either. Returns (why not, or "", whether an extern call lies between)."""
     later = steps[steps.index(g) + 1:]
     # views cost nothing, nor does an input mutation's copy_ (it allocates nothing)
     extern = next((s for s in later if isinstance(s, ir.ExternKernel)
                    and not s.kernel.startswith("aten.copy_")), None)
     if extern is None:
-        return ""
+        return "", False
+    if _reduces_at_least(buf, SMALL_OUTPUT_RATIO):
+        return "", True
     made, freed = lifetimes.hoisting(g, buf)
     if made is not None and freed is not None and made <= freed:
-        return ""
-    return f"would be computed before {extern.name} ({type(extern).__name__}) and kept alive across it"
+        return "", True
+    return f"would be computed before {extern.name} ({type(extern).__name__}) and kept alive across it", True
 
 
 class _Lifetimes:
@@ -341,6 +356,18 @@ def _takes_in_place(buf, node) -> bool:
         return False
     store = buf.store_index(buf.data.index_vars())
     return all(sympy.expand(index - store) == 0 for name, index in buf.read_deps() if name == node.name)
+
+
+def _reduces_at_least(buf, ratio: int) -> bool:
+    d = buf.data
+    if not isinstance(d, ir.Reduction):
+        return False
+    n = 1
+    for r in d.reduction_ranges:
+        if not isinstance(r, (int, sympy.Integer)):
+            return False
+        n *= int(r)
+    return n >= ratio
 
 
 def _nbytes(buf) -> int | None:

@@ -175,6 +175,33 @@ def test_a_sibling_that_frees_what_it_allocates_is_hoisted_past_an_extern_kernel
     assert extern_count(rt) == 2
 
 
+def _two_sums_around_a_product(g, a, b, w):
+    s1 = (g * a).sum(1)
+    y = a @ w
+    s2 = (g * b).sum(1, keepdim=True)     # shares its read of g with s1, after the product
+    return s1, y, s2, g * s2              # g * s2: a full-size consumer of s2, over s2's rows
+
+
+def test_a_reduction_with_a_small_output_is_hoisted_but_not_its_large_consumers():
+    """A residual block's backward reduces one gradient for two batch norms, with a convolution's
+    backward between them: the second reduction joins the first's kernel (its output is 128 times
+    smaller than what it reads, so holding it across the product costs nothing) and the gradient
+    is read once. A full-size consumer of that reduction would then be computed before the
+    product too and kept alive across it: it stays after the product."""
+    inputs = [torch.randn(8, 128), torch.randn(8, 128), torch.randn(8, 128), torch.randn(128, 8)]
+    from tracetorch.compiler import config
+    with config.patch(**{"backend.cache_enabled": False}):
+        rt = check(_two_sums_around_a_product, inputs)
+    code = rt.compiled.code
+    call = code[code.index("def call"):]
+    lines = [ln.strip() for ln in call.splitlines()]
+    sums = [ln for ln in lines if ln.startswith("# kernel") and "sum" in ln]
+    assert len(sums) == 1 and "sum_1" in sums[0] and "sum_2" in sums[0], call
+    product = next(i for i, ln in enumerate(lines) if "torch.mm(" in ln)
+    consumer = next(i for i, ln in enumerate(lines) if ln.startswith("# kernel") and "mul_2" in ln)
+    assert lines.index(sums[0]) < product < consumer, call
+
+
 def test_a_value_read_by_several_extern_calls_is_stored_once(backend_cache_dir):
     """One attention mask read by every layer's attention (an extern call each) is computed by
     one kernel into one buffer: each extern argument used to be realized on its own (GPT-2 on
