@@ -149,24 +149,33 @@ def _var(ctx, x, dims, correction, keepdim, out, sqrt=False, with_mean=False):
     acc = _var_acc(out, ctx.device)
     n = _numel(x, dims)
     size = x.get_size()
-    x_ld = x.make_loader()
 
     def to_acc(v):
         return ops.to_dtype(v, acc) if x.get_dtype() != acc else v
 
-    def first(full):
-        """The row's first element. Its index does not involve the reduction's index, so its
-        load is masked by the row's mask only: a row with no element (a size 0 here) must not
-        read it (it was read out of bounds: fuzz 420385 segfaulted the Triton interpreter)."""
-        if same(n, 0):
-            return ops.constant(0.0, acc)
+    def at_start(v, full):
+        """v where every reduced index is 0, else 0: summed over the row, the row's first element."""
+        start = None
+        for d in dims:
+            c = ops.eq(ops.index_expr(full[d], torch.int64), ops.constant(0, torch.int64))
+            start = c if start is None else ops.logical_and(start, c)
+        if start is None:          # nothing reduced (a 0-d input): the element itself
+            return to_acc(v)
+        return ops.where(start, to_acc(v), ops.constant(0.0, acc))
 
-        def body():
-            return to_acc(x_ld([sympy.Integer(0) if d in dims else i for d, i in enumerate(full)]))
-        if sympy.sympify(n).is_positive:
-            return body()
-        has_elements = ops.lt(ops.index_expr(sympy.Integer(0), torch.int64), ops.index_expr(n, torch.int64))
-        return ops.masked(has_elements, body, 0.0)
+    # The row's first element, taken as a reduction of the row rather than loaded at [row, 0]: a
+    # load at another point than the row's own would keep this reduction out of the kernel that
+    # computes x (a transformer's residual sum, stored and normalized by one LayerNorm kernel
+    # instead of a store kernel and a normalize kernel that reads it again). A row with no
+    # element sums to 0 and reads nothing.
+    first_total = make_reduction(ctx, x, dims, "sum", out_dtype=acc, src_dtype=acc, keepdim=True,
+                                 value_fn=at_start)
+    first_ld = first_total.make_loader()
+    fsize = first_total.get_size()
+
+    def first(full):
+        return first_ld([sympy.Integer(0) if same(b, 1) and not same(s, 1) else i
+                         for i, b, s in zip(full, fsize, size)])
 
     shifted_total = make_reduction(ctx, x, dims, "sum", out_dtype=acc, src_dtype=acc, keepdim=True,
                                    value_fn=lambda v, full: ops.sub(to_acc(v), first(full)))

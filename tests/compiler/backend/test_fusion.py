@@ -32,6 +32,20 @@ def test_layernorm_is_one_kernel():
     assert kernel_count(rt) == 1
 
 
+def test_layernorm_of_a_stored_residual_sum_is_one_kernel():
+    """A pre-norm transformer's residual stream: h = x + attention output is stored (the next
+    residual add reads it) and normalized. The variance's shift (the row's first element) used to
+    be loaded from h at [row, 0], another point than the one h is stored at, which kept the
+    normalization out of h's kernel: two kernels, h read back (ViT, GPT-2: once per layer)."""
+    def f(x, y, z, w, b):
+        ln = torch.nn.functional.layer_norm
+        h = x + y                       # recomputed where read: its kernels store nothing of it
+        h2 = h + z                      # stored: a graph output here, the next residual in a model
+        return ln(h, (32,), w, b), h2, ln(h2, (32,), w, b)
+    rt = check(f, [torch.randn(6, 32), torch.randn(6, 32), torch.randn(6, 32), torch.randn(32), torch.randn(32)])
+    assert kernel_count(rt) == 1      # both norms and h2's store: one pass over the rows (was 2)
+
+
 def test_rmsnorm_is_one_kernel():
     def rms(x, w):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
