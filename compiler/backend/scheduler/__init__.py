@@ -115,7 +115,8 @@ def schedule(graph) -> Schedule:
         from tracetorch.compiler.backend.scheduler import verify
         verify.check(sched, outs)
     logs.artifact("schedule", sched.to_str, filename="schedule.txt")
-    log.info("scheduled", kernels=len(sched.kernels()), steps=len(final), buffers=len(buffers))
+    log.info("scheduled", kernels=len(sched.kernels()), steps=len(final), buffers=len(buffers),
+             planned_peak_bytes=memory.planned_peak(final, plan, graph))
     return sched
 
 

@@ -127,6 +127,53 @@ def plan(steps: list, graph, graph_outs: set) -> Plan:
     return Plan(allocs, frees, reused, inplace, done_writebacks)
 
 
+def planned_peak(steps: list, plan: Plan, graph) -> int | None:
+    """Bytes alive at the fullest step of the plan: the graph's inputs until their last use, each
+    kernel output from its step (one reusing a buffer's storage adds nothing), each extern result
+    from its step, freed as the plan frees them. An estimate (a view an extern returns counts as
+    new memory); None where a size is symbolic."""
+    def nbytes(layout):
+        n = 1
+        for d in layout.size:
+            if not getattr(d, "is_number", isinstance(d, int)):
+                return None
+            n *= int(d)
+        return n * layout.dtype.itemsize
+
+    sizes: dict = {}
+    for name, v in graph.graph_inputs:
+        if isinstance(v, ir.InputBuffer):
+            sizes[name] = nbytes(v.layout)
+    live = sum(b for b in sizes.values() if b is not None)
+    if any(b is None for b in sizes.values()):
+        return None
+    reused_at = {src: j for j, entries in plan.allocs.items() for _, src in entries if src is not None}
+    peak = live
+    for i, s in enumerate(steps):
+        made, layouts = [], []
+        if isinstance(s, ir.KernelGroup):
+            for n, src in plan.allocs.get(i, []):
+                if src is None:
+                    made.append(n)
+                    layouts.append(s.layouts[n])
+                else:                 # the storage of `src` (freed earlier or here), no new bytes
+                    sizes[n] = sizes.pop(src, 0)
+        elif isinstance(getattr(s, "layout", None), ir.Layout):
+            made, layouts = [s.name], [s.layout]
+        for n, lay in zip(made, layouts):
+            b = nbytes(lay)
+            if b is None:
+                return None
+            sizes[n] = b
+            live += b
+        peak = max(peak, live)
+        for n in plan.frees.get(i, []):
+            if reused_at.get(n, -1) > i:
+                continue              # kept for a later output: the wrapper does not drop it
+            live -= sizes.pop(n, 0) or 0
+    return peak
+
+
 def _writebacks_in_place(steps, graph, graph_outs, input_buffers) -> dict:
     """src buffer -> Writeback, for each input mutation whose new value's kernel may store it
     straight into the input (see the module docstring for the conditions)."""

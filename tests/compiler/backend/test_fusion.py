@@ -106,6 +106,18 @@ def test_dead_buffers_are_reused():
     assert "# reuse" in code or "# in-place" in code
 
 
+def test_planned_peak_counts_inputs_outputs_and_reuse():
+    """The `scheduled` event's planned_peak_bytes: x and w (16 KB each) alive, sin(x) added (x
+    then dropped), the product added while sin(x) and w are still read (48 KB, the peak), the
+    cosine stored in place of the dying product (no new bytes)."""
+    from tracetorch.compiler import config
+    with logs.testing.capture(names={"scheduled"}, level=logging.INFO) as events, \
+            config.patch(**{"backend.cache_enabled": False}):
+        rt = check(lambda x, w: (x.sin() @ w).cos(), [torch.randn(64, 64), torch.randn(64, 64)])
+    assert "# in-place" in rt.compiled.code
+    assert [e.fields["planned_peak_bytes"] for e in events] == [3 * 64 * 64 * 4]
+
+
 def test_inplace_reuse_of_a_dying_input():
     def f(x, w):
         y = x @ w                      # extern output, dies in the next kernel
