@@ -42,8 +42,20 @@ def _inputs(name, model_inputs, batch, seq):
     return tuple(out)
 
 
+def _loss(name, model, inputs):
+    """The training bench's loss (LM loss, or cross-entropy of a classifier's logits); for an
+    encoder whose output is not [batch, classes] (BERT, T5), the mean square of that output."""
+    from bench_real_models import TRAIN_MODELS, _call, _loss as bench_loss, _main_tensor
+    if name in TRAIN_MODELS or name == "llama8":
+        return bench_loss(name, model, inputs)
+    out = _main_tensor(_call(model, inputs)).float()
+    if out.dim() == 2:
+        return torch.nn.functional.cross_entropy(out, torch.zeros(out.shape[0], dtype=torch.long, device=out.device))
+    return out.pow(2).mean()
+
+
 def census(name, args) -> list[dict]:
-    from bench_real_models import _loss, build_real
+    from bench_real_models import build_real
     from tracetorch import compiler, logs
     from tracetorch.logs.testing import capture
     model, inputs = build_real(name, args.device, torch.float32)

@@ -297,7 +297,10 @@ def _hoists_past_extern(steps, g: Group, buf, lifetimes) -> tuple[str, bool]:
     GELU backward joins the kernel recomputing the GELU for the weight gradient's product (one
     read of the layer's widest activation instead of two), and frees the incoming gradient before
     that product instead of after it. A reduction's small output (SMALL_OUTPUT_RATIO) is no
-    concern either. Returns (why not, or "", whether an extern call lies between)."""
+    concern either, nor is a graph output, alive at the graph's end whenever it is computed (a
+    training forward's saved residual sums were stored by kernels of their own after the last
+    matmul, recomputing each sum: GPT-2 50 kernels, T5-small 78; the planned peaks stayed or fell).
+    Returns (why not, or "", whether an extern call lies between)."""
     later = steps[steps.index(g) + 1:]
     # views cost nothing, nor does an input mutation's copy_ (it allocates nothing)
     extern = next((s for s in later if isinstance(s, ir.ExternKernel)
@@ -305,6 +308,8 @@ def _hoists_past_extern(steps, g: Group, buf, lifetimes) -> tuple[str, bool]:
     if extern is None:
         return "", False
     if _reduces_at_least(buf, SMALL_OUTPUT_RATIO):
+        return "", True
+    if buf.name in lifetimes.graph_outputs:
         return "", True
     made, freed = lifetimes.hoisting(g, buf)
     if made is not None and freed is not None and made <= freed:

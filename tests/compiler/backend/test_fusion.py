@@ -166,7 +166,7 @@ def test_sibling_fusion_is_not_hoisted_past_an_extern_kernel():
     alive across the matmul (in a backward graph: a recomputed activation held across a
     convolution's backward, one activation more at the peak). It runs after the matmul."""
     with logs.testing.capture(artifacts=["fusion_decision"]) as events:
-        rt = check(lambda x, w: ((x.sin() @ w) * x.cos()), [torch.randn(8, 8), torch.randn(8, 8)])
+        rt = check(lambda x, w: ((x.sin() @ w) * x.cos()) @ w, [torch.randn(8, 8), torch.randn(8, 8)])
     code = rt.compiled.code
     call = code[code.index("def call"):]
     assert call.index("torch.mm(") < call.index("cos")
@@ -205,7 +205,7 @@ def _two_sums_around_a_product(g, a, b, w):
     s1 = (g * a).sum(1)
     y = a @ w
     s2 = (g * b).sum(1, keepdim=True)     # shares its read of g with s1, after the product
-    return s1, y, s2, g * s2              # g * s2: a full-size consumer of s2, over s2's rows
+    return s1, y, s2, (g * s2) @ w        # g * s2: a full-size consumer of s2, over s2's rows
 
 
 def test_a_reduction_with_a_small_output_is_hoisted_but_not_its_large_consumers():
@@ -214,7 +214,8 @@ def test_a_reduction_with_a_small_output_is_hoisted_but_not_its_large_consumers(
     smaller than what it reads, so holding it across the product costs nothing) and the gradient
     is read once. A full-size consumer of that reduction would then be computed before the
     product too and kept alive across it: it stays after the product."""
-    inputs = [torch.randn(8, 128), torch.randn(8, 128), torch.randn(8, 128), torch.randn(128, 8)]
+    g = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(*s, generator=g) * 0.1 for s in [(8, 128), (8, 128), (8, 128), (128, 8)]]
     from tracetorch.compiler import config
     with config.patch(**{"backend.cache_enabled": False}):
         rt = check(_two_sums_around_a_product, inputs)
@@ -226,6 +227,25 @@ def test_a_reduction_with_a_small_output_is_hoisted_but_not_its_large_consumers(
     product = next(i for i, ln in enumerate(lines) if "torch.mm(" in ln)
     consumer = next(i for i, ln in enumerate(lines) if ln.startswith("# kernel") and "mul_2" in ln)
     assert lines.index(sums[0]) < product < consumer, call
+
+
+def _norm_then_product(x, y, w):
+    h = x + y                                  # a residual sum: the backward needs it saved
+    out = torch.nn.functional.layer_norm(h, (32,)) @ w
+    return out, h
+
+
+def test_a_graph_output_is_stored_by_the_kernel_that_computes_it_first():
+    """A training forward's saved residual sums were recomputed and stored by a kernel of their
+    own after the last matmul (each is read where the norm needs it, and fusing its store there
+    would hoist it past the matmuls): GPT-2's forward had 50 such kernels. A graph output is alive
+    at the graph's end anyway, so its store joins the norm's kernel."""
+    inputs = [torch.randn(6, 32), torch.randn(6, 32), torch.randn(32, 8)]
+    from tracetorch.compiler import config
+    with config.patch(**{"backend.cache_enabled": False}):
+        rt = check(_norm_then_product, inputs)
+    assert kernel_count(rt) == 1, rt.compiled.code
+    assert extern_count(rt) == 1
 
 
 def test_a_value_read_by_several_extern_calls_is_stored_once(backend_cache_dir):
