@@ -1,5 +1,5 @@
 """Kernels and the memory plan's peak of each graph our compiler makes for a real model's training
-step, on any device: what a scheduling change does to the kernel count and to the memory held,
+step (or inference call, --mode inference), on any device: what a scheduling change does to the kernel count and to the memory held,
 checked on the CPU before a GPU measures its time.
 
     python scripts/graph_census.py --models gpt2,vit_s16,resnet50 --batch 4
@@ -60,11 +60,15 @@ def census(name, args) -> list[dict]:
     from tracetorch.logs.testing import capture
     model, inputs = build_real(name, args.device, torch.float32)
     inputs = _inputs(name, inputs, args.batch, args.seq)
-    model.train()
     compiler.reset()
     with capture(names={"scheduled"}, level=logging.INFO) as events:
-        loss = _loss(name, compiler.compile(model), inputs)
-        loss.backward()
+        if args.mode == "inference":
+            from bench_real_models import _call
+            with torch.no_grad():
+                _call(compiler.compile(model.eval()), inputs)
+        else:
+            loss = _loss(name, compiler.compile(model.train()), inputs)
+            loss.backward()
     rows = []
     for k, e in enumerate(events):
         f = e.fields
@@ -91,6 +95,8 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--seq", type=int, default=512, help="tokens per row for language models")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--mode", choices=("training", "inference"), default="training",
+                   help="a training step (forward and backward graphs) or one call under no_grad")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
     from bench_real_models import MODELS
