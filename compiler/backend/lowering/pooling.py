@@ -33,6 +33,15 @@ def _tuple(v, nd, default=None):
     return tuple(v) if len(v) == nd else (v[0],) * nd
 
 
+def _inside(pos, sizes):
+    """0 <= pos[d] < sizes[d] for every d, as one boolean value."""
+    inside = None
+    for q, size in zip(pos, sizes):
+        c = ops.logical_and(ops.ge(_iv(q), _c(0)), ops.lt(_iv(q), _iv(size)))
+        inside = c if inside is None else ops.logical_and(inside, c)
+    return inside
+
+
 def _acc(dtype):
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
@@ -55,10 +64,7 @@ def _avg_pool(ctx, x, nd, kernel_size, stride, padding, count_include_pad, divis
         total = None
         for offs in window:
             pos = [o * s - p + a for o, s, p, a in zip(out, st, pad, offs)]
-            inside = None
-            for q, size in zip(pos, spatial):
-                c = ops.logical_and(ops.ge(_iv(q), _c(0)), ops.lt(_iv(q), _iv(size)))
-                inside = c if inside is None else ops.logical_and(inside, c)
+            inside = _inside(pos, spatial)
 
             def body(pos=pos):
                 v = loader([*lead, *pos])
@@ -220,10 +226,7 @@ def max_pool2d_with_indices_backward(ctx, grad_output, x, kernel_size, stride=()
         total = None
         for a, b in itertools.product(range(reach[0]), range(reach[1])):
             pos = [ir.FloorDiv(h + pad[0], st[0]) - a, ir.FloorDiv(w + pad[1], st[1]) - b]
-            inside = None
-            for q, n in zip(pos, out_size):
-                c = ops.logical_and(ops.ge(_iv(q), _c(0)), ops.lt(_iv(q), _iv(n)))
-                inside = c if inside is None else ops.logical_and(inside, c)
+            inside = _inside(pos, out_size)
 
             def body(pos=pos):
                 g = grad([*lead, *pos])

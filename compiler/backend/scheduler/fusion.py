@@ -268,15 +268,20 @@ TINY_NUMEL = 16
 
 
 def _is_tiny(buf) -> bool:
-    d = buf.data
-    if not isinstance(d, ir.Pointwise):
+    if not isinstance(buf.data, ir.Pointwise):
         return False
+    n = _static_product(buf.data.ranges)
+    return n is not None and n <= TINY_NUMEL
+
+
+def _static_product(sizes) -> int | None:
+    """The product of `sizes`, or None where one is symbolic."""
     n = 1
-    for r in d.ranges:
+    for r in sizes:
         if not isinstance(r, (int, sympy.Integer)):
-            return False
+            return None
         n *= int(r)
-    return n <= TINY_NUMEL
+    return n
 
 
 #: a reduction that reduces at least this many elements into each output may be computed early,
@@ -364,27 +369,16 @@ def _takes_in_place(buf, node) -> bool:
 
 
 def _reduces_at_least(buf, ratio: int) -> bool:
-    d = buf.data
-    if not isinstance(d, ir.Reduction):
+    if not isinstance(buf.data, ir.Reduction):
         return False
-    n = 1
-    for r in d.reduction_ranges:
-        if not isinstance(r, (int, sympy.Integer)):
-            return False
-        n *= int(r)
-    return n >= ratio
+    n = _static_product(buf.data.reduction_ranges)
+    return n is not None and n >= ratio
 
 
 def _nbytes(buf) -> int | None:
     layout = getattr(buf, "layout", None)
-    if layout is None:
-        return None
-    n = 1
-    for s in layout.size:
-        if not isinstance(s, (int, sympy.Integer)):
-            return None
-        n *= int(s)
-    return n * layout.dtype.itemsize
+    n = _static_product(layout.size) if isinstance(layout, ir.Layout) else None
+    return None if n is None else n * layout.dtype.itemsize
 
 
 def _is_sibling(reads: set, sources: set, g: Group, where) -> bool:
