@@ -85,6 +85,11 @@ class Layout:
     def numel(self) -> Expr:
         return product(self.size)
 
+    def static_nbytes(self) -> Optional[int]:
+        """Bytes of the elements (not of the storage's span), or None where a size is symbolic."""
+        n = self.numel()
+        return int(n) * self.dtype.itemsize if n.is_number else None
+
     def storage_size(self) -> Expr:
         """Elements the storage must hold: offset + 1 + sum((size-1)*stride)."""
         if any(s == 0 for s in self.size):

@@ -171,20 +171,21 @@ def _var(ctx, x, dims, correction, keepdim, out, sqrt=False, with_mean=False):
     first_total = make_reduction(ctx, x, dims, "sum", out_dtype=acc, src_dtype=acc, keepdim=True,
                                  value_fn=at_start)
     first_ld = first_total.make_loader()
-    fsize = first_total.get_size()
+    bsize = first_total.get_size()        # the row sums' sizes (reduced dims kept as 1)
+
+    def row(full):
+        """The point of x's element `full` in a row sum."""
+        return [sympy.Integer(0) if same(b, 1) and not same(s, 1) else i for i, b, s in zip(full, bsize, size)]
 
     def first(full):
-        return first_ld([sympy.Integer(0) if same(b, 1) and not same(s, 1) else i
-                         for i, b, s in zip(full, fsize, size)])
+        return first_ld(row(full))
 
     shifted_total = make_reduction(ctx, x, dims, "sum", out_dtype=acc, src_dtype=acc, keepdim=True,
                                    value_fn=lambda v, full: ops.sub(to_acc(v), first(full)))
     shifted_ld = shifted_total.make_loader()
-    bsize = shifted_total.get_size()
 
     def centered(v, full):
-        m = shifted_ld([sympy.Integer(0) if same(b, 1) and not same(s, 1) else i
-                        for i, b, s in zip(full, bsize, size)])
+        m = shifted_ld(row(full))
         d = ops.sub(ops.sub(to_acc(v), first(full)), ops.truediv(m, _scalar(n, acc)))
         return ops.mul(d, d)
 

@@ -13,6 +13,7 @@ Modules, in the order data flows through them:
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 
 from tracetorch import logs
@@ -115,8 +116,9 @@ def schedule(graph) -> Schedule:
         from tracetorch.compiler.backend.scheduler import verify
         verify.check(sched, outs)
     logs.artifact("schedule", sched.to_str, filename="schedule.txt")
-    log.info("scheduled", kernels=len(sched.kernels()), steps=len(final), buffers=len(buffers),
-             planned_peak_bytes=memory.planned_peak(final, plan, graph))
+    if log.is_enabled_for(logging.INFO):       # (the peak is a pass over the plan: only when wanted)
+        log.info("scheduled", kernels=len(sched.kernels()), steps=len(final), buffers=len(buffers),
+                 planned_peak_bytes=memory.planned_peak(final, plan, graph))
     return sched
 
 

@@ -276,12 +276,8 @@ def _is_tiny(buf) -> bool:
 
 def _static_product(sizes) -> int | None:
     """The product of `sizes`, or None where one is symbolic."""
-    n = 1
-    for r in sizes:
-        if not isinstance(r, (int, sympy.Integer)):
-            return None
-        n *= int(r)
-    return n
+    n = ir.product(sizes)
+    return int(n) if n.is_number else None
 
 
 #: a reduction that reduces at least this many elements into each output may be computed early,
@@ -377,8 +373,7 @@ def _reduces_at_least(buf, ratio: int) -> bool:
 
 def _nbytes(buf) -> int | None:
     layout = getattr(buf, "layout", None)
-    n = _static_product(layout.size) if isinstance(layout, ir.Layout) else None
-    return None if n is None else n * layout.dtype.itemsize
+    return layout.static_nbytes() if isinstance(layout, ir.Layout) else None
 
 
 def _is_sibling(reads: set, sources: set, g: Group, where) -> bool:

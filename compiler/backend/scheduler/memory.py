@@ -132,18 +132,10 @@ def planned_peak(steps: list, plan: Plan, graph) -> int | None:
     kernel output from its step (one reusing a buffer's storage adds nothing), each extern result
     from its step, freed as the plan frees them. An estimate (a view an extern returns counts as
     new memory); None where a size is symbolic."""
-    def nbytes(layout):
-        n = 1
-        for d in layout.size:
-            if not getattr(d, "is_number", isinstance(d, int)):
-                return None
-            n *= int(d)
-        return n * layout.dtype.itemsize
-
     sizes: dict = {}
     for name, v in graph.graph_inputs:
         if isinstance(v, ir.InputBuffer):
-            sizes[name] = nbytes(v.layout)
+            sizes[name] = v.layout.static_nbytes()
     live = sum(b for b in sizes.values() if b is not None)
     if any(b is None for b in sizes.values()):
         return None
@@ -161,7 +153,7 @@ def planned_peak(steps: list, plan: Plan, graph) -> int | None:
         elif isinstance(getattr(s, "layout", None), ir.Layout):
             made, layouts = [s.name], [s.layout]
         for n, lay in zip(made, layouts):
-            b = nbytes(lay)
+            b = lay.static_nbytes()
             if b is None:
                 return None
             sizes[n] = b
