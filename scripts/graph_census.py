@@ -1,6 +1,6 @@
 """Kernels and the memory plan's peak of each graph our compiler makes for a real model's training
-step (or inference call, --mode inference), on any device: what a scheduling change does to the kernel count and to the memory held,
-checked on the CPU before a GPU measures its time.
+step (or inference call, --mode inference), on any device: what a scheduling change does to the
+kernel count and to the memory held, checked on the CPU before a GPU measures its time.
 
     python scripts/graph_census.py --models gpt2,vit_s16,resnet50 --batch 4
     python scripts/graph_census.py --models gpt2 --batch 2 --seq 256 --config backend.pad_gemm=always
@@ -104,10 +104,14 @@ def main(argv=None):
     unknown = [m for m in args.models.split(",") if m not in MODELS]
     if unknown:
         raise SystemExit(f"unknown model(s) {', '.join(unknown)}: choose from {', '.join(MODELS)}")
+    try:
+        # compiled afresh: a cache hit would skip the scheduling whose events this reads
+        options = config.patch({"backend.cache_enabled": False, **_config(args.config)})
+    except config.ConfigError as e:      # an unknown option or a bad value: say which, no traceback
+        raise SystemExit(f"--config: {e}")
     torch.backends.cuda.matmul.allow_tf32 = True       # as the training bench sets it
     print("| model | graph | kernels | steps | planned peak MB |\n|---|---|---|---|---|")
-    # compiled afresh: a cache hit would skip the scheduling whose events this reads
-    with config.patch({"backend.cache_enabled": False, **_config(args.config)}):
+    with options:
         for name in args.models.split(","):
             for r in census(name, args):
                 print(f"| {r['model']} | {r['graph']} | {r['kernels']} | {r['steps']} | {r['planned_peak_mb']} |",
