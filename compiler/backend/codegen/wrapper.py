@@ -56,10 +56,23 @@ def _runtime_call(kernel: str, args: list, kwargs: dict):
     name, n_positional, keyword_names = RUNTIME_NAMES.get(kernel, (kernel, len(args), ()))
     kwargs = {**dict(zip(keyword_names, args[n_positional:])), **kwargs}
     args = args[:n_positional]
-    rendered = [fmt_arg(a) for a in args]
+    rendered = [_extern_arg(a) for a in args]
     if kernel == "aten.convolution.default" and _channels_last_conv(args):
         rendered[1] = f"channels_last_weight({rendered[1]})"
     return name, rendered + [f"{k}={fmt_arg(v)}" for k, v in kwargs.items()]
+
+
+def _extern_arg(a) -> str:
+    """An extern kernel's argument; a view with its base's own size and stride passes the base:
+    an as_strided costs ~2 us of host time, and a training step of ViT-S passed ~250 such views to
+    its matmuls (the weights as they are). The runtime tensor of a buffer has its layout: inputs are
+    checked against it at every call, extern outputs pass through ensure_layout."""
+    if isinstance(a, ir.ReinterpretView) and a.layout.offset == 0:
+        base = getattr(a.data, "layout", None)
+        if isinstance(base, ir.Layout) and list(base.size) == list(a.layout.size) and \
+                list(base.stride) == list(a.layout.stride) and base.dtype == a.layout.dtype:
+            return a.data.name
+    return fmt_arg(a)
 
 
 def _channels_last_conv(args) -> bool:
@@ -98,8 +111,11 @@ def fmt_arg(a) -> str:
         # (a buffer may be an input, or computed in place into one, at any storage offset). The
         # method form costs less host time than torch.as_strided (scripts/host_call_costs.py);
         # ViT-B/16 passes ~100 views per call.
+        # Without an offset as_strided keeps the base's own storage offset: one call less.
         base = a.data.name
-        off = f"{base}.storage_offset()" + (f" + {pexpr(L.offset)}" if L.offset != 0 else "")
+        if L.offset == 0:
+            return f"{base}.as_strided({_tuple(L.size)}, {_tuple(L.stride)})"
+        off = f"{base}.storage_offset() + {pexpr(L.offset)}"
         return f"{base}.as_strided({_tuple(L.size)}, {_tuple(L.stride)}, {off})"
     if isinstance(a, ir.Buffer):
         return a.name

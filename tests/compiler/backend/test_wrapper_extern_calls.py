@@ -46,3 +46,27 @@ def test_gpt_style_attention_output_needs_no_copy(monkeypatch):
     compiler.reset()
     torch.testing.assert_close(compiler.compile(f)(x, w), f(x, w))
     assert not any(copies), copies
+
+
+def test_a_matmul_argument_in_its_own_layout_is_passed_without_a_view():
+    """A weight used as it is needs no as_strided before the matmul (host time on every call);
+    a reshaped or transposed one, and one at a storage offset, still get theirs and stay right."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from cpp_test_utils import check
+
+    def f(x, w, b):
+        h = torch.nn.functional.linear(x, w, b).relu()        # (4, 6, 8): its matmul reshapes x
+        return h @ w, h[:, 1:] @ w[:, 2:]                     # w as given; views at offsets
+    torch.manual_seed(0)
+    x, w, b = torch.randn(4, 6, 8), torch.randn(8, 8), torch.randn(8)
+    x_off = torch.randn(4 * 6 * 8 + 3)[3:].view(4, 6, 8)     # an input at a storage offset
+    for inputs in ([x, w, b], [x_off, w, b]):
+        compiler.reset()
+        code = check(f, inputs).compiled.code
+        mm_lines = [line for line in code.splitlines() if "torch.mm(" in line or "torch.bmm(" in line
+                    or "torch.addmm(" in line]
+        assert mm_lines
+        assert not any("arg1_1.as_strided((8, 8), (8, 1)" in line for line in mm_lines), mm_lines
+        assert ".storage_offset()" not in code.replace("storage_offset() + ", "")
