@@ -90,9 +90,9 @@ SECTIONS: dict[str, dict[str, Option]] = {
                          choices=("auto", "always", "off")),
         "verify_schedule": _opt(False, "check every schedule's kernel-group invariants "
                                        "(scheduler/verify.py; the tests turn it on)"),
-        "cudagraphs": _opt(False, "record each compiled inference graph into a CUDA graph and "
-                                  "replay it (one launch per call; compiler.compile(mode="
-                                  "'reduce-overhead') sets it)"),
+        "cudagraphs": _opt(False, "record each compiled graph (inference, or a training forward "
+                                  "and its backward) into a CUDA graph and replay it (one launch "
+                                  "per call; compiler.compile(mode='reduce-overhead') sets it)"),
         "cudagraph_max_recordings": _opt(8, "input signatures (sizes, strides, dtypes) recorded "
                                             "per graph before CUDA graphs are turned off for it",
                                          low=1),

@@ -69,7 +69,8 @@ MODELS = {
     "convnext_t": _timm("convnext_tiny", 32),
     "t5_small": _hf("T5Config", "T5ForConditionalGeneration", 8, 256, 32128, seq2seq=True),
 }
-VARIANTS = ("eager", "inductor", "ours", "ours_ro", "ours_backend", "ours_cl", "ours_ro_cl", "ours_combo")
+VARIANTS = ("eager", "inductor", "inductor_ro", "ours", "ours_ro", "ours_backend", "ours_cl", "ours_ro_cl",
+            "ours_combo")
 #: variants that are another variant under a config change (the config holds for the whole
 #: variant: compiling happens at its first call)
 VARIANT_CONFIG = {"ours_cl": ("ours", {"backend.conv_layout": "auto"}),
@@ -125,6 +126,8 @@ def _compiled(variant, model):
         return model
     if variant == "inductor":
         return torch.compile(model)
+    if variant == "inductor_ro":
+        return torch.compile(model, mode="reduce-overhead")
     from tracetorch import compiler
     if variant == "ours":
         return compiler.compile(model)
@@ -280,11 +283,14 @@ def _train_step_fn(variant, name, model, opt, autocast=None):
     around the forward and loss (weights and optimizer stay float32)."""
     if variant == "eager":
         fwd, step = model, opt.step
-    elif variant == "inductor":
-        fwd, step = torch.compile(model), torch.compile(opt.step)
-    elif variant in ("ours", "ours_backend"):
+    elif variant in ("inductor", "inductor_ro"):
+        # reduce-overhead: CUDA graphs for the model's forward and backward (cudagraph trees)
+        fwd = torch.compile(model, mode="reduce-overhead" if variant == "inductor_ro" else None)
+        step = torch.compile(opt.step)
+    elif variant in ("ours", "ours_ro", "ours_backend"):
         from tracetorch import compiler
-        fwd = compiler.compile(model) if variant == "ours" else torch.compile(model, backend=compiler.backend)
+        fwd = torch.compile(model, backend=compiler.backend) if variant == "ours_backend" else \
+            compiler.compile(model, mode="reduce-overhead" if variant == "ours_ro" else None)
         step = compiler.compile(opt.step)
     else:
         raise ValueError(f"variant {variant} has no training mode")
@@ -324,8 +330,9 @@ def run_training(name, args):
     base = build().to(args.device).train()
     state = {k: v.clone() for k, v in base.state_dict().items()}
     inputs = make_inputs(args.device)
-    rows, ref_loss = {}, None
-    for variant in [v for v in args.variants if v in ("eager", "inductor", "ours", "ours_backend")]:
+    rows, ref_loss, ref_last = {}, None, None
+    for variant in [v for v in args.variants if v in ("eager", "inductor", "inductor_ro", "ours", "ours_ro",
+                                                      "ours_backend")]:
         base.load_state_dict(state)
         opt = torch.optim.AdamW(base.parameters(), lr=1e-4)
         counter = _fresh_variant(args.device)
@@ -349,6 +356,14 @@ def run_training(name, args):
                 row["phase_ms"] = _phase_ms(name, step, opt, inputs, args.device)
             if args.profile:        # whole training steps: forward, backward and optimizer kernels
                 _profile(name, variant, lambda *_: step(inputs), (), args)
+            if args.device == "cuda":   # CUDA graphs keep their memory in pools of their own
+                row["peak_reserved_mb"] = round(torch.cuda.max_memory_reserved() / 2**20, 1)
+            # every variant has taken the same steps on the same batch: the losses must agree
+            # (steps that replayed CUDA graphs included, not just the first one)
+            last = float(step(inputs).detach())
+            ref_last = last if variant == "eager" else ref_last
+            if ref_last is not None:
+                row["last_loss_rel_err"] = abs(last - ref_last) / max(abs(ref_last), 1e-12)
         except Exception as e:
             row["error"] = f"{type(e).__name__}: {e}"[:300]
         finally:
@@ -361,15 +376,18 @@ def run_training(name, args):
 def table(results, variants) -> str:
     """Times per variant, then inductor's time over each of our variants' (above 1: we are faster)."""
     ours = [v for v in variants if v.startswith("ours")]
-    head = ["model", *[f"{v} ms" for v in variants], *[f"ind/{v}" for v in ours]]
+    # like against like: CUDA graphs (reduce-overhead) against inductor's, when both were run
+    pairs = [("inductor", v) for v in ours] + \
+        [("inductor_ro", "ours_ro")] * ("inductor_ro" in variants and "ours_ro" in variants)
+    head = ["model", *[f"{v} ms" for v in variants], *[f"{'ind' if i == 'inductor' else i}/{v}" for i, v in pairs]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
-    def speed(r, v):
-        ind, mine = r.get("inductor", {}), r.get(v, {})
+    def speed(r, i, v):
+        ind, mine = r.get(i, {}), r.get(v, {})
         return f"{ind['ms'] / mine['ms']:.2f}" if "ms" in ind and "ms" in mine else "-"
     for name, r in results.items():
         cells = [name] + [str(r.get(v, {}).get("ms", r.get(v, {}).get("error", "-")))[:24] for v in variants]
-        cells += [speed(r, v) for v in ours]
+        cells += [speed(r, i, v) for i, v in pairs]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -29,9 +29,12 @@ class TrainingRuntime:
     def __init__(self, *, name: str, forward: Callable, backward_graph, bw_compiler: Callable,
                  num_primals: int, num_user_outputs: int, mutated_inputs: list[int],
                  diff_outputs: list[bool], grad_input_indices: list[int], compile_id,
-                 backward_log: Callable[[], None] | None = None):
+                 backward_log: Callable[[], None] | None = None, graphs=None):
         self.name = name
         self.forward = forward
+        # CUDA graphs (backend/runtime/cudagraph_training.py): `forward` is then their runner
+        self.graphs = graphs
+        self._graph_backward = None
         self.backward_graph = backward_graph
         self.bw_compiler = bw_compiler
         self.num_primals = num_primals
@@ -57,13 +60,16 @@ class TrainingRuntime:
             return contextlib.nullcontext()
         return logs.compile_context(cid.frame_id, cid.frame_compile_id, cid.attempt)
 
-    def backward(self, inputs: list):
+    def backward(self, inputs: list, replayed: bool = False):
         """inputs: saved values + tangents, a list this call owns: it is handed on boxed (the
         compiled graph clears it and drops each saved value after its last use), so the
-        caller must hold no other reference to them."""
+        caller must hold no other reference to them. `replayed`: the forward that saved them
+        replayed a CUDA graph (its backward may then replay one too)."""
         call = self._call_backward
         if call is None:
             call = self._compile_backward(inputs)
+        if replayed and self._graph_backward is not None:
+            return self._graph_backward(inputs)
         return call(inputs)
 
     _call_backward = None
@@ -81,6 +87,10 @@ class TrainingRuntime:
                     log.debug("compiled_backward", graph=self.name, is_backward=True,
                               boxed=hasattr(compiled, "call_boxed"))
                 self._compiled_backward = compiled
+                if self.graphs is not None:
+                    n_saved = len(inputs) - len(self.tangent_positions)
+                    runner = self.graphs.wrap_backward(compiled, self.backward_graph, n_saved)
+                    self._graph_backward = runner.call_boxed if runner is not None else None
                 self._call_backward = boxed_caller(compiled)
         return self._call_backward
 
@@ -152,6 +162,8 @@ class CompiledFunction(torch.autograd.Function):
             for i, value in zip(rt.mutated_inputs, outs[nu:start]):
                 primals[i].copy_(value)    # write back what eager's in-place op would have left
         ctx.rt = rt
+        if rt.graphs is not None:
+            ctx.replay_token = rt.graphs.take_token()
         ctx.save_for_backward(*outs[start:])
         if rt.non_diff_positions:
             ctx.mark_non_differentiable(*[outs[i] for i in rt.non_diff_positions])
@@ -167,12 +179,15 @@ class CompiledFunction(torch.autograd.Function):
         # retain_graph), so each saved value is freed after its last use in the backward
         # graph, as eager frees a node's saved tensors once that node has run
         ctx.maybe_clear_saved_tensors()
+        token = getattr(ctx, "replay_token", None)
         create_graph = torch.is_grad_enabled()   # autograd runs backward under no_grad otherwise
         if create_graph:
             with torch.no_grad():
-                grads = rt.backward(inputs)
+                grads = rt.backward(inputs, token is not None)
         else:
-            grads = rt.backward(inputs)
+            grads = rt.backward(inputs, token is not None)
+        if token is not None:
+            _release(ctx, token)
         if rt.all_primals_get_grads:
             result = list(grads)
         else:
@@ -182,6 +197,15 @@ class CompiledFunction(torch.autograd.Function):
         if create_graph:
             result = _guard_double_backward(result, rt.name)
         return (None, *result)
+
+
+def _release(ctx, token) -> None:
+    """The forward's recording may be replayed again once autograd has let go of the saved
+    values (not after backward(retain_graph=True): a second backward would read them)."""
+    try:
+        ctx.saved_tensors
+    except RuntimeError:        # released: "Trying to backward through the graph a second time"
+        token.consumed = True
 
 
 _MARKER = None

@@ -422,10 +422,11 @@ def _is_used(sym, specs) -> bool:
 
 
 def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynamic=None,
-               wrap_inference=None):
+               wrap_inference=None, wrap_training=None):
     """Functionalize + decompose `gm`, compile it with `inner_compile(traced_gm, inputs)`, and return
     a callable with gm's calling convention. `wrap_inference(compiled, traced_gm, inputs)`, when
-    given, wraps an inference graph's compiled callable (the backend's CUDA graphs)."""
+    given, wraps an inference graph's compiled callable, and `wrap_training` a training graph's
+    forward and backward (the backend's CUDA graphs; training.aot_module_training)."""
     example_inputs = list(example_inputs)
     if _needs_grad(gm, example_inputs):
         try:
@@ -434,7 +435,8 @@ def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynam
             log.warning("aot_runs_eagerly", reason=f"inputs require grad and the training path is missing: {e}")
             return gm
         try:
-            return training.aot_module_training(gm, example_inputs, inner_compile)
+            return training.aot_module_training(gm, example_inputs, inner_compile,
+                                                wrap_training=wrap_training)
         except Exception as e:  # the training path failing must not fail the user's program
             if _strict():
                 raise
@@ -480,7 +482,8 @@ def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynam
                                input_views(gm), metadata[1] if metadata else None)
     runtime.overlap = OverlapVariants(gm, mutated, metadata[0] if metadata else (),
                                       lambda g, inputs: aot_module(g, inputs, inner_compile, dynamic=False,
-                                                                   wrap_inference=wrap_inference))
+                                                                   wrap_inference=wrap_inference,
+                                                                   wrap_training=wrap_training))
     return runtime
 
 

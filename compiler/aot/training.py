@@ -88,18 +88,21 @@ class _ParamAccess:
 
 def aot_module_training(gm: fx.GraphModule, example_inputs, inner_compile: Callable, *,
                         fw_compiler: Callable | None = None, bw_compiler: Callable | None = None,
-                        decompositions: dict | None = None) -> Callable:
+                        decompositions: dict | None = None, wrap_training: Callable | None = None) -> Callable:
+    """`wrap_training(compiled_fw, fw_gm, primals, n_copied_outputs)`, when given, may return a
+    runner for the compiled forward that also wraps its backward (the backend's CUDA graphs)."""
     fw_compiler = fw_compiler or inner_compile
     bw_compiler = bw_compiler or inner_compile
     name = f"graph_{next(_graph_counter)}"
     try:
-        first = _compile(gm, list(example_inputs), fw_compiler, bw_compiler, decompositions, name)
+        first = _compile(gm, list(example_inputs), fw_compiler, bw_compiler, decompositions, name,
+                         wrap_training)
     except TrainingUnsupported as exc:
         _log_fallback(name, exc)
         return gm
     return SpecializingRunner(gm, list(example_inputs), first,
                               lambda args, n: _compile(gm, args, fw_compiler, bw_compiler,
-                                                       decompositions, n), name)
+                                                       decompositions, n, wrap_training), name)
 
 
 def _log_fallback(name, exc) -> None:
@@ -213,7 +216,8 @@ def _diff_meta(old: tuple, new: tuple) -> str:
     return "; ".join(parts) or "input types changed"
 
 
-def _compile(gm, example_inputs, fw_compiler, bw_compiler, decompositions, name) -> Callable:
+def _compile(gm, example_inputs, fw_compiler, bw_compiler, decompositions, name,
+             wrap_training=None) -> Callable:
     params = dict(gm.named_parameters())
     buffers = dict(gm.named_buffers())
     names = list(params) + list(buffers)
@@ -264,10 +268,14 @@ def _compile(gm, example_inputs, fw_compiler, bw_compiler, decompositions, name)
     # what the backward alone reads (saved values) may come out in any layout (channels_last)
     part.forward.meta[FREE_LAYOUT_OUTPUTS] = joint.num_user_outputs + (0 if written else len(joint.mutated_inputs))
     compiled_fw = fw_compiler(part.forward, primals)
+    mutated = [] if written else joint.mutated_inputs
+    # the user outputs and the values written back into inputs leave the graph; the rest are saved
+    graphs = wrap_training(compiled_fw, part.forward, primals, joint.num_user_outputs + len(mutated)) \
+        if wrap_training is not None else None
     runtime = TrainingRuntime(
-        name=name, forward=compiled_fw, backward_graph=part.backward, bw_compiler=bw_compiler,
-        num_primals=joint.num_primals, num_user_outputs=joint.num_user_outputs,
-        mutated_inputs=[] if written else joint.mutated_inputs, diff_outputs=joint.diff_outputs,
+        name=name, forward=graphs or compiled_fw, backward_graph=part.backward, bw_compiler=bw_compiler,
+        num_primals=joint.num_primals, num_user_outputs=joint.num_user_outputs, graphs=graphs,
+        mutated_inputs=mutated, diff_outputs=joint.diff_outputs,
         grad_input_indices=joint.grad_input_indices, compile_id=logs.current_compile_id(),
         backward_log=lambda: logs.artifact(
             "aot_graphs", lambda: _readable(part.backward, name), graph="backward", graph_name=name,

@@ -40,8 +40,9 @@ def compile_fx(gm, example_inputs, *, dynamic=None):
     from tracetorch.compiler.aot import aot_module
     from tracetorch.compiler import hooks
     inner = hooks.wrap_compiler(inner_compile, "backend")   # repro/minifier wrappers, if any
-    from tracetorch.compiler.backend.runtime.cudagraphs import maybe_wrap
-    return aot_module(gm, example_inputs, inner, dynamic=dynamic, wrap_inference=maybe_wrap)
+    from tracetorch.compiler.backend.runtime import cudagraph_training, cudagraphs
+    return aot_module(gm, example_inputs, inner, dynamic=dynamic, wrap_inference=cudagraphs.maybe_wrap,
+                      wrap_training=cudagraph_training.maybe_wrap)
 
 
 def _start_compile_workers(example_inputs) -> None:

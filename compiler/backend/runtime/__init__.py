@@ -9,6 +9,7 @@ Modules, in the order data flows through them:
     triton_interp_libdevice  libdevice stand-ins under the Triton interpreter (CPU tests)
     wrapper_support          small helpers the generated output code imports
     cudagraphs               record and replay compiled inference graphs as CUDA graphs
+    cudagraph_training       the same for a training forward and its backward (saved values in place)
 
 This file imports nothing: triton_compile_worker loads its siblings without running package
 __init__ files that import torch.

@@ -63,7 +63,10 @@ class EagerRecorder:
 
     def replay(self, rec: "Recording") -> None:
         for static, fresh in zip(rec.outputs, rec.run()):
-            static.copy_(fresh)
+            # an output that is an input read in place (a training forward saves its weights)
+            # is not written by a real replay: writing it here would bump its version counter
+            if isinstance(static, torch.Tensor) and static.data_ptr() != fresh.data_ptr():
+                static.copy_(fresh)
 
 
 # -- when not to use graphs --------------------------------------------------------------------
@@ -118,9 +121,14 @@ class Recording:
 class CudaGraphRunner:
     """Wraps a compiled graph (callable(*args) -> flat outputs) with record-and-replay."""
 
-    def __init__(self, compiled, mutated: list[int], recorder=None, max_recordings: int | None = None):
+    def __init__(self, compiled, mutated: list[int], recorder=None, max_recordings: int | None = None,
+                 copied_outputs: int | None = None):
         self.compiled = compiled
         self.mutated = mutated
+        # outputs copied out of the recording's memory: all (None), or the first n; a training
+        # forward hands its saved values to the backward in place (cudagraph_training.py)
+        self.copied_outputs = copied_outputs
+        self.replayed = False                    # did the last call replay a recording?
         self.recorder = recorder or CudaRecorder()
         self.max_recordings = max_recordings or config.backend.cudagraph_max_recordings
         self.recordings: dict[tuple, Recording] = {}
@@ -133,6 +141,7 @@ class CudaGraphRunner:
         return getattr(self.compiled, name)
 
     def __call__(self, *args):
+        self.replayed = False
         if self.disabled:
             return self.compiled(*args)
         sig = _signature(args)
@@ -186,7 +195,8 @@ class CudaGraphRunner:
             log.warning("cudagraph_disabled", reason=self.disabled)
             return None
         storages = {a.untyped_storage().data_ptr() for a in static}
-        if any(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in storages for o in outputs):
+        copied = outputs if self.copied_outputs is None else outputs[:self.copied_outputs]
+        if any(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in storages for o in copied):
             self.disabled = "an output aliases an input"
             log.warning("cudagraph_disabled", reason=self.disabled)
             return None
@@ -200,10 +210,12 @@ class CudaGraphRunner:
                 rec.static_inputs[i].copy_(a)
         self.recorder.replay(rec)
         rec.replays += 1
+        self.replayed = True
         for i in self.mutated:
             if i not in rec.in_place:
                 args[i].copy_(rec.static_inputs[i])
-        return [o.clone() if isinstance(o, torch.Tensor) else o for o in rec.outputs]
+        n = len(rec.outputs) if self.copied_outputs is None else self.copied_outputs
+        return [o.clone() if isinstance(o, torch.Tensor) and k < n else o for k, o in enumerate(rec.outputs)]
 
 
 def maybe_wrap(compiled, gm: torch.fx.GraphModule, example_inputs):

@@ -1,0 +1,142 @@
+"""CUDA graphs for training (mode="reduce-overhead" with gradients): the forward and backward
+recordings' bookkeeping, checked on CPU with the stand-in recorder (testing.cudagraph_stand_in:
+a replay re-runs the graph and writes into the recorded tensors, where a real replay writes).
+Every step is compared with the same model trained eagerly: loss, gradients, parameters, buffers."""
+import copy
+
+import torch
+
+from tracetorch import compiler
+
+STAND_IN = {"testing.cudagraph_stand_in": True, "backend.cache_enabled": False}
+
+
+def named(events, name, **fields):
+    return [e for e in events if e.name == name and all(e.fields.get(k) == v for k, v in fields.items())]
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.BatchNorm1d(16), torch.nn.GELU(),
+                               torch.nn.Linear(16, 3))
+
+
+def _pair():
+    eager = _model()
+    ours = copy.deepcopy(eager)
+    return eager, ours, compiler.compile(ours, mode="reduce-overhead", options=STAND_IN)
+
+
+def _same_state(eager, ours):
+    for (name, a), b in zip(eager.named_parameters(), ours.parameters()):
+        torch.testing.assert_close(b, a, msg=name)
+        if a.grad is None:
+            assert b.grad is None, name
+        else:
+            torch.testing.assert_close(b.grad, a.grad, msg=f"grad of {name}")
+    for a, b in zip(eager.buffers(), ours.buffers()):
+        torch.testing.assert_close(b, a)
+
+
+def _batch(step):
+    g = torch.Generator().manual_seed(step)
+    return torch.randn(8, 6, generator=g), torch.randint(0, 3, (8,), generator=g)
+
+
+def test_training_steps_replay_forward_and_backward_and_match_eager(events):
+    eager, ours, compiled = _pair()
+    opt_e = torch.optim.SGD(eager.parameters(), lr=0.1, momentum=0.9)
+    opt_o = torch.optim.SGD(ours.parameters(), lr=0.1, momentum=0.9)
+    for step in range(6):
+        x, y = _batch(step)
+        losses = []
+        for model, fn, opt in ((eager, eager, opt_e), (ours, compiled, opt_o)):
+            loss = torch.nn.functional.cross_entropy(fn(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            losses.append(loss.detach())
+        torch.testing.assert_close(losses[1], losses[0])
+        _same_state(eager, ours)
+    assert named(events, "cudagraph_enabled", training=True)
+    assert len(named(events, "cudagraph_record", reason="first recording")) == 2   # forward, backward
+    assert named(events, "cudagraph_record", is_backward=True)
+
+
+def test_two_forwards_before_one_backward_do_not_share_saved_values(events):
+    """Gradient accumulation over a summed loss: the second forward must not overwrite the
+    first's saved values, which its backward has not read yet."""
+    eager, ours, compiled = _pair()
+    for step in range(4):
+        (x1, y1), (x2, y2) = _batch(2 * step), _batch(2 * step + 1)
+        for fn in (eager, compiled):
+            loss = torch.nn.functional.cross_entropy(fn(x1), y1) + torch.nn.functional.cross_entropy(fn(x2), y2)
+            loss.backward()
+        _same_state(eager, ours)
+        eager.zero_grad(set_to_none=True)
+        ours.zero_grad(set_to_none=True)
+    assert named(events, "cudagraph_skipped")
+
+
+def test_gradients_accumulate_across_replayed_backwards(events):
+    """Two forward/backward pairs before zero_grad: the first gradient, kept in .grad, must not be
+    the recording's memory that the second backward replay overwrites."""
+    eager, ours, compiled = _pair()
+    for step in range(4):
+        for micro in range(2):
+            x, y = _batch(10 * step + micro)
+            for fn in (eager, compiled):
+                torch.nn.functional.cross_entropy(fn(x), y).backward()
+        _same_state(eager, ours)
+        eager.zero_grad(set_to_none=True)
+        ours.zero_grad(set_to_none=True)
+
+
+def test_backward_with_retain_graph_keeps_the_saved_values_until_released(events):
+    eager, ours, compiled = _pair()
+    for step in range(4):
+        x, y = _batch(step)
+        kept = []
+        for fn in (eager, compiled):
+            loss = torch.nn.functional.cross_entropy(fn(x), y)
+            loss.backward(retain_graph=True)
+            kept.append(loss)
+        # another replayed step in between must not clobber what the retained graph reads
+        x2, y2 = _batch(100 + step)
+        for fn in (eager, compiled):
+            torch.nn.functional.cross_entropy(fn(x2), y2).backward()
+        for loss in kept:
+            loss.backward()
+        _same_state(eager, ours)
+        eager.zero_grad(set_to_none=True)
+        ours.zero_grad(set_to_none=True)
+
+
+def test_forward_without_backward_does_not_block_later_replays(events):
+    """A forward whose graph is dropped without a backward (an evaluation under grad mode)
+    releases its saved values with its autograd context."""
+    eager, ours, compiled = _pair()
+    for step in range(5):
+        x, y = _batch(step)
+        for fn in (eager, compiled):
+            fn(x)                     # dropped at once
+            torch.nn.functional.cross_entropy(fn(x), y).backward()
+        _same_state(eager, ours)
+        eager.zero_grad(set_to_none=True)
+        ours.zero_grad(set_to_none=True)
+    assert not named(events, "cudagraph_skipped")
+
+
+def test_input_gradients_kept_by_the_caller_survive_later_replays(events):
+    """torch.autograd.grad hands the caller a gradient of the input itself: a later replay must
+    not overwrite it (gradients leave the recording's memory as copies)."""
+    eager, ours, compiled = _pair()
+    kept = {eager: [], compiled: []}
+    for step in range(5):
+        x, y = _batch(step)
+        for fn in (eager, compiled):
+            xg = x.clone().requires_grad_()
+            loss = torch.nn.functional.cross_entropy(fn(xg), y)
+            kept[fn].append(torch.autograd.grad(loss, xg)[0])
+    for got, want in zip(kept[compiled], kept[eager]):
+        torch.testing.assert_close(got, want)
