@@ -84,9 +84,22 @@ def refusal(gm: torch.fx.GraphModule, example_inputs) -> str | None:
         return "a symbolic size or scalar input (dynamic shapes are recorded per concrete size " \
                "only when sizes come from tensors)"
     for node in gm.graph.nodes:
-        if node.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+        if node.op == "call_function" and _draws_random_numbers(node):
             return f"random op {node.target} (its generator state would be frozen into the graph)"
     return None
+
+
+def _draws_random_numbers(node: torch.fx.Node) -> bool:
+    """An op tagged as seeded, unless its dropout probability is 0: every attention op of ATen
+    is tagged for its dropout_p, and a transformer trained without attention dropout draws none."""
+    if torch.Tag.nondeterministic_seeded not in getattr(node.target, "tags", ()):
+        return False
+    schema = getattr(node.target, "_schema", None)
+    for i, arg in enumerate(schema.arguments if schema is not None else ()):
+        if arg.name == "dropout_p":
+            p = node.args[i] if i < len(node.args) else node.kwargs.get("dropout_p", arg.default_value)
+            return not (isinstance(p, (int, float)) and p == 0)
+    return True
 
 
 def mutated_inputs(gm: torch.fx.GraphModule) -> list[int]:

@@ -140,3 +140,35 @@ def test_input_gradients_kept_by_the_caller_survive_later_replays(events):
             kept[fn].append(torch.autograd.grad(loss, xg)[0])
     for got, want in zip(kept[compiled], kept[eager]):
         torch.testing.assert_close(got, want)
+
+
+class _Attention(torch.nn.Module):
+    def __init__(self, dropout_p):
+        super().__init__()
+        self.qkv, self.dropout_p = torch.nn.Linear(16, 48), dropout_p
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(2, 5, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout_p)
+        return o.transpose(1, 2).reshape(2, 5, 16).square().mean()
+
+
+def test_attention_without_dropout_is_recorded_and_with_dropout_is_not(events):
+    """ATen tags every attention op as random for its dropout_p; with p = 0 it draws nothing."""
+    torch.manual_seed(0)
+    eager = _Attention(0.0)
+    ours = copy.deepcopy(eager)
+    compiled = compiler.compile(ours, mode="reduce-overhead", options=STAND_IN)
+    for step in range(4):
+        x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(step))
+        for fn in (eager, compiled):
+            fn(x).backward()
+        _same_state(eager, ours)
+    assert named(events, "cudagraph_record", is_backward=True)
+    assert not named(events, "cudagraph_skipped")
+
+    compiler.reset()
+    dropped = compiler.compile(_Attention(0.5), mode="reduce-overhead", options=STAND_IN)
+    for _ in range(3):
+        dropped(torch.randn(2, 5, 16)).backward()
+    assert any("random op" in e.fields.get("reason", "") for e in named(events, "cudagraph_skipped"))
