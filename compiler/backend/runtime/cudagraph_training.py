@@ -17,6 +17,12 @@ What differs from inference graphs (cudagraphs.py, whose bookkeeping is reused):
 - User outputs, values written back into inputs, and gradients are copied out of the recordings'
   memory: autograd accumulates gradients into .grad, which the next replay would overwrite.
 - A forward with random ops is refused, as for inference (its generator state would be frozen).
+- The forward's and the backward's recordings (every input signature's) allocate from one memory
+  pool, as PyTorch's cudagraph trees do: a recording only reuses memory that was free when it
+  was recorded, i.e. other recordings' intermediates, which are dead outside their own replay;
+  what must outlive a replay (saved values, static inputs, recorded outputs) stays held by its
+  recording. Replays run in order on one stream and their outputs are copied out (or, for saved
+  values, read by the next backward) before another replay runs.
 """
 from __future__ import annotations
 
@@ -155,7 +161,8 @@ def maybe_wrap(compiled, gm: torch.fx.GraphModule, example_inputs, n_copied_outp
         log.info("cudagraph_skipped", reason=why)
         logs.artifact("perf_hints", lambda: f"CUDA graphs not used for a training graph: {why}")
         return None
-    recorder = cudagraphs.EagerRecorder() if config.testing.cudagraph_stand_in else cudagraphs.CudaRecorder()
+    recorder = cudagraphs.EagerRecorder() if config.testing.cudagraph_stand_in else \
+        cudagraphs.CudaRecorder(share_pool=True)
     mutated = cudagraphs.mutated_inputs(gm)
     log.info("cudagraph_enabled", training=True, mutated_inputs=len(mutated), recorder=type(recorder).__name__)
     return TrainingGraphs(compiled, mutated, n_copied_outputs, recorder)

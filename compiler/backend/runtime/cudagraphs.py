@@ -40,13 +40,21 @@ log = logs.get_logger(__name__)
 
 # -- who records and replays ------------------------------------------------------------------
 class CudaRecorder:
-    """Records with torch.cuda.CUDAGraph (on the side stream torch.cuda.graph uses)."""
+    """Records with torch.cuda.CUDAGraph (on the side stream torch.cuda.graph uses). With
+    share_pool, every recording of this recorder allocates from the first one's memory pool
+    (a training forward and its backward: cudagraph_training.py says why that is safe)."""
+
+    def __init__(self, share_pool: bool = False):
+        self.share_pool = share_pool
+        self.pool = None
 
     def record(self, run):
         graph = torch.cuda.CUDAGraph()
         torch.cuda.synchronize()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, pool=self.pool):
             outputs = run()
+        if self.share_pool and self.pool is None:
+            self.pool = graph.pool()
         return graph, outputs
 
     def replay(self, rec: "Recording") -> None:
