@@ -1,0 +1,68 @@
+"""Is a training step host-bound? Per step of one real model (scripts/bench_real_models.py's), for
+each variant: the wall time (CUDA events around the step, synchronised) and the host time (until
+the step returns, before the end event is recorded). When host time is about the wall time, the
+GPU waited for the host: launches, not kernels, set the step's speed.
+
+    python scripts/step_walls.py vit_s16 --variants eager,inductor,ours,ours_ro --steps 30
+
+Prints every step's times and the medians; the compiler's events counted during the timed steps
+(recompiles, CUDA graph recordings) show what else ran. A diagnostic, not a benchmark.
+"""
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from scripts import bench_real_models as bench  # noqa: E402
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("model", choices=sorted(bench.MODELS))
+    p.add_argument("--variants", default="eager,inductor,ours")
+    p.add_argument("--steps", type=int, default=30)
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        raise SystemExit("step_walls: needs a CUDA device (host and wall times of GPU training steps)")
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    torch.manual_seed(0)
+    build, make_inputs = bench.MODELS[args.model]
+    model = build().to("cuda").train()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    inputs = make_inputs("cuda")
+    for variant in [v for v in args.variants.split(",") if v]:
+        model.load_state_dict(state)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        counter = bench._fresh_variant("cuda")
+        step = bench._train_step_fn(variant, args.model, model, opt)
+        for _ in range(3):                     # compile, record, warm up
+            step(inputs)
+        torch.cuda.synchronize()
+        before = dict(counter.counts)
+        walls, hosts = [], []
+        for _ in range(args.steps):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            start.record()
+            step(inputs)
+            t1 = time.perf_counter()
+            end.record()
+            end.synchronize()
+            walls.append(start.elapsed_time(end))
+            hosts.append((t1 - t0) * 1e3)
+        events = {k: n - before.get(k, 0) for k, n in counter.counts.items() if n != before.get(k, 0)}
+        counter.close()
+        print(f"{variant} wall ms {[round(x, 1) for x in walls]}")
+        print(f"{variant} host ms {[round(x, 1) for x in hosts]}")
+        print(f"{variant}: median wall {statistics.median(walls):.2f} ms, host {statistics.median(hosts):.2f} ms; "
+              f"events during the timed steps {events}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
