@@ -351,6 +351,27 @@ class ComputedBuffer(Buffer):
         out._merge = merge
         return out
 
+    def permuted(self, order: Sequence[int]) -> Optional["ComputedBuffer"]:
+        """This pointwise node with its loops nested in `order` (new loop k runs over
+        data.ranges[order[k]]): a channels-last pointwise over [N, H, W, C] as [C, N, H, W], the
+        outer x reduction split of the per-channel sums of a batch norm reading it. The same
+        buffer (name, layout, what is stored where); only the loop nest changes."""
+        if type(self.data) is not Pointwise or sorted(order) != list(range(len(self.data.ranges))):
+            return None
+        old_merge, inner, n = self._merge, self.data.inner_fn, len(order)
+
+        def point(idx):                    # point over the permuted loops -> point over data.ranges
+            p = [None] * n
+            for pos, d in enumerate(order):
+                p[d] = idx[pos]
+            return p
+
+        data = Pointwise([self.data.ranges[d] for d in order], lambda idx: inner(point(idx)),
+                         self.data.dtype, self.data.device, origins=self.data.origins, cost=self.data.cost)
+        out = ComputedBuffer(self.name, self.layout, data, origins=self.origins)
+        out._merge = (lambda idx: old_merge(point(idx))) if old_merge else point
+        return out
+
     def in_storage_order(self) -> "ComputedBuffer":
         """This pointwise node with its loops nested as its layout stores the elements: the
         largest stride outermost, stride 1 innermost. A channels-last or transposed result

@@ -248,18 +248,94 @@ def _fit(g: Group, buf):
                 plan2, _ = prospective(g, node)
                 if plan2 is not None:
                     return node, g.nodes, plan2, ""
+            # a reduction's pointwise consumer whose loops run in another order (channels-last)
+            for node in (_permuted_as(buf, dims) if g.rranges else ()):
+                plan2, _ = prospective(g, node)
+                if plan2 is not None and not check_deps(g.nodes, node, plan2):
+                    return node, g.nodes, plan2, ""
     elif isinstance(d, ir.Reduction) and not g.rranges:
-        # a pure pointwise group over coarser loops than the reduction's split
+        # a pure pointwise group over coarser loops than the reduction's split, or over the same
+        # loops in another order: the per-channel sums of a batch norm ([C] x [N, H, W]) of a
+        # channels-last pointwise result (its loops run over [N, H, W, C], as it is stored)
         dims = list(d.ranges) + list(d.reduction_ranges)
-        members = [n.resplit(dims) for n in g.nodes]
-        if all(m is not None for m in members):
-            trial = Group(members[0])
-            trial.nodes, trial.kinds = members, {m.name: ir.NODE_OUTER for m in members}
-            trial.device = g.device
-            plan2, _ = prospective(trial, buf)
-            if plan2 is not None:
-                return buf, members, plan2, ""
+        candidates = [[n.resplit(dims) for n in g.nodes]]
+        if len({tuple(n.data.ranges) for n in g.nodes}) == 1:    # the group's nodes alike
+            candidates += [[_renest(n, dims, pieces) for n in g.nodes]
+                           for pieces in _piece_choices(g.nodes[0].data.ranges, dims)]
+        for members in candidates:
+            if all(m is not None for m in members):
+                trial = Group(members[0])
+                trial.nodes, trial.kinds = members, {m.name: ir.NODE_OUTER for m in members}
+                trial.device = g.device
+                plan2, _ = prospective(trial, buf)
+                if plan2 is not None and (members is candidates[0] or not check_deps(members, buf, plan2)):
+                    return buf, members, plan2, ""
     return None, g.nodes, None, why
+
+
+def _permuted_as(node, dims) -> list:
+    """The ways found to nest a pointwise node's loops as `dims` by splitting and reordering
+    them (_renest), for the caller to check: a channels-last [N, H, W, C] as the [N, H', C] x
+    [h, W] of a split batch-norm statistic (lowering/split_reduction.py)."""
+    return [m for m in (_renest(node, dims, p) for p in _piece_choices(node.data.ranges, dims)) if m is not None]
+
+
+def _renest(node, dims, pieces):
+    """node with each loop k split as the dims at positions pieces[k], the pieces nested in the
+    order of `dims` (then re-split to place its 1s), or None where that reorders nothing."""
+    finer = [dims[j] for run in pieces for j in run]       # each loop split into its pieces
+    owners = [j for run in pieces for j in run]             # the dim of `dims` each piece is
+    order = sorted(range(len(owners)), key=owners.__getitem__)
+    if order == list(range(len(order))):
+        return None                                          # no reordering: resplit's case
+    split = node.resplit(finer)
+    permuted = split.permuted(order) if split is not None else None
+    return permuted.resplit(dims) if permuted is not None else None
+
+
+def _piece_choices(ranges, dims) -> list:
+    """Distinct loop_pieces assignments: dims taken in order, or whole matches first."""
+    out = []
+    for exact_first in (False, True):
+        p = loop_pieces(ranges, dims, exact_first)
+        if p is not None and p not in out:
+            out.append(p)
+    return out
+
+
+def loop_pieces(ranges, dims, exact_first: bool = False) -> list[list[int]] | None:
+    """For each loop of `ranges`, the positions in `dims` (sizes other than 1) whose product it
+    is, every such dim used once, or None. Taken greedily in `dims` order (H = H' x h before W
+    when both are split), or with a dim of the loop's whole size first (W before a C it is a
+    multiple of); symbolic sizes match only whole. A wrong pairing of equal sizes is refused by
+    the same-point check of the reads (check_deps)."""
+    used, pieces = set(), []
+    for r in ranges:
+        run, rem = [], sympy.sympify(r)
+        whole = next((j for j, d in enumerate(dims) if j not in used and sympy.expand(rem - d) == 0), None) \
+            if exact_first and rem != 1 else None
+        if whole is not None:
+            run, rem = [whole], sympy.Integer(1)
+            used.add(whole)
+        for j, d in enumerate(dims):
+            if rem == 1:
+                break
+            if j in used or d == 1:
+                continue
+            if sympy.expand(rem - d) == 0:
+                rem = sympy.Integer(1)
+            elif rem.is_Integer and sympy.sympify(d).is_Integer and int(rem) % int(d) == 0:
+                rem = sympy.Integer(int(rem) // int(d))
+            else:
+                continue
+            run.append(j)
+            used.add(j)
+        if rem != 1:
+            return None
+        pieces.append(run)
+    if any(d != 1 and j not in used for j, d in enumerate(dims)):
+        return None
+    return pieces
 
 
 #: a pointwise node over at most this many elements is all launch: it joins any open group over

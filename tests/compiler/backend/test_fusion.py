@@ -327,3 +327,55 @@ def test_tiny_independent_updates_share_one_kernel_across_extern_calls():
 def compiled_graph_code(rt):
     from cpp_test_utils import compiled_graph
     return compiled_graph(rt).code
+
+
+def _channels_last(*shape):
+    return torch.randn(*shape).to(memory_format=torch.channels_last)
+
+
+def test_per_channel_sums_of_a_channels_last_result_join_its_kernel():
+    """A batch norm over channels-last activations: the pointwise result's loops run as it is
+    stored ([N, H, W, C]), its per-channel sums as [C] x [N, H, W]. The same loops in another
+    order: the pointwise is re-nested as [C, N, H, W] and joins the sums' kernel (ResNet-50's
+    training graphs wrote each such result and read it back, 113 times per step)."""
+    def f(x, g):
+        y = torch.relu(x * 2 + 1) * g            # stored: a graph output (saved for backward)
+        return y, y.sum((0, 2, 3)), (y * x).sum((0, 2, 3))
+    rt = check(f, [_channels_last(2, 8, 5, 5), _channels_last(2, 8, 5, 5)])
+    assert kernel_count(rt) == 1
+
+
+def test_a_channels_last_consumer_of_per_channel_statistics_joins_their_kernel():
+    """The normalisation after the statistics, over [N, H, W, C] again: re-nested as the sums'
+    [C] x [N, H, W] (each channel's mean is then at hand), one kernel for the whole norm."""
+    def f(x):
+        mean = x.mean((0, 2, 3), keepdim=True)
+        var = (x - mean).square().mean((0, 2, 3), keepdim=True)
+        return torch.relu((x - mean) * torch.rsqrt(var + 1e-5))
+    rt = check(f, [_channels_last(2, 8, 5, 5)])
+    assert kernel_count(rt) == 1
+
+
+def test_split_per_channel_sums_of_a_channels_last_result_join_its_kernel(monkeypatch):
+    """On a GPU the statistics of a large batch norm are split in two stages (lowering/
+    split_reduction.py): the first reduces [N, H/h, C] x [h, W]. The channels-last pointwise over
+    [N, H, W, C] is re-nested and re-split to that and joins the first stage (Triton code
+    generator, through its interpreter; the split thresholds lowered to reach it at test sizes)."""
+    import os
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    from tracetorch import compiler
+    from tracetorch.compiler import config
+    from tracetorch.compiler.backend.lowering import split_reduction
+    monkeypatch.setattr(split_reduction, "_MIN_ELEMENTS_MANY", 1 << 10)
+    monkeypatch.setattr(split_reduction, "_MIN_PROGRAM_WORK", 1024)   # [N, H', C] x [h, W], as at batch 32
+
+    def f(x, g):
+        y = torch.relu(x * 2 + 1) * g
+        return y, y.sum((0, 2, 3)), (y * x).sum((0, 2, 3))
+    torch.manual_seed(0)
+    compiler.reset()
+    with config.patch({"backend.cpu_codegen": "triton", "backend.cache_enabled": False}), \
+            logs.testing.capture(level=logging.DEBUG) as events:
+        rt = check(f, [_channels_last(4, 32, 8, 8), _channels_last(4, 32, 8, 8).abs()])
+    assert [e.fields["lead_dims"] for e in events if e.name == "split_reduction"] == [2, 2]
+    assert rt.compiled.code.count("@triton.jit") == 2     # y with the first stages; the second stages
