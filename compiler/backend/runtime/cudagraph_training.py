@@ -58,6 +58,12 @@ class TrainingGraphs:
         self._pending = None          # weak reference to the last replay's token
         self.token: ReplayToken | None = None     # the last call's token (None: not replayed)
 
+    # the compiled forward's inspection attributes stay reachable (code, path, key, ...)
+    def __getattr__(self, name):
+        if name == "compiled":        # not set yet (unpickling, a failed __init__)
+            raise AttributeError(name)
+        return getattr(self.compiled, name)
+
     def call_boxed(self, args: list):
         unboxed = tuple(args)
         args.clear()
