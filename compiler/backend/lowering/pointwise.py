@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from tracetorch.compiler.backend import ir
 from tracetorch.compiler.backend.ir import ops
 from tracetorch.compiler.backend.lowering.registry import (NotLowerable, aten, is_tensor, make_pointwise,
                                                 promoted_dtype, register_lowering)
@@ -246,9 +247,21 @@ def _to_copy(ctx, x, dtype=None, layout=None, device=None, pin_memory=None, non_
     return make_pointwise(ctx, [x], lambda v: v, compute_dtype=ctx.dtype)
 
 
-@register_lowering(aten.clone.default, aten.alias.default, aten.lift_fresh_copy.default,
-                   aten.detach.default, aten.contiguous.default)
+@register_lowering(aten.clone.default, aten.lift_fresh_copy.default, aten.contiguous.default)
 def _identity(ctx, x, memory_format=None):
+    return make_pointwise(ctx, [x], lambda v: v)
+
+
+@register_lowering(aten.alias.default, aten.detach.default)
+def _alias(ctx, x):
+    """An alias shares its input's memory, so a value already in memory is passed on as it is: an
+    extern call reading alias(saved value) read a copy of it (the attention backward's `out`
+    argument: one copy kernel per layer of a ViT's backward). A lazy value stays lazy, inlined
+    where it is read. Where the graph returns the alias, the caller gets a tensor of its own,
+    as eager's alias is a new tensor object (the output path regenerates views: _output_view)."""
+    returned = any(u.op == "output" for u in ctx.node.users)
+    if isinstance(x, (ir.Buffer, ir.ReinterpretView)) and not returned:
+        return x
     return make_pointwise(ctx, [x], lambda v: v)
 
 

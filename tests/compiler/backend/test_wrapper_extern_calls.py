@@ -70,3 +70,27 @@ def test_a_matmul_argument_in_its_own_layout_is_passed_without_a_view():
         assert mm_lines
         assert not any("arg1_1.as_strided((8, 8), (8, 1)" in line for line in mm_lines), mm_lines
         assert ".storage_offset()" not in code.replace("storage_offset() + ", "")
+
+
+def test_an_alias_read_by_an_extern_call_is_not_copied():
+    """alias(x) shares x's memory: an extern kernel reading it reads x itself, no copy kernel
+    (the attention backward read alias(saved output): one copy per layer of a ViT's backward).
+    An alias the graph returns is still a tensor of its own, with x's values."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from cpp_test_utils import check, extern_count, kernel_count
+
+    def f(x, w):
+        return torch.mm(torch.ops.aten.alias(x), w).relu()
+
+    def g(x, w):
+        return torch.ops.aten.alias(x), torch.ops.aten.detach(x) @ w
+    torch.manual_seed(0)
+    x, w = torch.randn(6, 8), torch.randn(8, 4)
+    compiler.reset()
+    rt = check(f, [x, w])
+    assert extern_count(rt) == 1 and kernel_count(rt) == 1      # the matmul, then the relu
+    compiler.reset()
+    out = check(g, [x, w])(x, w)
+    assert out[0] is not x and torch.equal(out[0], x)
