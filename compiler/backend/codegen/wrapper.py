@@ -48,7 +48,7 @@ RUNTIME_NAMES = {"torch.ops.tracetorch.sdpa.default": ("scaled_dot_product_atten
 #: schema at every call, 15.6 us of host time per addmm against torch.addmm's 12.2 (H100 host,
 #: scripts/host_call_costs.py); a transformer block makes 4-6 of them per layer.
 RUNTIME_NAMES.update({f"aten.{name}.default": (f"torch.{name}", None, ())   # every argument as given
-                      for name in ("mm", "bmm", "addmm", "baddbmm", "convolution")})
+                      for name in ("mm", "bmm", "addmm", "baddbmm", "convolution", "empty_strided")})
 
 
 def _runtime_call(kernel: str, args: list, kwargs: dict):
@@ -93,6 +93,8 @@ def _channels_last_conv(args) -> bool:
 #: extern kernels whose result is always a new row-major (contiguous) tensor: when the compile-time
 #: layout is row-major too, the output code needs no ensure_layout check after them (a few us each)
 ALWAYS_CONTIGUOUS = {"aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.baddbmm.default"}
+#: extern kernels whose result has exactly the layout asked for (no ensure_layout after them)
+EXACT_LAYOUT = {"aten.empty_strided.default"}
 
 
 def _row_major(layout) -> bool:
@@ -276,7 +278,8 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
                 kernel = "write_back"     # copy_ that also takes an expanded (stride-0) input
             note = f"  # fallback: {s.reason}" if isinstance(s, ir.FallbackKernel) else "  # extern kernel"
             body.append(f"{s.name} = {kernel}({', '.join(args)}){note}")
-            if s.layout is not None and not (s.kernel in ALWAYS_CONTIGUOUS and _row_major(s.layout)):
+            if s.layout is not None and s.kernel not in EXACT_LAYOUT and \
+                    not (s.kernel in ALWAYS_CONTIGUOUS and _row_major(s.layout)):
                 L = s.layout   # kernels index this buffer with the strides decided here
                 body.append(f"{s.name} = ensure_layout({s.name}, {_tuple(L.size)}, {_tuple(L.stride)})")
         if i in inside:

@@ -44,6 +44,18 @@ def op_name(target) -> str:
     return f"{getattr(target, '__module__', '')}.{getattr(target, '__name__', str(target))}"
 
 
+def _fresh_allocation(graph, fx_arg: torch.fx.Node, origins) -> ir.ExternKernel:
+    """torch.empty_strided in the eager tensor's layout: an empty_* value for an ATen call (its
+    values are undefined, so no kernel fills them)."""
+    val = fx_arg.meta["val"]
+    layout = layout_from_meta(val)
+    node = ir.ExternKernel(graph.new_name(), layout, "aten.empty_strided.default",
+                           [list(layout.size), list(layout.stride)],
+                           {"dtype": val.dtype, "device": val.device}, origins=origins)
+    graph.register_buffer(node)
+    return node
+
+
 def make_extern(ctx, args, kwargs, *, cls=ir.ExternKernel, reason=None):
     """An extern/fallback call of ctx.node.target on realized inputs; returns the IR value(s)
     matching the node's output (a buffer, or a tuple of buffers / sympy ints / None)."""
@@ -56,6 +68,9 @@ def make_extern(ctx, args, kwargs, *, cls=ir.ExternKernel, reason=None):
     writes = schema is None or schema.is_mutable
 
     def realize(a, fx_arg=None):
+        if getattr(a, "uninitialized", False) and isinstance(fx_arg, torch.fx.Node) \
+                and isinstance(fx_arg.meta.get("val"), torch.Tensor):
+            return _fresh_allocation(graph, fx_arg, ctx.origins)
         if isinstance(a, ir.IRNode):
             done = shared.get(id(a))
             if done is not None and done[0] is a and not writes:

@@ -94,3 +94,45 @@ def test_an_alias_read_by_an_extern_call_is_not_copied():
     compiler.reset()
     out = check(g, [x, w])(x, w)
     assert out[0] is not x and torch.equal(out[0], x)
+
+
+def test_an_empty_tensor_handed_to_aten_is_allocated_without_a_fill():
+    """Dropout in training: bernoulli(empty_like(x), p) never reads the empty tensor's values;
+    it is allocated (torch.empty_strided) with no kernel filling it, one zero-fill kernel per
+    dropout layer less. The mask (and so every value) is eager's under the same seed."""
+    from tracetorch import logs
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.25)).train()
+    x = torch.randn(16, 8)
+    compiler.reset()
+    compiled = compiler.compile(model)
+    with logs.testing.capture(artifacts=["kernel"]) as events:
+        compiled(x)                               # compile
+    sources = [(e.payload() if callable(e.payload) else e.payload)["source"] for e in events if e.name == "kernel"]
+    assert sources and not any("empty" in s for s in sources), sources
+    torch.manual_seed(1)
+    got = compiled(x)
+    torch.manual_seed(1)
+    want = model(x)
+    torch.testing.assert_close(got, want)
+
+
+def test_a_copy_already_in_its_layout_is_not_made_for_an_extern_call():
+    """`o.transpose(1, 2).contiguous()` of an attention output that ATen already stores in the
+    query's [batch, tokens, heads, dim] order (as CUDA attention does) is that very memory: the
+    projection's matmul reads it, with no copy kernel (the view lowering sees through it; a
+    regression test). A copy into another layout still happens."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from cpp_test_utils import check, kernel_count
+
+    def f(o, w):
+        b, h, s, d = o.shape
+        return o.transpose(1, 2).contiguous().view(b * s, h * d) @ w
+    torch.manual_seed(0)
+    w = torch.randn(12, 5)
+    stored_bshd = torch.randn(2, 4, 3, 4).transpose(1, 2)      # [b, h, s, d] over [b, s, h, d] memory
+    compiler.reset()
+    assert kernel_count(check(f, [stored_bshd, w])) == 0
+    compiler.reset()
+    assert kernel_count(check(f, [torch.randn(2, 3, 4, 4), w])) == 1     # [b, h, s, d] memory: a copy
