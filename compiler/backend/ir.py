@@ -351,6 +351,25 @@ class ComputedBuffer(Buffer):
         out._merge = merge
         return out
 
+    def reduction_resplit(self, rdims) -> Optional["ComputedBuffer"]:
+        """This reduction with its reduction loops split as `rdims` (each reduction range the
+        product of consecutive rdims, row-major), for reductions whose result does not depend on
+        the visiting order beyond rounding (sum, prod, max, min, any, all): a bias gradient's
+        sum over [B * S] tokens as [B] x [S], the loops of the pointwise product it reads. The same
+        buffer; None if `rdims` is no such split."""
+        d = self.data
+        if type(d) is not Reduction or d.reduction_type not in ("sum", "prod", "max", "min", "any", "all"):
+            return None
+        chunks = split_into(d.reduction_ranges, rdims)
+        if chunks is None:
+            return None
+        inner = d.inner_fn
+        data = Reduction(d.ranges, rdims, lambda idx, ridx: inner(idx, merge_points(ridx, chunks, rdims)),
+                         d.reduction_type, d.dtype, d.src_dtype, d.device, origins=d.origins, cost=d.cost)
+        out = ComputedBuffer(self.name, self.layout, data, origins=self.origins)
+        out._merge = self._merge
+        return out
+
     def permuted(self, order: Sequence[int]) -> Optional["ComputedBuffer"]:
         """This pointwise node with its loops nested in `order` (new loop k runs over
         data.ranges[order[k]]): a channels-last pointwise over [N, H, W, C] as [C, N, H, W], the

@@ -253,6 +253,21 @@ def _fit(g: Group, buf):
                 plan2, _ = prospective(g, node)
                 if plan2 is not None and not check_deps(g.nodes, node, plan2):
                     return node, g.nodes, plan2, ""
+        # a reduction group whose reduction loops are coarser than this node's: the group's
+        # reduction loops split as its (a bias gradient's sum over B * S tokens beside the
+        # [B, S, D] product it reduces, stored for the matmuls)
+        members, rdims = _finer_group(g, d.ranges) if g.rranges else (None, None)
+        if members is not None:
+            trial = Group(members[0])
+            trial.nodes, trial.kinds, trial.device = members, dict(g.kinds), g.device
+            trial.ranges, trial.rranges = list(g.ranges), rdims
+            dims = list(g.ranges) + rdims
+            for node in [buf.resplit(dims)] + _permuted_as(buf, dims):
+                if node is None:
+                    continue
+                plan2, _ = prospective(trial, node)
+                if plan2 is not None and not check_deps(members, node, plan2):
+                    return node, members, plan2, ""
     elif isinstance(d, ir.Reduction) and not g.rranges:
         # a pure pointwise group over coarser loops than the reduction's split, or over the same
         # loops in another order: the per-channel sums of a batch norm ([C] x [N, H, W]) of a
@@ -270,7 +285,66 @@ def _fit(g: Group, buf):
                 plan2, _ = prospective(trial, buf)
                 if plan2 is not None and (members is candidates[0] or not check_deps(members, buf, plan2)):
                     return buf, members, plan2, ""
+        # the reduction's loops coarser than the group's: its reduction loops split as the
+        # group's (a bias gradient's sum over B * S tokens of a [B, S, D] dropout backward)
+        refined = _finer_reduction(buf, g.nodes[0].data.ranges) \
+            if len({tuple(n.data.ranges) for n in g.nodes}) == 1 else None
+        if refined is not None:
+            dims = list(refined.data.ranges) + list(refined.data.reduction_ranges)
+            for pieces in _piece_choices(g.nodes[0].data.ranges, dims):
+                members = [_renest(n, dims, pieces) or n.resplit(dims) for n in g.nodes]
+                if all(m is not None for m in members):
+                    trial = Group(members[0])
+                    trial.nodes, trial.kinds = members, {m.name: ir.NODE_OUTER for m in members}
+                    trial.device = g.device
+                    plan2, _ = prospective(trial, refined)
+                    if plan2 is not None and not check_deps(members, refined, plan2):
+                        return refined, members, plan2, ""
     return None, g.nodes, None, why
+
+
+def _finer_group(g: Group, ranges):
+    """(g's nodes with its reduction loops split as the loops of `ranges` left once each of g's
+    outer loops is matched to one of the same size, those loops), or (None, None)."""
+    rdims = _leftover_loops(g.ranges, g.rranges, ranges)
+    if rdims is None:
+        return None, None
+    members = []
+    for n in g.nodes:
+        kind = g.kinds[n.name]
+        if kind == ir.NODE_REDUCTION:
+            m = n.reduction_resplit(rdims)
+        elif kind == ir.NODE_INNER:
+            m = n.resplit(list(g.ranges) + rdims)
+        else:
+            m = n
+        if m is None:
+            return None, None
+        members.append(m)
+    return members, rdims
+
+
+def _leftover_loops(outer, rranges, ranges) -> list | None:
+    """The loops of `ranges` left once each of `outer` is matched to one of the same size (in
+    order), if they split `rranges` into more loops (consecutive, row-major), else None."""
+    used = []
+    for r in outer:
+        k = next((k for k, x in enumerate(ranges) if k not in used and sympy.expand(x - r) == 0), None)
+        if k is None:
+            return None
+        used.append(k)
+    rest = [x for k, x in enumerate(ranges) if k not in used]
+    if len(rest) <= len(rranges) or ir.split_into(rranges, rest) is None:
+        return None
+    return rest
+
+
+def _finer_reduction(buf, ranges):
+    """`buf` (a reduction) with its reduction loops split as the loops of `ranges` left once each
+    of its outer loops is matched to one of the same size (in order): [768] x [512] against
+    [2, 256, 768] as [768] x [2, 256]. None where nothing splits (check_deps judges the pairing)."""
+    rest = _leftover_loops(buf.data.ranges, buf.data.reduction_ranges, ranges)
+    return buf.reduction_resplit(rest) if rest is not None else None
 
 
 def _permuted_as(node, dims) -> list:

@@ -379,3 +379,21 @@ def test_split_per_channel_sums_of_a_channels_last_result_join_its_kernel(monkey
         rt = check(f, [_channels_last(4, 32, 8, 8), _channels_last(4, 32, 8, 8).abs()])
     assert [e.fields["lead_dims"] for e in events if e.name == "split_reduction"] == [2, 2]
     assert rt.compiled.code.count("@triton.jit") == 2     # y with the first stages; the second stages
+
+
+def test_a_bias_gradient_over_flattened_tokens_joins_the_product_it_sums():
+    """A transformer's backward: the dropout backward g * m over [B, S, D] is stored (the matmuls
+    read it) and its bias gradient sums it over B * S tokens ([D] x [B * S]). The sum's reduction
+    loop is split as [B, S] and the product re-nested as [D, B, S]: one kernel (GPT-2's backward
+    had 24 such pairs as two kernels each)."""
+    def f(g, m, w):
+        y = g * m
+        return y @ w, y.reshape(-1, 8).sum(0)
+    rt = check(f, [torch.randn(2, 6, 8), torch.randn(2, 6, 8), torch.randn(8, 5)])
+    assert kernel_count(rt) == 1
+
+    def stored_first(g, m):
+        y = g * m
+        return y, y.reshape(-1, 8).sum(0), y.reshape(-1, 8).amax(0)
+    rt = check(stored_first, [torch.randn(2, 6, 8), torch.randn(2, 6, 8)])
+    assert kernel_count(rt) == 1

@@ -31,7 +31,7 @@ def _program(case: int):
     dims = tuple(sorted(rnd.sample(range(4), rnd.choice([1, 2, 3]))))
     gen = torch.Generator().manual_seed(case)
     x, g = _in_memory_order(shape, list(order), gen), _in_memory_order(shape, list(order), gen).abs() + 0.5
-    consumer = rnd.choice(["none", "normalize", "scale"])
+    consumer = rnd.choice(["none", "normalize", "scale", "flat"])
 
     def f(x, g):
         y = torch.nn.functional.gelu(x * g + 1)
@@ -41,6 +41,8 @@ def _program(case: int):
             return y, s, (y - s / y.numel() * s.numel()) * torch.rsqrt(m.abs() + 1)
         if consumer == "scale":
             return s, m, y * m
+        if consumer == "flat":                  # over the flattened leading loops (a bias gradient)
+            return y, y.reshape(-1, y.shape[-1]).sum(0), (y * x).reshape(y.shape[0], -1).amax(1)
         return y, s, m
     return f, [x, g]
 
