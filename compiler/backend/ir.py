@@ -231,6 +231,10 @@ class Pointwise(Loops):
 #: reduction types the code generators implement. argmax/argmin yield int64 positions along the
 #: (flattened) reduction ranges; max/min propagate NaN like torch.
 REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "all")
+#: reductions whose result does not depend on the order the elements are visited in (beyond
+#: rounding): their loops may be split or cut into partials (ComputedBuffer.reduction_resplit,
+#: lowering/split_reduction.py); argmax/argmin report the first position of a tie
+ORDER_FREE_REDUCTIONS = ("sum", "prod", "max", "min", "any", "all")
 
 
 class Reduction(Loops):
@@ -358,7 +362,7 @@ class ComputedBuffer(Buffer):
         sum over [B * S] tokens as [B] x [S], the loops of the pointwise product it reads. The same
         buffer; None if `rdims` is no such split."""
         d = self.data
-        if type(d) is not Reduction or d.reduction_type not in ("sum", "prod", "max", "min", "any", "all"):
+        if type(d) is not Reduction or d.reduction_type not in ORDER_FREE_REDUCTIONS:
             return None
         chunks = split_into(d.reduction_ranges, rdims)
         if chunks is None:
@@ -406,19 +410,7 @@ class ComputedBuffer(Buffer):
         outer_first = list(reversed(order))
         if outer_first == sorted(outer_first):
             return self
-        inner, n = self.data.inner_fn, len(outer_first)
-
-        def logical(idx):                  # point over the permuted loops -> logical point
-            point = [None] * n
-            for pos, d in enumerate(outer_first):
-                point[d] = idx[pos]
-            return point
-
-        data = Pointwise([self.data.ranges[d] for d in outer_first], lambda idx: inner(logical(idx)),
-                         self.data.dtype, self.data.device, origins=self.data.origins, cost=self.data.cost)
-        out = ComputedBuffer(self.name, self.layout, data, origins=self.origins)
-        out._merge = logical
-        return out
+        return self.permuted(outer_first) or self
 
     def read_deps(self) -> list[tuple[str, Expr]]:
         """(buffer, index) of every load, over the node's own index vars i*/r* (cached)."""

@@ -33,7 +33,7 @@ from tracetorch.compiler.backend.ir import ops
 
 log = logs.get_logger(__name__)
 
-_SPLITTABLE = ("sum", "prod", "max", "min", "any", "all")
+_SPLITTABLE = ir.ORDER_FREE_REDUCTIONS
 _MIN_RNUMEL = 4096          # shorter rows fit one program's block (persistent reductions)
 _MAX_OUTPUTS = 16
 _MAX_SPLIT = 256            # partials per output: two waves of programs on a 132-SM GPU

@@ -145,12 +145,10 @@ class BackwardGraphs:
         static = [a if i < self.n_saved or not isinstance(a, torch.Tensor) else a.clone()
                   for i, a in enumerate(args)]
         run = lambda: list(self.compiled(*static))  # noqa: E731  (the recorded launches)
-        try:
-            handle, outputs = self.recorder.record(run)
-        except Exception as e:      # e.g. a host synchronisation inside the graph
-            self.disabled = f"recording failed: {type(e).__name__}: {e}"[:300]
-            log.warning("cudagraph_disabled", reason=self.disabled, is_backward=True)
+        recorded = cudagraphs.record_or_disable(self, run, is_backward=True)
+        if recorded is None:
             return None
+        handle, outputs = recorded
         return cudagraphs.Recording(handle, static, set(range(self.n_saved)), outputs, run)
 
 

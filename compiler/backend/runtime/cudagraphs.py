@@ -209,12 +209,10 @@ class CudaGraphRunner:
                     and (isinstance(a, torch.nn.Parameter) or _pointer(a) == seen[i])}
         static = [a if i in in_place else a.clone() for i, a in enumerate(args)]
         run = lambda: list(self.compiled(*static))  # noqa: E731  (the recorded launches)
-        try:
-            handle, outputs = self.recorder.record(run)
-        except Exception as e:      # e.g. a host synchronisation inside the graph
-            self.disabled = f"recording failed: {type(e).__name__}: {e}"[:300]
-            log.warning("cudagraph_disabled", reason=self.disabled)
+        recorded = record_or_disable(self, run)
+        if recorded is None:
             return None
+        handle, outputs = recorded
         storages = {a.untyped_storage().data_ptr() for a in static}
         copied = outputs if self.copied_outputs is None else outputs[:self.copied_outputs]
         if any(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in storages for o in copied):
@@ -237,6 +235,17 @@ class CudaGraphRunner:
                 args[i].copy_(rec.static_inputs[i])
         n = len(rec.outputs) if self.copied_outputs is None else self.copied_outputs
         return [o.clone() if isinstance(o, torch.Tensor) and k < n else o for k, o in enumerate(rec.outputs)]
+
+
+def record_or_disable(runner, run, **fields):
+    """runner.recorder.record(run), or None with graphs turned off for `runner` (its `disabled`
+    reason, logged) where recording fails: e.g. a host synchronisation inside the graph."""
+    try:
+        return runner.recorder.record(run)
+    except Exception as e:
+        runner.disabled = f"recording failed: {type(e).__name__}: {e}"[:300]
+        log.warning("cudagraph_disabled", reason=runner.disabled, **fields)
+        return None
 
 
 def maybe_wrap(compiled, gm: torch.fx.GraphModule, example_inputs):

@@ -258,9 +258,7 @@ def _fit(g: Group, buf):
         # [B, S, D] product it reduces, stored for the matmuls)
         members, rdims = _finer_group(g, d.ranges) if g.rranges else (None, None)
         if members is not None:
-            trial = Group(members[0])
-            trial.nodes, trial.kinds, trial.device = members, dict(g.kinds), g.device
-            trial.ranges, trial.rranges = list(g.ranges), rdims
+            trial = _trial_group(members, g.device, dict(g.kinds), g.ranges, rdims)
             dims = list(g.ranges) + rdims
             for node in [buf.resplit(dims)] + _permuted_as(buf, dims):
                 if node is None:
@@ -269,38 +267,47 @@ def _fit(g: Group, buf):
                 if plan2 is not None and not check_deps(members, node, plan2):
                     return node, members, plan2, ""
     elif isinstance(d, ir.Reduction) and not g.rranges:
-        # a pure pointwise group over coarser loops than the reduction's split, or over the same
-        # loops in another order: the per-channel sums of a batch norm ([C] x [N, H, W]) of a
-        # channels-last pointwise result (its loops run over [N, H, W, C], as it is stored)
-        dims = list(d.ranges) + list(d.reduction_ranges)
-        candidates = [[n.resplit(dims) for n in g.nodes]]
-        if len({tuple(n.data.ranges) for n in g.nodes}) == 1:    # the group's nodes alike
-            candidates += [[_renest(n, dims, pieces) for n in g.nodes]
-                           for pieces in _piece_choices(g.nodes[0].data.ranges, dims)]
-        for members in candidates:
+        for node, members, checked in _reduction_candidates(g, buf):
             if all(m is not None for m in members):
-                trial = Group(members[0])
-                trial.nodes, trial.kinds = members, {m.name: ir.NODE_OUTER for m in members}
-                trial.device = g.device
-                plan2, _ = prospective(trial, buf)
-                if plan2 is not None and (members is candidates[0] or not check_deps(members, buf, plan2)):
-                    return buf, members, plan2, ""
-        # the reduction's loops coarser than the group's: its reduction loops split as the
-        # group's (a bias gradient's sum over B * S tokens of a [B, S, D] dropout backward)
-        refined = _finer_reduction(buf, g.nodes[0].data.ranges) \
-            if len({tuple(n.data.ranges) for n in g.nodes}) == 1 else None
-        if refined is not None:
-            dims = list(refined.data.ranges) + list(refined.data.reduction_ranges)
-            for pieces in _piece_choices(g.nodes[0].data.ranges, dims):
-                members = [_renest(n, dims, pieces) or n.resplit(dims) for n in g.nodes]
-                if all(m is not None for m in members):
-                    trial = Group(members[0])
-                    trial.nodes, trial.kinds = members, {m.name: ir.NODE_OUTER for m in members}
-                    trial.device = g.device
-                    plan2, _ = prospective(trial, refined)
-                    if plan2 is not None and not check_deps(members, refined, plan2):
-                        return refined, members, plan2, ""
+                plan2, _ = prospective(_trial_group(members, g.device), node)
+                if plan2 is not None and (not checked or not check_deps(members, node, plan2)):
+                    return node, members, plan2, ""
     return None, g.nodes, None, why
+
+
+def _reduction_candidates(g: Group, buf):
+    """Ways for reduction `buf` to join the pure pointwise group g, tried in this order:
+    (the reduction node, g's nodes remade, whether the same-point reads are checked here rather
+    than by the caller). g's nodes re-split to finer loops than the reduction's split; or over
+    the same loops in another order (the per-channel sums of a batch norm, [C] x [N, H, W], of a
+    channels-last pointwise result whose loops run over [N, H, W, C], as it is stored); or, the
+    reduction's loops coarser than the group's, its reduction loops split as the group's (a bias
+    gradient's sum over B * S tokens of a [B, S, D] dropout backward)."""
+    d = buf.data
+    dims = list(d.ranges) + list(d.reduction_ranges)
+    yield buf, [n.resplit(dims) for n in g.nodes], False
+    if len({tuple(n.data.ranges) for n in g.nodes}) != 1:     # the group's nodes must be alike
+        return
+    ranges = g.nodes[0].data.ranges
+    for pieces in _piece_choices(ranges, dims):
+        yield buf, [_renest(n, dims, pieces) for n in g.nodes], True
+    refined = _finer_reduction(buf, ranges)
+    if refined is None:
+        return
+    dims = list(refined.data.ranges) + list(refined.data.reduction_ranges)
+    for pieces in _piece_choices(ranges, dims):
+        yield refined, [_renest(n, dims, pieces) or n.resplit(dims) for n in g.nodes], True
+
+
+def _trial_group(members, device, kinds=None, ranges=None, rranges=()) -> Group:
+    """A group of `members` to ask prospective() about: pure pointwise (every member outer)
+    unless kinds and ranges are given."""
+    trial = Group(members[0])
+    trial.nodes, trial.device = members, device
+    trial.kinds = kinds if kinds is not None else {m.name: ir.NODE_OUTER for m in members}
+    if ranges is not None:
+        trial.ranges, trial.rranges = list(ranges), list(rranges)
+    return trial
 
 
 def _finer_group(g: Group, ranges):

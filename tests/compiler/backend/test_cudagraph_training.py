@@ -172,3 +172,23 @@ def test_attention_without_dropout_is_recorded_and_with_dropout_is_not(events):
     for _ in range(3):
         dropped(torch.randn(2, 5, 16)).backward()
     assert any("random op" in e.fields.get("reason", "") for e in named(events, "cudagraph_skipped"))
+
+
+def test_a_failed_recording_turns_graphs_off_with_its_reason_and_stays_right(events, monkeypatch):
+    """A recording that raises (a host synchronisation inside the graph, on a GPU) turns CUDA
+    graphs off for that graph, logged with the error; every step still equals eager's."""
+    from tracetorch.compiler.backend.runtime import cudagraphs
+
+    def refuse(self, run):
+        raise RuntimeError("operation not permitted when stream is capturing")
+    monkeypatch.setattr(cudagraphs.EagerRecorder, "record", refuse)
+    eager, ours, compiled = _pair()
+    for step in range(4):
+        x, y = _batch(step)
+        for fn in (eager, compiled):
+            torch.nn.functional.cross_entropy(fn(x), y).backward()
+        _same_state(eager, ours)
+        eager.zero_grad(set_to_none=True)
+        ours.zero_grad(set_to_none=True)
+    reasons = [e.fields["reason"] for e in named(events, "cudagraph_disabled")]
+    assert reasons and all("recording failed: RuntimeError" in r for r in reasons), reasons
