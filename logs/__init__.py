@@ -38,7 +38,7 @@ import warnings
 
 from tracetorch.logs import registry
 from tracetorch.logs.bound import get_logger
-from tracetorch.logs.compile_ids import CompileId, compile_context, current_compile_id
+from tracetorch.logs.compile_ids import CompileId, compile_context, compile_id_scope, current_compile_id
 from tracetorch.logs.core import (add_sink, artifact, close_trace, enabled, open_trace, open_trace_dir,
                        remove_sink, trace_record, tracing)
 from tracetorch.logs.events import Event
@@ -48,7 +48,7 @@ from tracetorch.logs import testing
 from tracetorch.logs import core as _core, settings as _settings
 
 __all__ = [
-    "get_logger", "enabled", "artifact", "trace_record", "compile_context", "current_compile_id",
+    "get_logger", "enabled", "artifact", "trace_record", "compile_context", "compile_id_scope", "current_compile_id",
     "CompileId", "add_sink", "remove_sink", "Event", "set_logs", "open_trace", "open_trace_dir",
     "close_trace", "trace_dir_writer", "LogSettingsError", "LogsHelp", "help_text", "registry",
     "envelope_key", "configure_from_env", "tracing", "testing",

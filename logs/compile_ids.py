@@ -83,6 +83,21 @@ def dynamo_compile_id() -> CompileId | None:
 
 
 @contextlib.contextmanager
+def compile_id_scope(cid: "CompileId | None") -> Iterator[None]:
+    """Events inside the block carry `cid` without counting a compile start: what a graph's
+    compiled code decides at run time (a CUDA graph recorded, refused, turned off) is logged
+    under the id of the compile that made it."""
+    if cid is None:
+        yield
+        return
+    token = _current.set(cid)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+@contextlib.contextmanager
 def compile_context(frame_id: int, frame_compile_id: int, attempt: int = 0) -> Iterator[CompileId]:
     """Every event inside the block carries this compile id."""
     cid = CompileId(frame_id, frame_compile_id, attempt)

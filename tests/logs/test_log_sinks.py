@@ -130,3 +130,23 @@ def test_per_instruction_artifacts_only_when_named_or_asked_for_by_a_sink(fresh_
     logs.set_logs(trace_bytecode=True)
     logs.artifact("trace_bytecode", lambda: "TRACE LOAD_FAST y")
     assert "LOAD_FAST y" in trace.read_text()
+
+
+def test_compile_id_scope_tags_events_without_counting_a_compile():
+    """Run-time decisions of a compiled graph (a CUDA graph recorded) carry the id of the compile
+    that made it; entering the scope is not another start of that compile."""
+    import logging
+
+    from tracetorch import logs
+    from tracetorch.logs.compile_ids import CompileId, compile_serial
+    cid = CompileId(3, 1)
+    with logs.testing.capture(names={"scoped"}, level=logging.INFO) as events:
+        with logs.compile_context(3, 1):
+            pass
+        before = compile_serial(cid)
+        with logs.compile_id_scope(cid):
+            logs.get_logger("tracetorch.test").info("scoped")
+        with logs.compile_id_scope(None):
+            logs.get_logger("tracetorch.test").info("scoped")
+    assert [e.compile_id for e in events] == [cid, None]
+    assert compile_serial(cid) == before

@@ -70,9 +70,10 @@ class TrainingGraphs:
         pending = self._pending() if self._pending is not None else None
         if pending is not None and not pending.consumed:
             self.token = None
-            log.debug("cudagraph_skipped", reason="the saved values of an earlier replay still wait "
-                      "for their backward: this call runs as compiled")
-            return self.compiled(*unboxed)
+            with logs.compile_id_scope(self.forward.compile_id):
+                log.debug("cudagraph_skipped", reason="the saved values of an earlier replay still "
+                          "wait for their backward: this call runs as compiled")
+                return self.compiled(*unboxed)
         outs = self.forward(*unboxed)
         if self.forward.replayed:
             self.token = ReplayToken()
@@ -91,14 +92,14 @@ class TrainingGraphs:
         if cudagraphs.mutated_inputs(gm):
             log.info("cudagraph_skipped", reason="the backward writes into its inputs", is_backward=True)
             return None
-        return BackwardGraphs(compiled_backward, n_saved, self.recorder)
+        return BackwardGraphs(compiled_backward, n_saved, self.recorder, self.forward.compile_id)
 
 
 class BackwardGraphs:
     """Records the backward with its saved values read in place (the forward recording's memory)
     and the incoming gradients copied into the recording's own inputs; gradients copied out."""
 
-    def __init__(self, compiled, n_saved: int, recorder):
+    def __init__(self, compiled, n_saved: int, recorder, compile_id=None):
         self.compiled = compiled
         self.n_saved = n_saved
         self.recorder = recorder
@@ -106,34 +107,46 @@ class BackwardGraphs:
         self.recordings: dict[tuple, cudagraphs.Recording] = {}
         self.warm: set[tuple] = set()
         self.disabled: str | None = None
+        self.compile_id = compile_id        # the forward's compile: what its run-time events carry
 
     def call_boxed(self, args: list):
         if self.disabled:
             return self.compiled.call_boxed(args)
         sig = cudagraphs._signature(args)
         rec = self.recordings.get(sig)
-        if rec is not None and any(args[i] is not rec.static_inputs[i] and
-                                   cudagraphs._pointer(args[i]) != cudagraphs._pointer(rec.static_inputs[i])
-                                   for i in range(self.n_saved)):
+        if rec is not None and not self._moved(rec, args):
+            return self._replay(rec, args)
+        with logs.compile_id_scope(self.compile_id):
+            return self._record_and_run(sig, rec, args)
+
+    def _moved(self, rec, args) -> bool:
+        return any(args[i] is not rec.static_inputs[i] and
+                   cudagraphs._pointer(args[i]) != cudagraphs._pointer(rec.static_inputs[i])
+                   for i in range(self.n_saved))
+
+    def _record_and_run(self, sig, rec, args: list):
+        """A call with no recording to replay: warm up, record, or run as compiled."""
+        if rec is not None:
             # the forward was recorded again (a new signature of its own): other saved memory
             log.info("cudagraph_record", reason="the saved values live in other memory than when "
                      "recorded", is_backward=True, recordings=len(self.recordings))
             del self.recordings[sig]
-            rec = None
+        if sig not in self.warm:          # compile and autotune outside any recording
+            self.warm.add(sig)
+            return self.compiled.call_boxed(args)
+        if len(self.recordings) >= self.max_recordings:
+            self.disabled = f"more than {self.max_recordings} input signatures"
+            log.warning("cudagraph_disabled", reason=self.disabled, is_backward=True)
+            return self.compiled.call_boxed(args)
+        log.info("cudagraph_record", reason="first recording" if not self.recordings else
+                 "new input signature", is_backward=True, recordings=len(self.recordings) + 1)
+        rec = self._record(args)
         if rec is None:
-            if sig not in self.warm:      # compile and autotune outside any recording
-                self.warm.add(sig)
-                return self.compiled.call_boxed(args)
-            if len(self.recordings) >= self.max_recordings:
-                self.disabled = f"more than {self.max_recordings} input signatures"
-                log.warning("cudagraph_disabled", reason=self.disabled, is_backward=True)
-                return self.compiled.call_boxed(args)
-            log.info("cudagraph_record", reason="first recording" if not self.recordings else
-                     "new input signature", is_backward=True, recordings=len(self.recordings) + 1)
-            rec = self._record(args)
-            if rec is None:
-                return self.compiled.call_boxed(args)
-            self.recordings[sig] = rec
+            return self.compiled.call_boxed(args)
+        self.recordings[sig] = rec
+        return self._replay(rec, args)
+
+    def _replay(self, rec, args: list):
         for i in range(self.n_saved, len(args)):
             rec.static_inputs[i].copy_(args[i])
         args.clear()

@@ -156,6 +156,7 @@ class CudaGraphRunner:
         self.warm: dict[tuple, list] = {}        # signature -> the warm-up call's data pointers
         self.copied: set[int] = set()            # slots seen with other memory: always copied
         self.disabled: str | None = None
+        self.compile_id = logs.current_compile_id()     # what its run-time events carry
 
     # the compiled graph's inspection attributes stay reachable (code, path, key, ...)
     def __getattr__(self, name):
@@ -168,6 +169,13 @@ class CudaGraphRunner:
         sig = _signature(args)
         rec = self.recordings.get(sig)
         moved = self._moved_in_place(rec, args) if rec is not None else []
+        if rec is not None and not moved:
+            return self._replay(rec, args)
+        with logs.compile_id_scope(self.compile_id):
+            return self._record_and_run(sig, rec, moved, args)
+
+    def _record_and_run(self, sig, rec, moved, args):
+        """A call with no recording to replay: warm up, record, or run as compiled."""
         if moved:
             # a parameter stays read in place (replaced once, say by load_state_dict(assign=True));
             # any other slot is copied from now on (a user input that was the same tensor twice)

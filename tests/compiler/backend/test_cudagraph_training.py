@@ -59,8 +59,13 @@ def test_training_steps_replay_forward_and_backward_and_match_eager(events):
         torch.testing.assert_close(losses[1], losses[0])
         _same_state(eager, ours)
     assert named(events, "cudagraph_enabled", training=True)
-    assert len(named(events, "cudagraph_record", reason="first recording")) == 2   # forward, backward
+    records = named(events, "cudagraph_record", reason="first recording")
+    assert len(records) == 2                                   # forward, backward
     assert named(events, "cudagraph_record", is_backward=True)
+    # decided at run time, logged under the id of the compile that made the graph
+    enabled = named(events, "cudagraph_enabled", training=True)[0]
+    assert enabled.compile_id is not None
+    assert all(e.compile_id == enabled.compile_id for e in records), [str(e.compile_id) for e in records]
 
 
 def test_two_forwards_before_one_backward_do_not_share_saved_values(events):
