@@ -18,6 +18,8 @@ import os
 import tempfile
 import threading
 
+import torch
+
 from tracetorch import logs
 from tracetorch.compiler.backend.runtime import triton_launch
 from tracetorch.compiler.backend.runtime.triton_launch import LaunchConfig, TritonKernel, source_hash
@@ -214,11 +216,23 @@ def _remember(key, cfg):
         _MEMO[key] = cfg
 
 
+def scratch_copy(t):
+    """A copy of `t` in the same layout: same sizes, strides and storage offset, over a copy of
+    its whole storage. The sweep writes into it in place of `t`. `t.clone()` would not do: a
+    generated kernel indexes with the strides it was compiled for, and clone() makes a view that
+    is not dense (a slice of a concatenation buffer, say) contiguous and smaller, so the timing
+    runs would write past its end into other tensors."""
+    storage = t.untyped_storage()
+    copy = torch.empty(0, dtype=t.dtype, device=t.device)
+    copy.set_(storage.clone(), t.storage_offset(), t.size(), t.stride())
+    return copy
+
+
 def _sweep(kernel, candidates, args, size_args, clone_args):
     import triton.testing
     bench_args = list(args)
     for i in clone_args:
-        bench_args[i] = args[i].clone()
+        bench_args[i] = scratch_copy(args[i])
     timings = []
     for cfg in candidates:
         try:

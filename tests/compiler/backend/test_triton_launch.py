@@ -163,3 +163,36 @@ def test_launch_hooks_pass_empty_chains_as_none():
     finally:
         chain.remove(hook)
     assert launch_hooks() == (None, None)
+
+
+class _StridedWriter:
+    """Stands in for a generated kernel that writes its output with the strides it was compiled
+    for (a [4, 64] slice of a [4, 128] buffer: row stride 128), whatever tensor it is handed."""
+    name = "strided_writer"
+    source = "strided writer"
+
+    def __init__(self):
+        self.calls = 0
+
+    def launch(self, args, size_args, cfg):
+        self.calls += 1
+        out = args[1]
+        out.as_strided((4, 64), (128, 1), out.storage_offset()).copy_(args[0] * self.calls)
+
+
+def test_the_sweep_writes_into_a_copy_in_the_outputs_own_layout(monkeypatch):
+    """Timing runs must not touch the real output, and a non-dense output (a slice of a bigger
+    buffer) must keep its strides in the copy they write: a contiguous clone would be too small
+    for the kernel's compiled strides, and its writes would land in other tensors."""
+    import triton.testing
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, **kw: (fn(), 1.0)[1])
+    buffer = torch.zeros(4, 128)
+    out = buffer[:, 64:]                        # not dense: clone() would make it [4, 64] contiguous
+    kernel = _StridedWriter()
+    cfgs = [tl_launch.LaunchConfig({"XBLOCK": 64}, num_warps=4), tl_launch.LaunchConfig({"XBLOCK": 32}, num_warps=2)]
+    best, timings = autotune._sweep(kernel, cfgs, [torch.ones(4, 64), out], [256], clone_args=(1,))
+    assert kernel.calls == 2 and len(timings) == 2
+    assert torch.equal(buffer, torch.zeros(4, 128))     # the real output and its neighbours untouched
+    copy = autotune.scratch_copy(out)
+    assert (copy.size(), copy.stride(), copy.storage_offset()) == (out.size(), out.stride(), out.storage_offset())
+    assert copy.untyped_storage().data_ptr() != out.untyped_storage().data_ptr()
