@@ -20,8 +20,13 @@ reason (the graph then runs as compiled, never wrong):
   parameter's is copied from then on.
 - Inputs the graph mutates (functionalized write-backs) are copied back after each replay.
 - Outputs are copied out of the recording's memory, which the next replay overwrites.
-- Refused outright: inputs on the CPU or on several devices, random ops (their generator state
-  would be frozen into the recording), outputs that alias an input.
+- Random ops are recorded when they draw from the default CUDA generator: a recording
+  registers that generator's state, and each replay draws at its current offset and advances it
+  by what the recorded ops consume, as the same ops run eagerly would (so a model trained with
+  dropout draws the same masks as eagerly under the same seed).
+- Refused outright: inputs on the CPU or on several devices, random ops with a generator of
+  their own or drawing on the CPU (their state would be frozen into the recording), outputs that
+  alias an input.
 
 `Recorder` is the only part that talks to CUDA: tests run the same bookkeeping on CPU tensors
 with `EagerRecorder`, which re-runs the graph on replay and writes into the recorded outputs.
@@ -67,7 +72,12 @@ class EagerRecorder:
     bookkeeping; config testing.cudagraph_stand_in)."""
 
     def record(self, run):
-        return None, run()
+        # a real recording executes nothing, so it draws no random numbers: the generator's state
+        # is put back, and the replay that follows draws what the call would draw eagerly
+        state = torch.random.get_rng_state()
+        outputs = run()
+        torch.random.set_rng_state(state)
+        return None, outputs
 
     def replay(self, rec: "Recording") -> None:
         for static, fresh in zip(rec.outputs, rec.run()):
@@ -92,22 +102,40 @@ def refusal(gm: torch.fx.GraphModule, example_inputs) -> str | None:
         return "a symbolic size or scalar input (dynamic shapes are recorded per concrete size " \
                "only when sizes come from tensors)"
     for node in gm.graph.nodes:
-        if node.op == "call_function" and _draws_random_numbers(node):
-            return f"random op {node.target} (its generator state would be frozen into the graph)"
+        why = _frozen_random_draws(node) if node.op == "call_function" else None
+        if why:
+            return f"random op {node.target} {why} (its generator state would be frozen into the graph)"
     return None
 
 
-def _draws_random_numbers(node: torch.fx.Node) -> bool:
-    """An op tagged as seeded, unless its dropout probability is 0: every attention op of ATen
-    is tagged for its dropout_p, and a transformer trained without attention dropout draws none."""
+def _argument(node: torch.fx.Node, schema, name: str):
+    for i, arg in enumerate(schema.arguments):
+        if arg.name == name:
+            return node.args[i] if i < len(node.args) else node.kwargs.get(name, arg.default_value)
+    return None
+
+
+def _frozen_random_draws(node: torch.fx.Node) -> str | None:
+    """Why a random op's draws would not advance across replays, or None (not random, or drawing
+    from the default CUDA generator, whose state a recording registers). ATen tags every
+    attention op as seeded for its dropout_p: with p = 0 it draws nothing."""
     if torch.Tag.nondeterministic_seeded not in getattr(node.target, "tags", ()):
-        return False
+        return None
     schema = getattr(node.target, "_schema", None)
-    for i, arg in enumerate(schema.arguments if schema is not None else ()):
-        if arg.name == "dropout_p":
-            p = node.args[i] if i < len(node.args) else node.kwargs.get("dropout_p", arg.default_value)
-            return not (isinstance(p, (int, float)) and p == 0)
-    return True
+    if schema is None:
+        return "without a schema"
+    if any(a.name == "dropout_p" for a in schema.arguments):
+        p = _argument(node, schema, "dropout_p")
+        if isinstance(p, (int, float)) and p == 0:
+            return None
+    if _argument(node, schema, "generator") is not None:
+        return "with a generator of its own"
+    val = node.meta.get("val")
+    vals = val if isinstance(val, (tuple, list)) else (val,)
+    on_cpu = any(isinstance(v, torch.Tensor) and v.device.type == "cpu" for v in vals)
+    if on_cpu and not config.testing.cudagraph_stand_in:
+        return "drawing on the CPU"
+    return None
 
 
 def mutated_inputs(gm: torch.fx.GraphModule) -> list[int]:

@@ -158,7 +158,7 @@ class _Attention(torch.nn.Module):
         return o.transpose(1, 2).reshape(2, 5, 16).square().mean()
 
 
-def test_attention_without_dropout_is_recorded_and_with_dropout_is_not(events):
+def test_attention_without_dropout_is_recorded(events):
     """ATen tags every attention op as random for its dropout_p; with p = 0 it draws nothing."""
     torch.manual_seed(0)
     eager = _Attention(0.0)
@@ -172,11 +172,52 @@ def test_attention_without_dropout_is_recorded_and_with_dropout_is_not(events):
     assert named(events, "cudagraph_record", is_backward=True)
     assert not named(events, "cudagraph_skipped")
 
-    compiler.reset()
-    dropped = compiler.compile(_Attention(0.5), mode="reduce-overhead", options=STAND_IN)
-    for _ in range(3):
-        dropped(torch.randn(2, 5, 16)).backward()
-    assert any("random op" in e.fields.get("reason", "") for e in named(events, "cudagraph_skipped"))
+
+def _dropout_model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Dropout(0.3), torch.nn.GELU(),
+                               torch.nn.Linear(16, 3))
+
+
+def test_training_with_dropout_is_recorded_and_draws_eagers_masks(events):
+    """The forward's dropout draws at the generator's state on every call, recorded or not, and
+    its backward reads the mask it saved: each step equals eager's under the same seed."""
+    eager = _dropout_model()
+    ours = copy.deepcopy(eager)
+    compiled = compiler.compile(ours, mode="reduce-overhead", options=STAND_IN)
+    opt_e = torch.optim.SGD(eager.parameters(), lr=0.1)
+    opt_o = torch.optim.SGD(ours.parameters(), lr=0.1)
+    for step in range(6):
+        x, y = _batch(step)
+        losses = []
+        for fn, opt in ((eager, opt_e), (compiled, opt_o)):
+            torch.manual_seed(100 + step)
+            loss = torch.nn.functional.cross_entropy(fn(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            losses.append(loss.detach())
+        torch.testing.assert_close(losses[1], losses[0])
+        _same_state(eager, ours)
+    assert named(events, "cudagraph_record", is_backward=True)
+    assert not named(events, "cudagraph_skipped")
+
+
+def test_attention_with_dropout_replays_what_it_runs_without_graphs(events):
+    """Attention dropout draws inside the fused op: the recorded graph's gradients equal those of
+    the same compiled graph run without CUDA graphs, under the same seeds."""
+    torch.manual_seed(0)
+    plain_model = _Attention(0.5)
+    graph_model = copy.deepcopy(plain_model)
+    plain = compiler.compile(plain_model, options={"backend.cache_enabled": False})
+    graphed = compiler.compile(graph_model, mode="reduce-overhead", options=STAND_IN)
+    for step in range(4):
+        x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(step))
+        for fn in (plain, graphed):
+            torch.manual_seed(step)
+            fn(x).backward()
+        _same_state(plain_model, graph_model)
+    assert named(events, "cudagraph_record", is_backward=True)
 
 
 def test_a_failed_recording_turns_graphs_off_with_its_reason_and_stays_right(events, monkeypatch):

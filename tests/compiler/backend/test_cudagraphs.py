@@ -112,16 +112,36 @@ def test_inputs_that_persist_are_read_in_place(events):
     torch.testing.assert_close(stats, stats_before + 1.0)   # never written through
 
 
-def test_random_ops_are_not_recorded(events):
+def test_random_ops_are_recorded_and_draw_what_eager_draws(events):
+    """Each call (warm-up, recording, replays) draws from the generator's current state and
+    advances it as eager does: the same seed gives eager's numbers, fresh ones on every call."""
     def f(x):
         return x + torch.rand_like(x)
 
     opt = compiler.compile(f, mode="reduce-overhead", options=STAND_IN)
     x = torch.zeros(6)
-    out = opt(x)
-    assert ((out >= 0) & (out < 1)).all()
-    skipped = named(events, "cudagraph_skipped")
-    assert skipped and "random op" in skipped[0].fields["reason"]
+    torch.manual_seed(7)
+    want = [f(x) for _ in range(4)]
+    torch.manual_seed(7)
+    got = [opt(x) for _ in range(4)]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+    assert not torch.equal(got[2], got[3])
+    assert named(events, "cudagraph_record") and not named(events, "cudagraph_skipped")
+
+
+def test_a_random_op_with_its_own_generator_is_refused():
+    from tracetorch.compiler.backend.runtime import cudagraphs
+    graph = torch.fx.Graph()
+    x, gen = graph.placeholder("x"), graph.placeholder("gen")
+    drawn = graph.call_function(torch.ops.aten.bernoulli.p, (x, 0.5), {"generator": gen})
+    graph.output((drawn,))
+    plain = torch.fx.Graph()
+    x = plain.placeholder("x")
+    plain.output((plain.call_function(torch.ops.aten.bernoulli.p, (x, 0.5)),))
+    with compiler.config.patch(**{"testing.cudagraph_stand_in": True}):      # CPU inputs allowed
+        assert "generator of its own" in cudagraphs._frozen_random_draws(drawn)
+        assert cudagraphs.refusal(torch.fx.GraphModule(torch.nn.Module(), plain), [torch.zeros(3)]) is None
 
 
 def test_cpu_inputs_are_refused_without_the_stand_in(events):
