@@ -162,13 +162,7 @@ def choose_config(kernel: TritonKernel, candidates: list[LaunchConfig], args: li
         hit = _MEMO.get(key)
     if hit is not None:
         return hit
-    reason = None
-    if kernel.interpret:
-        reason = "triton interpreter: timings are meaningless, default config"
-    elif not _opt("autotune", True):
-        reason = "config.triton.autotune is off"
-    elif len(candidates) == 1:
-        reason = "single candidate"
+    reason = _no_sweep_reason(kernel, candidates)
     if reason:
         _remember(key, candidates[0])
         _log(kernel, bucket, candidates[0], reason, [])
@@ -186,6 +180,17 @@ def choose_config(kernel: TritonKernel, candidates: list[LaunchConfig], args: li
         log.warning("autotune_cache_write_failed", error=str(e))
     _log(kernel, bucket, best, "benchmarked", timings)
     return best
+
+
+def _no_sweep_reason(kernel: TritonKernel, candidates: list) -> str | None:
+    """Why the default candidate is taken without timing any, or None."""
+    if kernel.interpret:
+        return "triton interpreter: timings are meaningless, default config"
+    if not _opt("autotune", True):
+        return "config.triton.autotune is off"
+    if len(candidates) == 1:
+        return "single candidate"
+    return None
 
 
 def known_config(kernel: TritonKernel, size_args: list) -> LaunchConfig | None:

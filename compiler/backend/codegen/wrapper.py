@@ -201,7 +201,7 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
                  "from torch.nn.functional import scaled_dot_product_attention",
                  "from tracetorch.compiler.backend.runtime.cpp_build import load_cpp_module",
                  "from tracetorch.compiler.backend.runtime.wrapper_support import (channels_last_weight, "
-                 "ensure_layout, write_back)",
+                 "ensure_layout, increment_version, write_back)",
                  "import tracetorch.compiler.aot.decompose"
                  "  # registers torch.ops.tracetorch.sdpa (attention kept whole)",
                  "aten = torch.ops.aten",
@@ -220,6 +220,11 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
     ins = [n for n, _ in graph.graph_inputs]
     body.append(f"{', '.join(ins)}{',' if len(ins) == 1 else ''} = args" if ins else "pass")
     body.append("args.clear()")
+    # inputs our kernels write in place (no ATen op bumps their version counters): autograd's
+    # saved-tensor checks and caches keyed on `_version` (channels_last_weight) must see it
+    written = [s.args[0].name for s in sched.steps if s.name in sched.plan.inplace_writebacks]
+    if written:
+        body.append(f"written_inputs = ({', '.join(written)},)  # their versions are bumped at the end")
     for cname in graph.constants:
         body.append(f"{cname} = constants[{cname!r}]")
     needed = set()
@@ -288,6 +293,8 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
             if not _reused_later(sched.plan, d, i):
                 body.append(f"del {d}")
     outs = [fmt_arg(v) for v in graph.outputs]
+    if written:
+        body.append("increment_version(written_inputs)")
     body.append(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
 
     lines = lines_top + ["def call(args):"] + ["    " + b if b else "" for b in body]

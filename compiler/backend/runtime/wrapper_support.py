@@ -21,6 +21,13 @@ def ensure_layout(t: torch.Tensor, size, stride) -> torch.Tensor:
     return out
 
 
+def increment_version(tensors) -> None:
+    """Count an in-place write into each of these tensors, as an ATen in-place op would: the
+    output code's kernels write mutated inputs through their data pointers, which bumps nothing,
+    so autograd's check of saved tensors and caches keyed on `_version` would miss the write."""
+    torch.autograd.graph.increment_version(tensors)
+
+
 #: id(weight) -> (weak reference, version, data pointer, channels_last copy); see below
 _CHANNELS_LAST: dict = {}
 
