@@ -339,6 +339,9 @@ def run_training(name, args):
         row = {}
         try:
             step = _train_step_fn(variant, name, base, opt, args.autocast)
+            # every variant draws its dropout masks from the same generator state: variants
+            # with the same random ops (ours and ours_ro) take the very same steps
+            torch.manual_seed(1)
             t0 = time.perf_counter()
             first = float(step(inputs))
             _sync(args.device)
@@ -361,6 +364,7 @@ def run_training(name, args):
             # every variant has taken the same steps on the same batch: the losses must agree
             # (steps that replayed CUDA graphs included, not just the first one)
             last = float(step(inputs).detach())
+            row["last_loss"] = last
             ref_last = last if variant == "eager" else ref_last
             if ref_last is not None:
                 row["last_loss_rel_err"] = abs(last - ref_last) / max(abs(ref_last), 1e-12)
