@@ -96,6 +96,10 @@ SECTIONS: dict[str, dict[str, Option]] = {
         "cudagraph_max_recordings": _opt(8, "input signatures (sizes, strides, dtypes) recorded "
                                             "per graph before CUDA graphs are turned off for it",
                                          low=1),
+        "cudagraph_random_ops": _opt(False, "also record graphs with random ops that draw from the "
+                                            "default CUDA generator (dropout), fused attention with "
+                                            "dropout excepted; experimental: a GPT-2 training step "
+                                            "crashed in its backward on the H100, cause not yet found"),
         "cpu_codegen": _opt("cpp", "code generator for CPU tensors; 'triton' runs Triton kernels "
                                    "through its interpreter (tests of the Triton codegen on CPU)",
                             choices=("cpp", "triton")),

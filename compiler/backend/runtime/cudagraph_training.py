@@ -16,8 +16,9 @@ What differs from inference graphs (cudagraphs.py, whose bookkeeping is reused):
   recording's); after a forward that ran as compiled, its backward runs as compiled too.
 - User outputs, values written back into inputs, and gradients are copied out of the recordings'
   memory: autograd accumulates gradients into .grad, which the next replay would overwrite.
-- Random ops (dropout) are recorded as for inference: they draw from the default CUDA
-  generator, which each replay advances; the backward reads the masks the forward saved.
+- Random ops (dropout) as for inference: refused unless backend.cudagraph_random_ops is on;
+  then they draw from the default CUDA generator, which each replay advances, and the
+  backward reads the masks the forward saved.
 - The forward's and the backward's recordings (every input signature's) allocate from one memory
   pool, as PyTorch's cudagraph trees do: a recording only reuses memory that was free when it
   was recorded, i.e. other recordings' intermediates, which are dead outside their own replay;

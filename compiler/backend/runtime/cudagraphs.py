@@ -20,10 +20,14 @@ reason (the graph then runs as compiled, never wrong):
   parameter's is copied from then on.
 - Inputs the graph mutates (functionalized write-backs) are copied back after each replay.
 - Outputs are copied out of the recording's memory, which the next replay overwrites.
-- Random ops are recorded when they draw from the default CUDA generator: a recording
+- Random ops are refused unless `backend.cudagraph_random_ops` is on (experimental: a GPT-2
+  training step with dropout crashed inside autograd's backward on the H100, cause not yet
+  found). With it, ops that draw from the default CUDA generator are recorded: a recording
   registers that generator's state, and each replay draws at its current offset and advances it
   by what the recorded ops consume, as the same ops run eagerly would (so a model trained with
-  dropout draws the same masks as eagerly under the same seed).
+  dropout draws the same masks as eagerly under the same seed). Fused attention with dropout
+  stays refused: it returns its RNG state as tensors for the backward, on the GPU during a
+  recording and on the CPU otherwise.
 - Refused outright: inputs on the CPU or on several devices, random ops with a generator of
   their own or drawing on the CPU (their state would be frozen into the recording), outputs that
   alias an input.
@@ -128,6 +132,9 @@ def _frozen_random_draws(node: torch.fx.Node) -> str | None:
         p = _argument(node, schema, "dropout_p")
         if isinstance(p, (int, float)) and p == 0:
             return None
+        return "with dropout (fused attention saves its RNG state as tensors for the backward)"
+    if not config.backend.cudagraph_random_ops:
+        return "(backend.cudagraph_random_ops is off)"
     if _argument(node, schema, "generator") is not None:
         return "with a generator of its own"
     val = node.meta.get("val")

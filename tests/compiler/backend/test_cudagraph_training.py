@@ -184,7 +184,8 @@ def test_training_with_dropout_is_recorded_and_draws_eagers_masks(events):
     its backward reads the mask it saved: each step equals eager's under the same seed."""
     eager = _dropout_model()
     ours = copy.deepcopy(eager)
-    compiled = compiler.compile(ours, mode="reduce-overhead", options=STAND_IN)
+    compiled = compiler.compile(ours, mode="reduce-overhead",
+                                options={**STAND_IN, "backend.cudagraph_random_ops": True})
     opt_e = torch.optim.SGD(eager.parameters(), lr=0.1)
     opt_o = torch.optim.SGD(ours.parameters(), lr=0.1)
     for step in range(6):
@@ -204,13 +205,14 @@ def test_training_with_dropout_is_recorded_and_draws_eagers_masks(events):
 
 
 def test_attention_with_dropout_replays_what_it_runs_without_graphs(events):
-    """Attention dropout draws inside the fused op: the recorded graph's gradients equal those of
-    the same compiled graph run without CUDA graphs, under the same seeds."""
+    """On the CPU attention with dropout is decomposed (its dropout is a bernoulli draw): the
+    recorded graph's steps equal those of the same compiled graph without CUDA graphs."""
     torch.manual_seed(0)
     plain_model = _Attention(0.5)
     graph_model = copy.deepcopy(plain_model)
     plain = compiler.compile(plain_model, options={"backend.cache_enabled": False})
-    graphed = compiler.compile(graph_model, mode="reduce-overhead", options=STAND_IN)
+    graphed = compiler.compile(graph_model, mode="reduce-overhead",
+                               options={**STAND_IN, "backend.cudagraph_random_ops": True})
     for step in range(4):
         x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(step))
         for fn in (plain, graphed):
@@ -218,6 +220,20 @@ def test_attention_with_dropout_replays_what_it_runs_without_graphs(events):
             fn(x).backward()
         _same_state(plain_model, graph_model)
     assert named(events, "cudagraph_record", is_backward=True)
+
+
+def test_fused_attention_with_dropout_is_refused_without_it_is_not():
+    """The GPU's fused attention ops return their RNG state as tensors for the backward (on the
+    GPU while a CUDA graph records, on the CPU otherwise): refused even with random ops on."""
+    from tracetorch.compiler.backend.runtime import cudagraphs
+    graph = torch.fx.Graph()
+    q = graph.placeholder("q")
+    op = torch.ops.aten._scaled_dot_product_efficient_attention.default
+    dropped = graph.call_function(op, (q, q, q, None, True, 0.1))
+    kept = graph.call_function(op, (q, q, q, None, True, 0.0))
+    with compiler.config.patch(**{"backend.cudagraph_random_ops": True}):
+        assert "with dropout" in cudagraphs._frozen_random_draws(dropped)
+        assert cudagraphs._frozen_random_draws(kept) is None
 
 
 def test_a_failed_recording_turns_graphs_off_with_its_reason_and_stays_right(events, monkeypatch):

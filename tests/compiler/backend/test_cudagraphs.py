@@ -118,7 +118,7 @@ def test_random_ops_are_recorded_and_draw_what_eager_draws(events):
     def f(x):
         return x + torch.rand_like(x)
 
-    opt = compiler.compile(f, mode="reduce-overhead", options=STAND_IN)
+    opt = compiler.compile(f, mode="reduce-overhead", options={**STAND_IN, "backend.cudagraph_random_ops": True})
     x = torch.zeros(6)
     torch.manual_seed(7)
     want = [f(x) for _ in range(4)]
@@ -130,6 +130,18 @@ def test_random_ops_are_recorded_and_draw_what_eager_draws(events):
     assert named(events, "cudagraph_record") and not named(events, "cudagraph_skipped")
 
 
+def test_random_ops_are_refused_unless_the_option_is_on(events):
+    def f(x):
+        return x + torch.rand_like(x)
+
+    opt = compiler.compile(f, mode="reduce-overhead", options=STAND_IN)
+    x = torch.zeros(6)
+    out = opt(x)
+    assert ((out >= 0) & (out < 1)).all()
+    skipped = named(events, "cudagraph_skipped")
+    assert skipped and "backend.cudagraph_random_ops is off" in skipped[0].fields["reason"]
+
+
 def test_a_random_op_with_its_own_generator_is_refused():
     from tracetorch.compiler.backend.runtime import cudagraphs
     graph = torch.fx.Graph()
@@ -139,7 +151,8 @@ def test_a_random_op_with_its_own_generator_is_refused():
     plain = torch.fx.Graph()
     x = plain.placeholder("x")
     plain.output((plain.call_function(torch.ops.aten.bernoulli.p, (x, 0.5)),))
-    with compiler.config.patch(**{"testing.cudagraph_stand_in": True}):      # CPU inputs allowed
+    with compiler.config.patch(**{"testing.cudagraph_stand_in": True,      # CPU inputs allowed
+                                  "backend.cudagraph_random_ops": True}):
         assert "generator of its own" in cudagraphs._frozen_random_draws(drawn)
         assert cudagraphs.refusal(torch.fx.GraphModule(torch.nn.Module(), plain), [torch.zeros(3)]) is None
 
