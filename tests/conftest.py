@@ -36,9 +36,11 @@ if not torch.cuda.is_available():
 import pytest as _pytest_backend  # noqa: E402
 
 
-@_pytest_backend.fixture(scope="session")
+@_pytest_backend.fixture(scope="session", autouse=True)
 def backend_cache_dir(tmp_path_factory):
-    """Point compiler.backend's on-disk cache (graphs + C++ shared objects) at a session tmp dir."""
+    """Point compiler.backend's on-disk cache (graphs + C++ shared objects) at a session tmp dir,
+    for every test: a test that checks a compile's events must not be served from the cache of an
+    earlier run (nor write into the user's ~/.cache/tracetorch)."""
     from tracetorch.compiler import config
     d = tmp_path_factory.mktemp("tracetorch_cache")
     with config.patch(**{"backend.cache_dir": str(d)}):

@@ -78,7 +78,7 @@ def _extern_arg(a) -> str:
 def _channels_last_conv(args) -> bool:
     """A 2-d convolution of channels_last activations whose weight is a graph input with a
     spatial kernel (a 1x1 filter is channels_last already): its weight goes through
-    channels_last_weight (runtime/wrapper_support.py), converted once instead of in every call."""
+    channels_last_weight (runtime/wrapper_support.py), converted before the call."""
     if len(args) < 2 or not isinstance(args[1], ir.InputBuffer) or isinstance(args[1], ir.ConstantBuffer):
         return False
     x, w = args[0].layout if isinstance(args[0], ir.Buffer) else None, args[1].layout
@@ -221,7 +221,7 @@ def generate_wrapper(sched, kernels: dict, preludes: list[str], example_inputs=(
     body.append(f"{', '.join(ins)}{',' if len(ins) == 1 else ''} = args" if ins else "pass")
     body.append("args.clear()")
     # inputs our kernels write in place (no ATen op bumps their version counters): autograd's
-    # saved-tensor checks and caches keyed on `_version` (channels_last_weight) must see it
+    # saved-tensor checks, and anything else keyed on `_version`, must see the write
     written = [s.args[0].name for s in sched.steps if s.name in sched.plan.inplace_writebacks]
     if written:
         body.append(f"written_inputs = ({', '.join(written)},)  # their versions are bumped at the end")

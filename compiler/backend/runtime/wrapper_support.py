@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
-
 import torch
 
 from tracetorch import logs
@@ -24,39 +22,22 @@ def ensure_layout(t: torch.Tensor, size, stride) -> torch.Tensor:
 def increment_version(tensors) -> None:
     """Count an in-place write into each of these tensors, as an ATen in-place op would: the
     output code's kernels write mutated inputs through their data pointers, which bumps nothing,
-    so autograd's check of saved tensors and caches keyed on `_version` would miss the write."""
+    so autograd's check of saved tensors (and anything else keyed on `_version`) would miss it."""
     torch.autograd.graph.increment_version(tensors)
 
 
-#: id(weight) -> (weak reference, version, data pointer, channels_last copy); see below
-_CHANNELS_LAST: dict = {}
-
-
 def channels_last_weight(w: torch.Tensor) -> torch.Tensor:
-    """A convolution weight as channels_last, converted once per value of the weight.
+    """A convolution weight as channels_last, converted at every call.
 
-    With channels_last activations cuDNN wants channels_last filters, and ATen converts an NCHW
-    weight inside every call: ResNet-50 paid 17 copy kernels and ~0.2 ms of host time per call
-    for its 3x3 and 7x7 filters (1x1 filters are both layouts at once). The copy is kept while
-    the weight is the same tensor at the same address and version (`_version` counts in-place
-    writes: an optimizer step converts anew). While a CUDA graph records, the conversion is
-    recorded too, never a cached copy: a replay must see later in-place updates of the weight."""
+    With channels_last activations cuDNN wants channels_last filters (ATen would convert an NCHW
+    weight inside the call anyway). No copy is kept across calls: a cache keyed on the weight's
+    version went stale when the weight changed without a version bump, as through `w.data` (a
+    tensor with a version counter of its own: `p.data.add_(...)` updates, weight loading), and
+    compiled convolutions then ran with old weights. Inductor converts in its graph at every call
+    too, unless the user freezes the weights."""
     if w.is_contiguous(memory_format=torch.channels_last):
         return w
-    if w.is_cuda and torch.cuda.is_current_stream_capturing():
-        return w.contiguous(memory_format=torch.channels_last)
-    key = id(w)
-    hit = _CHANNELS_LAST.get(key)
-    if hit is not None and hit[0]() is w and hit[1] == w._version and hit[2] == w.data_ptr():
-        return hit[3]
-    converted = w.detach().contiguous(memory_format=torch.channels_last)
-    _log.debug("channels_last_weight", shape=list(w.shape), renewed=hit is not None,
-               reason="a channels_last convolution's NCHW filter, converted once per value of the weight")
-    if len(_CHANNELS_LAST) > 4096:      # weights of models no longer alive
-        for k in [k for k, v in _CHANNELS_LAST.items() if v[0]() is None]:
-            del _CHANNELS_LAST[k]
-    _CHANNELS_LAST[key] = (weakref.ref(w), w._version, w.data_ptr(), converted)
-    return converted
+    return w.contiguous(memory_format=torch.channels_last)
 
 
 def rand_strided(size, stride, dtype, device="cpu") -> torch.Tensor:

@@ -117,26 +117,32 @@ def test_rewritten_under_torch_compile_too():
     assert [e.name for e in events] == ["conv_layout_channels_last"], [e.fields for e in events]
 
 
-def test_channels_last_weights_are_converted_once():
-    """A spatial filter of a channels_last convolution goes through channels_last_weight: one
-    conversion per value of the weight, not one per call; an in-place update of the weight (its
-    version) or a new weight tensor converts anew, so results stay eager's."""
-    from tracetorch.compiler.backend.runtime import wrapper_support
+def test_weights_changed_between_calls_are_seen_however_they_change():
+    """A spatial filter of a channels_last convolution is converted to channels_last at every
+    call: changes through the parameter (an in-place update bumps its version), through `.data`
+    (a version counter of its own: nothing bumps the parameter's) and a new tensor are all seen."""
+    import logging
+
+    from tracetorch import logs
     torch.manual_seed(0)
     model = small_resnet().eval()
     x = torch.randn(2, 3, 16, 16)
     compiler.reset()
-    with config.patch(**{"backend.conv_layout": "channels_last"}), torch.no_grad():
+    opts = {"backend.conv_layout": "channels_last", "backend.cache_enabled": False}
+    with config.patch(**opts), torch.no_grad(), \
+            logs.testing.capture(names={"conv_layout_channels_last"}, level=logging.DEBUG, artifacts=None) as events:
         fn = compiler.compile(model)
         torch.testing.assert_close(fn(x), model(x))
+        assert events, "the convolutions did not run channels_last"
         conv = model[3].conv1
-        cached = wrapper_support._CHANNELS_LAST.get(id(conv.weight))
-        assert cached is not None and cached[0]() is conv.weight
-        torch.testing.assert_close(fn(x), model(x))
-        assert wrapper_support._CHANNELS_LAST[id(conv.weight)][3] is cached[3]    # not converted again
         conv.weight.mul_(-2.0)
         torch.testing.assert_close(fn(x), model(x))
-        assert wrapper_support._CHANNELS_LAST[id(conv.weight)][3] is not cached[3]
+        version = conv.weight._version
+        conv.weight.data.mul_(0.5)
+        assert conv.weight._version == version
+        torch.testing.assert_close(fn(x), model(x))
+        conv.weight = nn.Parameter(conv.weight.detach() * 3.0)
+        torch.testing.assert_close(fn(x), model(x))
 
 
 @pytest.mark.parametrize("make", [small_resnet, feature_map, patch_embed])

@@ -43,14 +43,18 @@ def _batch(step):
     return torch.randn(8, 6, generator=g), torch.randint(0, 3, (8,), generator=g)
 
 
-def test_training_steps_replay_forward_and_backward_and_match_eager(events):
-    eager, ours, compiled = _pair()
-    opt_e = torch.optim.SGD(eager.parameters(), lr=0.1, momentum=0.9)
-    opt_o = torch.optim.SGD(ours.parameters(), lr=0.1, momentum=0.9)
-    for step in range(6):
+def _steps_side_by_side(eager, ours, compiled, momentum=0.0, seed=None, steps=6):
+    """SGD steps of the eager model and of the compiled copy, compared after each: the loss, then
+    parameters, gradients and buffers. With `seed`, each step of both reseeds the generator first
+    (the same dropout masks)."""
+    opt_e = torch.optim.SGD(eager.parameters(), lr=0.1, momentum=momentum)
+    opt_o = torch.optim.SGD(ours.parameters(), lr=0.1, momentum=momentum)
+    for step in range(steps):
         x, y = _batch(step)
         losses = []
-        for model, fn, opt in ((eager, eager, opt_e), (ours, compiled, opt_o)):
+        for fn, opt in ((eager, opt_e), (compiled, opt_o)):
+            if seed is not None:
+                torch.manual_seed(seed + step)
             loss = torch.nn.functional.cross_entropy(fn(x), y)
             loss.backward()
             opt.step()
@@ -58,6 +62,11 @@ def test_training_steps_replay_forward_and_backward_and_match_eager(events):
             losses.append(loss.detach())
         torch.testing.assert_close(losses[1], losses[0])
         _same_state(eager, ours)
+
+
+def test_training_steps_replay_forward_and_backward_and_match_eager(events):
+    eager, ours, compiled = _pair()
+    _steps_side_by_side(eager, ours, compiled, momentum=0.9)
     assert named(events, "cudagraph_enabled", training=True)
     records = named(events, "cudagraph_record", reason="first recording")
     assert len(records) == 2                                   # forward, backward
@@ -186,20 +195,7 @@ def test_training_with_dropout_is_recorded_and_draws_eagers_masks(events):
     ours = copy.deepcopy(eager)
     compiled = compiler.compile(ours, mode="reduce-overhead",
                                 options={**STAND_IN, "backend.cudagraph_random_ops": True})
-    opt_e = torch.optim.SGD(eager.parameters(), lr=0.1)
-    opt_o = torch.optim.SGD(ours.parameters(), lr=0.1)
-    for step in range(6):
-        x, y = _batch(step)
-        losses = []
-        for fn, opt in ((eager, opt_e), (compiled, opt_o)):
-            torch.manual_seed(100 + step)
-            loss = torch.nn.functional.cross_entropy(fn(x), y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            losses.append(loss.detach())
-        torch.testing.assert_close(losses[1], losses[0])
-        _same_state(eager, ours)
+    _steps_side_by_side(eager, ours, compiled, seed=100)
     assert named(events, "cudagraph_record", is_backward=True)
     assert not named(events, "cudagraph_skipped")
 

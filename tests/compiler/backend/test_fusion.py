@@ -372,13 +372,18 @@ def test_split_per_channel_sums_of_a_channels_last_result_join_its_kernel(monkey
     def f(x, g):
         y = torch.relu(x * 2 + 1) * g
         return y, y.sum((0, 2, 3)), (y * x).sum((0, 2, 3))
-    torch.manual_seed(0)
-    compiler.reset()
-    with config.patch({"backend.cpu_codegen": "triton", "backend.cache_enabled": False}), \
-            logs.testing.capture(level=logging.DEBUG) as events:
-        rt = check(f, [_channels_last(4, 32, 8, 8), _channels_last(4, 32, 8, 8).abs()])
-    assert [e.fields["lead_dims"] for e in events if e.name == "split_reduction"] == [2, 2]
-    assert rt.compiled.code.count("@triton.jit") == 2     # y with the first stages; the second stages
+    kernels = {}
+    for mode in ("on", "auto"):
+        torch.manual_seed(0)
+        compiler.reset()
+        with config.patch({"backend.cpu_codegen": "triton", "backend.cache_enabled": False,
+                           "backend.renest_fusion": mode}), \
+                logs.testing.capture(level=logging.DEBUG) as events:
+            rt = check(f, [_channels_last(4, 32, 8, 8), _channels_last(4, 32, 8, 8).abs()])
+        assert [e.fields["lead_dims"] for e in events if e.name == "split_reduction"] == [2, 2]
+        kernels[mode] = rt.compiled.code.count("@triton.jit")
+    # on: y with the first stages, then the second stages; auto (Triton: no re-nesting): y alone
+    assert kernels == {"on": 2, "auto": 3}
 
 
 def test_a_bias_gradient_over_flattened_tokens_joins_the_product_it_sums():

@@ -2,7 +2,8 @@
 _permuted_as, ir.ComputedBuffer.permuted): random memory orders, reduced dims and consumers,
 each compiled result compared with eager, on both code generators (Triton through its
 interpreter). The split statistics of large reductions (lowering/split_reduction.py) are reached
-at test sizes by lowering its thresholds."""
+at test sizes by lowering its thresholds. Re-nesting is forced on (backend.renest_fusion): by default
+only C++ kernels re-nest."""
 import itertools
 import os
 import random
@@ -59,7 +60,8 @@ def test_random_memory_orders_and_reduced_dims_match_eager(codegen, split, monke
         monkeypatch.setattr(split_reduction, "_MIN_CHUNK", 16)
         monkeypatch.setattr(split_reduction, "_MIN_PROGRAM_WORK", 64)
     with config.patch({"backend.cpu_codegen": codegen, "backend.cache_enabled": False,
-                       "backend.fallback_on_error": False, "backend.verify_schedule": True}):
+                       "backend.fallback_on_error": False, "backend.verify_schedule": True,
+                       "backend.renest_fusion": "on"}):
         for case in range(10):
             fn, inputs = _program(case)
             compiler.reset()
