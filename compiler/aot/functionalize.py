@@ -96,7 +96,8 @@ class _Interp(torch.fx.Interpreter):
         """Track `out` when it is a view (or a tuple of views) of a tracked view of an expand."""
         parent = self.env[n.args[0]]
         entry = self._views.get(id(parent))
-        if entry is None or entry[0] is not parent:
+        if entry is None or entry[0] is not parent or out is parent:
+            # (an in-place write returns the tensor it wrote: no new view, and its entry stays)
             return
         _, root, rebuild_parent = entry
         if n.op == "call_function" and n.target is operator.getitem and isinstance(parent, (tuple, list)):

@@ -36,6 +36,14 @@ def write_through_view_of_expand(x):       # a write into a view of an expand of
     return t, e + 0
 
 
+def setitem_then_write_into_expand(a):     # fuzz 3623: the slice assignment was taken for a new view
+    v5 = (2.5 * a).logsumexp(0)              # of the expand, rebuilt as setitem's None: the next
+    v6 = v5.expand(2, *v5.shape)             # write into the expand failed to trace and the whole
+    v6[::2] = v6[::2]                        # graph ran eagerly
+    v6.masked_fill_(v6 > 0, 0.1)
+    return v6, v5
+
+
 def bf16_subnormals(x, s):                  # the Triton interpreter's bfloat16 casts flushed
     m = F.mish(x)                            # subnormals to 0 (fuzz 370497: mish(-96) is -1.8e-40,
     return m, m.to(torch.bool), s * 0.5, s + 0 # a True where the flushed value gave False)
@@ -431,6 +439,7 @@ CASES = {
     "strided_slice_new_sizes": (strided_slice_at_new_sizes, lambda: [torch.randn(7, 5, 3, 4)]),
     "half_sum_read_twice": (half_sum_read_twice, lambda: [torch.rand(7, 7).half() + 0.1]),
     "write_through_view_of_expand": (write_through_view_of_expand, lambda: [torch.randn(3, 2)]),
+    "setitem_then_write_into_expand": (setitem_then_write_into_expand, lambda: [torch.randn(16, 1, 1, 5)]),
     "fmin_fmax_signed_zeros": (fmin_fmax_signed_zeros,
                                lambda: [torch.tensor([-0.0, 0.0, float("nan"), 1.0, -0.0] * 8),
                                         torch.tensor([0.0, -0.0, -0.0, float("nan"), -0.0] * 8)]),
