@@ -277,22 +277,27 @@ def _autocast(dtype_name, inputs):
     return torch.autocast(first.device.type, dtype=getattr(torch, dtype_name))
 
 
-def _train_step_fn(variant, name, model, opt, autocast=None):
+def _train_step_fn(variant, name, model, opt, autocast=None, part="both"):
     """One training step (forward, backward, optimizer step) for a variant; the optimizer step is
     compiled by the same compiler as the model. `autocast`: a dtype name for torch.autocast
-    around the forward and loss (weights and optimizer stay float32)."""
-    if variant == "eager":
-        fwd, step = model, opt.step
-    elif variant in ("inductor", "inductor_ro"):
+    around the forward and loss (weights and optimizer stay float32). `part`: what is compiled,
+    "both", "model" (the optimizer step stays eager) or "optimizer" (the model stays eager)."""
+    fwd, step = model, opt.step
+    model_too, step_too = part != "optimizer", part != "model"
+    if variant in ("inductor", "inductor_ro"):
         # reduce-overhead: CUDA graphs for the model's forward and backward (cudagraph trees)
-        fwd = torch.compile(model, mode="reduce-overhead" if variant == "inductor_ro" else None)
-        step = torch.compile(opt.step)
+        if model_too:
+            fwd = torch.compile(model, mode="reduce-overhead" if variant == "inductor_ro" else None)
+        if step_too:
+            step = torch.compile(opt.step)
     elif variant in ("ours", "ours_ro", "ours_backend"):
         from tracetorch import compiler
-        fwd = torch.compile(model, backend=compiler.backend) if variant == "ours_backend" else \
-            compiler.compile(model, mode="reduce-overhead" if variant == "ours_ro" else None)
-        step = compiler.compile(opt.step)
-    else:
+        if model_too:
+            fwd = torch.compile(model, backend=compiler.backend) if variant == "ours_backend" else \
+                compiler.compile(model, mode="reduce-overhead" if variant == "ours_ro" else None)
+        if step_too:
+            step = compiler.compile(opt.step)
+    elif variant != "eager":
         raise ValueError(f"variant {variant} has no training mode")
 
     def run(inputs):

@@ -4,7 +4,7 @@ batch, and the step whose loss first differs from eager's by more than --tol (re
 
 Each variant runs in its own process with empty compile and autotune caches, so that first-call
 work (compiling, autotuning sweeps) happens in it as it does for a user's first run. A variant is
-`<frontend>[:<part>][+<ENV>=<value>...]`: frontend `ours` or `ours_ro` or `inductor`, part
+`<frontend>[:<part>][+<ENV>=<value>...]`: frontend as in bench_real_models.py --train, part
 `both` (default), `model` (optimizer step eager) or `optimizer` (model eager), then environment
 settings for that process (`TRACE_TRITON_AUTOTUNE=0`).
 
@@ -30,33 +30,24 @@ sys.path.insert(0, str(ROOT))
 from scripts import bench_real_models as bench  # noqa: E402
 
 
+FRONTENDS = ("eager", "ours", "ours_ro", "ours_backend", "inductor", "inductor_ro")
+PARTS = ("both", "model", "optimizer")
+
+
 def parse_variant(text: str) -> tuple[str, str, dict]:
+    """(frontend, part, environment settings) of `<frontend>[:<part>][+<ENV>=<value>...]`;
+    ValueError saying what is wrong and what is valid."""
     head, *env = text.split("+")
     frontend, _, part = head.partition(":")
-    settings = dict(item.split("=", 1) for item in env)
-    return frontend, part or "both", settings
-
-
-def _step_fn(frontend, part, name, model, opt):
-    fwd, step = model, opt.step
-    if frontend == "inductor":
-        fwd = torch.compile(model) if part != "optimizer" else model
-        step = torch.compile(opt.step) if part != "model" else opt.step
-    elif frontend in ("ours", "ours_ro"):
-        from tracetorch import compiler
-        mode = "reduce-overhead" if frontend == "ours_ro" else None
-        fwd = compiler.compile(model, mode=mode) if part != "optimizer" else model
-        step = compiler.compile(opt.step) if part != "model" else opt.step
-    elif frontend != "eager":
-        raise SystemExit(f"train_drift: unknown frontend {frontend!r}; valid: eager, ours, ours_ro, inductor")
-
-    def run(inputs):
-        loss = bench._loss(name, fwd, inputs)
-        loss.backward()
-        step()
-        opt.zero_grad(set_to_none=True)
-        return float(loss.detach())
-    return run
+    part = part or "both"
+    if frontend not in FRONTENDS:
+        raise ValueError(f"variant {text!r}: unknown frontend {frontend!r}; valid: {', '.join(FRONTENDS)}")
+    if part not in PARTS:
+        raise ValueError(f"variant {text!r}: unknown part {part!r}; valid: {', '.join(PARTS)}")
+    bad = [item for item in env if "=" not in item]
+    if bad:
+        raise ValueError(f"variant {text!r}: {bad[0]!r} is not an environment setting <NAME>=<value>")
+    return frontend, part, dict(item.split("=", 1) for item in env)
 
 
 def losses(name: str, variant: str, steps: int, device: str) -> list[float]:
@@ -67,8 +58,8 @@ def losses(name: str, variant: str, steps: int, device: str) -> list[float]:
     model = build().to(device).train()
     inputs = make_inputs(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    run = _step_fn(frontend, part, name, model, opt)
-    return [run(inputs) for _ in range(steps)]
+    run = bench._train_step_fn(frontend, name, model, opt, part=part)
+    return [float(run(inputs).detach()) for _ in range(steps)]
 
 
 def _child(name, variant, steps, device) -> list[float] | str:
@@ -98,11 +89,17 @@ def main(argv=None):
     if args.child:
         print("LOSSES " + json.dumps(losses(args.model, args.child, args.steps, args.device)), flush=True)
         return
+    variants = [v for v in args.variants.split(",") if v]
+    try:
+        for v in variants:
+            parse_variant(v)
+    except ValueError as e:
+        p.error(str(e))
     ref = _child(args.model, "eager", args.steps, args.device)
     if isinstance(ref, str):
         raise SystemExit(f"train_drift: eager run failed: {ref}")
     print(f"eager      {' '.join(f'{v:.6f}' for v in ref)}")
-    for variant in [v for v in args.variants.split(",") if v]:
+    for variant in variants:
         got = _child(args.model, variant, args.steps, args.device)
         if isinstance(got, str):
             print(f"{variant}: FAILED {got}")

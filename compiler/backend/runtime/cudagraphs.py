@@ -106,9 +106,9 @@ def refusal(gm: torch.fx.GraphModule, example_inputs) -> str | None:
         return "a symbolic size or scalar input (dynamic shapes are recorded per concrete size " \
                "only when sizes come from tensors)"
     for node in gm.graph.nodes:
-        why = _frozen_random_draws(node) if node.op == "call_function" else None
+        why = _random_op_refusal(node) if node.op == "call_function" else None
         if why:
-            return f"random op {node.target} {why} (its generator state would be frozen into the graph)"
+            return f"random op {node.target}: {why}"
     return None
 
 
@@ -119,29 +119,32 @@ def _argument(node: torch.fx.Node, schema, name: str):
     return None
 
 
-def _frozen_random_draws(node: torch.fx.Node) -> str | None:
-    """Why a random op's draws would not advance across replays, or None (not random, or drawing
-    from the default CUDA generator, whose state a recording registers). ATen tags every
-    attention op as seeded for its dropout_p: with p = 0 it draws nothing."""
+_FROZEN = "its generator state would be frozen into the graph"
+
+
+def _random_op_refusal(node: torch.fx.Node) -> str | None:
+    """Why a node's random draws must not be recorded, or None (not random, or drawing from the
+    default CUDA generator, whose state a recording registers, with random ops allowed). ATen
+    tags every attention op as seeded for its dropout_p: with p = 0 it draws nothing."""
     if torch.Tag.nondeterministic_seeded not in getattr(node.target, "tags", ()):
         return None
     schema = getattr(node.target, "_schema", None)
     if schema is None:
-        return "without a schema"
+        return f"no schema says which generator it draws from ({_FROZEN})"
     if any(a.name == "dropout_p" for a in schema.arguments):
         p = _argument(node, schema, "dropout_p")
         if isinstance(p, (int, float)) and p == 0:
             return None
-        return "with dropout (fused attention saves its RNG state as tensors for the backward)"
+        return "attention with dropout (it returns its RNG state as tensors for the backward)"
     if not config.backend.cudagraph_random_ops:
-        return "(backend.cudagraph_random_ops is off)"
+        return "backend.cudagraph_random_ops is off"
     if _argument(node, schema, "generator") is not None:
-        return "with a generator of its own"
+        return f"it draws from a generator of its own ({_FROZEN})"
     val = node.meta.get("val")
     vals = val if isinstance(val, (tuple, list)) else (val,)
     on_cpu = any(isinstance(v, torch.Tensor) and v.device.type == "cpu" for v in vals)
     if on_cpu and not config.testing.cudagraph_stand_in:
-        return "drawing on the CPU"
+        return f"it draws on the CPU ({_FROZEN})"
     return None
 
 

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import torch
 
-from tracetorch import logs
-
-_log = logs.get_logger(__name__)
-
 
 def ensure_layout(t: torch.Tensor, size, stride) -> torch.Tensor:
     """Return `t` with exactly this size/stride (a copy only if an ATen op chose other strides):

@@ -228,8 +228,8 @@ def test_fused_attention_with_dropout_is_refused_without_it_is_not():
     dropped = graph.call_function(op, (q, q, q, None, True, 0.1))
     kept = graph.call_function(op, (q, q, q, None, True, 0.0))
     with compiler.config.patch(**{"backend.cudagraph_random_ops": True}):
-        assert "with dropout" in cudagraphs._frozen_random_draws(dropped)
-        assert cudagraphs._frozen_random_draws(kept) is None
+        assert "with dropout" in cudagraphs._random_op_refusal(dropped)
+        assert cudagraphs._random_op_refusal(kept) is None
 
 
 def test_a_failed_recording_turns_graphs_off_with_its_reason_and_stays_right(events, monkeypatch):

@@ -153,7 +153,7 @@ def test_a_random_op_with_its_own_generator_is_refused():
     plain.output((plain.call_function(torch.ops.aten.bernoulli.p, (x, 0.5)),))
     with compiler.config.patch(**{"testing.cudagraph_stand_in": True,      # CPU inputs allowed
                                   "backend.cudagraph_random_ops": True}):
-        assert "generator of its own" in cudagraphs._frozen_random_draws(drawn)
+        assert "generator of its own" in cudagraphs._random_op_refusal(drawn)
         assert cudagraphs.refusal(torch.fx.GraphModule(torch.nn.Module(), plain), [torch.zeros(3)]) is None
 
 
