@@ -3,7 +3,8 @@
 Iteration: `ranges` are the kept dims, `reduction_ranges` the reduced dims, both in source order,
 so a reduction over the last dims has the same (outer, reduction) split as the pointwise ops on
 its input: that is what lets the scheduler fuse a whole softmax or layernorm into one kernel.
-mean and var are sums; var reads the realized (shifted) mean in a second reduction (no welford).
+mean and var are sums; var reads the realized (shifted) mean in a second reduction (no welford),
+or, over long rows, takes one pass of shifted sums (_var_one_pass).
 """
 
 from __future__ import annotations
@@ -149,9 +150,13 @@ def _var(ctx, x, dims, correction, keepdim, out, sqrt=False, with_mean=False):
     acc = _var_acc(out, ctx.device)
     n = _numel(x, dims)
     size = x.get_size()
+    denom = _var_denominator(n, correction)
 
     def to_acc(v):
         return ops.to_dtype(v, acc) if x.get_dtype() != acc else v
+
+    if _one_pass(n):
+        return _var_one_pass(ctx, x, dims, n, denom, keepdim, out, acc, to_acc, sqrt, with_mean)
 
     def at_start(v, full):
         """v where every reduced index is 0, else 0: summed over the row, the row's first element."""
@@ -190,24 +195,10 @@ def _var(ctx, x, dims, correction, keepdim, out, sqrt=False, with_mean=False):
         return ops.mul(d, d)
 
     sq = make_reduction(ctx, x, dims, "sum", out_dtype=acc, src_dtype=acc, keepdim=keepdim, value_fn=centered)
-    corr = 1 if correction is None else correction
-    if isinstance(corr, float) and corr.is_integer():
-        corr = int(corr)          # (a float 1.0 made the size expression s0 - 1.0, which no printer takes)
-    if not isinstance(corr, int):
-        raise NotLowerable(f"non-integer correction {corr!r}")
-    denom = n - corr
     sq_ld = sq.make_loader()
 
     def var_fn(idx):
-        v = sq_ld(idx)
-        if isinstance(denom, sympy.Basic) and not denom.is_number:
-            d = ops.maximum(ops.index_expr(denom, acc), ops.constant(0.0, acc))
-        else:
-            d = ops.constant(float(max(denom, 0)), acc)
-        r = ops.truediv(v, d)
-        if sqrt:      # std: the root in the accumulation type (a var of 1e76 has a float32 std)
-            r = ops.sqrt(r)
-        return ops.to_dtype(r, out) if out != acc else r
+        return _finish_var(sq_ld(idx), denom, acc, out, sqrt)
 
     var = ir.Pointwise(sq.get_size(), var_fn, out, ctx.device, origins=ctx.origins, cost=3)
     if not with_mean:
@@ -225,6 +216,90 @@ def _var(ctx, x, dims, correction, keepdim, out, sqrt=False, with_mean=False):
                                  lambda idx: mean_fn(_expand_idx(idx, keep, len(size))),
                                  out, ctx.device, origins=ctx.origins, cost=2)
     return var, mean_node
+
+
+def _var_denominator(n, correction):
+    corr = 1 if correction is None else correction
+    if isinstance(corr, float) and corr.is_integer():
+        corr = int(corr)          # (a float 1.0 made the size expression s0 - 1.0, which no printer takes)
+    if not isinstance(corr, int):
+        raise NotLowerable(f"non-integer correction {corr!r}")
+    return n - corr
+
+
+def _finish_var(sum_sq, denom, acc, out, sqrt):
+    """sum of squared deviations -> var (or std) in the output dtype."""
+    if isinstance(denom, sympy.Basic) and not denom.is_number:
+        d = ops.maximum(ops.index_expr(denom, acc), ops.constant(0.0, acc))
+    else:
+        d = ops.constant(float(max(denom, 0)), acc)
+    r = ops.truediv(sum_sq, d)
+    if sqrt:      # std: the root in the accumulation type (a var of 1e76 has a float32 std)
+        r = ops.sqrt(r)
+    return ops.to_dtype(r, out) if out != acc else r
+
+
+#: rows at least this long take var's one-pass form (split_reduction's floor: such rows are split
+#: or looped, where every pass is one more read of the whole input and, split, two more launches)
+_ONE_PASS_MIN = split_reduction._MIN_RNUMEL
+
+
+def _one_pass(n):
+    n = sympy.sympify(n)
+    return n.is_number and int(n) >= _ONE_PASS_MIN
+
+
+def _var_one_pass(ctx, x, dims, n, denom, keepdim, out, acc, to_acc, sqrt, with_mean):
+    """var (and mean) of long rows in one read of x: the sums of d = x - k and of d*d, where k is
+    the row's first element, loaded directly. A training batch norm's statistics over N, H, W
+    (ResNet-50: up to 401k elements per channel) took three reads of the activation and six
+    launches in the two-pass form (the first element, the shifted mean, the squared deviations);
+    inductor's Welford reduction takes one. var = (S2 - S1*S1/n) / (n - correction): shifted by a
+    value of the row itself, the cancellation is bounded by how far k lies from the mean in
+    standard deviations, not by the mean's size (the textbook sum-of-squares formula's failure),
+    and equal values still give exactly 0 (every d is 0). The direct load of k keeps this kernel
+    out of x's producer's; long rows have their own kernels anyway."""
+    size = x.get_size()
+    loader = x.make_loader()
+
+    def shift(full):
+        return to_acc(loader([sympy.Integer(0) if d in dims else i for d, i in enumerate(full)]))
+
+    s1 = make_reduction(ctx, x, dims, "sum", out_dtype=acc, src_dtype=acc, keepdim=True,
+                        value_fn=lambda v, full: ops.sub(to_acc(v), shift(full)))
+    s2 = make_reduction(ctx, x, dims, "sum", out_dtype=acc, src_dtype=acc, keepdim=True,
+                        value_fn=lambda v, full: _square(ops.sub(to_acc(v), shift(full))))
+    s1_ld, s2_ld = s1.make_loader(), s2.make_loader()
+
+    def var_fn(full):
+        t = s1_ld(full)
+        sum_sq = ops.sub(s2_ld(full), ops.truediv(ops.mul(t, t), _scalar(n, acc)))
+        sum_sq = ops.maximum(sum_sq, ops.constant(0.0, acc))     # rounding may leave it below 0
+        return _finish_var(sum_sq, denom, acc, out, sqrt)
+
+    def mean_fn(full):
+        m = ops.add(shift(full), ops.truediv(s1_ld(full), _scalar(n, acc)))
+        return ops.to_dtype(m, out) if out != acc else m
+
+    var = _row_stat(ctx, size, dims, keepdim, var_fn, out)
+    if not with_mean:
+        return var, None
+    return var, _row_stat(ctx, size, dims, keepdim, mean_fn, out)
+
+
+def _square(d):
+    return ops.mul(d, d)
+
+
+def _row_stat(ctx, size, dims, keepdim, fn, dtype):
+    """A pointwise node over the row statistics' sizes (reduced dims kept as 1 or dropped);
+    `fn` takes a full index of x with the reduced dims at 0."""
+    if keepdim:
+        sizes = [sympy.Integer(1) if d in dims else s for d, s in enumerate(size)]
+        return ir.Pointwise(sizes, fn, dtype, ctx.device, origins=ctx.origins, cost=4)
+    keep = [d for d in range(len(size)) if d not in dims]
+    return ir.Pointwise([size[d] for d in keep], lambda idx: fn(_expand_idx(idx, keep, len(size))),
+                        dtype, ctx.device, origins=ctx.origins, cost=4)
 
 
 def _expand_idx(idx, keep, n):
