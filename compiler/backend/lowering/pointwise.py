@@ -152,7 +152,16 @@ def _div_mode(ctx, a, b, rounding_mode=None):
     if ctx.dtype.is_floating_point:
         if rounding_mode == "floor":   # not floor(a / b): ops.floordiv follows torch's fmod-based rule
             return make_pointwise(ctx, [a, b], ops.floordiv)
-        return make_pointwise(ctx, [a, b], lambda x, y: ops.trunc(ops.truediv(x, y)))
+        dtype = ctx.dtype
+
+        def trunc_div(x, y):
+            q = ops.truediv(x, y)
+            if dtype in (torch.float16, torch.bfloat16):
+                # eager's kernels divide half-precision values into a value of that dtype, then
+                # truncate it: 2.998 rounds to 3.0 first and truncates to 3, not 2
+                q = ops.to_dtype(ops.to_dtype(q, dtype), torch.float32)
+            return ops.trunc(q)
+        return make_pointwise(ctx, [a, b], trunc_div)
     if rounding_mode == "trunc":
         return make_pointwise(ctx, [a, b], ops.truediv)  # C integer division truncates
     return make_pointwise(ctx, [a, b], ops.floordiv)

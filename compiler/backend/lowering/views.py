@@ -315,7 +315,9 @@ def as_strided(ctx, x, size, stride, storage_offset=None):
             # not even the ATen op is safe on our copy (its storage differs from eager's)
             from tracetorch.compiler.backend.lowering.graph import GraphFallback
             raise GraphFallback("as_strided of a computed tensor that is not its whole storage")
-        if not (isinstance(x, ir.ComputedBuffer) and x.layout.is_contiguous()):
+        # (an ATen call's output is a buffer of its own too: a convolution's weight gradient
+        # given back its traced strides by aot/output_layouts.py)
+        if not (isinstance(x, (ir.ComputedBuffer, ir.ExternKernel, ir.MultiOutput)) and x.layout.is_contiguous()):
             x = ctx.graph.realize(ir.Pointwise(x.get_size(), x.make_loader(), x.get_dtype(), x.get_device(),
                                                origins=ctx.origins))
         off = to_sympy(storage_offset) if storage_offset is not None else sympy.Integer(0)
