@@ -6,7 +6,9 @@ GPU waited for the host: launches, not kernels, set the step's speed.
     python scripts/step_walls.py vit_s16 --variants eager,inductor,ours,ours_ro --steps 30
 
 Prints every step's times and the medians; the compiler's events counted during the timed steps
-(recompiles, CUDA graph recordings) show what else ran. A diagnostic, not a benchmark.
+(recompiles, CUDA graph recordings) show what else ran. `--cprofile N` then profiles N more steps
+of each variant with cProfile (where a host-bound step's time goes: launches per step are the
+launcher's call count over N). A diagnostic, not a benchmark.
 """
 import argparse
 import statistics
@@ -26,6 +28,8 @@ def main(argv=None):
     p.add_argument("model", choices=sorted(bench.MODELS))
     p.add_argument("--variants", default="eager,inductor,ours")
     p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--cprofile", type=int, default=0, metavar="N",
+                   help="then profile N steps of each variant with cProfile (top functions by own time)")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("step_walls: needs a CUDA device (host and wall times of GPU training steps)")
@@ -62,6 +66,23 @@ def main(argv=None):
         print(f"{variant} host ms {[round(x, 1) for x in hosts]}")
         print(f"{variant}: median wall {statistics.median(walls):.2f} ms, host {statistics.median(hosts):.2f} ms; "
               f"events during the timed steps {events}", flush=True)
+        if args.cprofile > 0:
+            _profile(variant, step, inputs, args.cprofile)
+
+
+def _profile(variant, step, inputs, n):
+    import cProfile
+    import io
+    import pstats
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        step(inputs)
+    torch.cuda.synchronize()
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(30)
+    print(f"--- {variant}: cProfile of {n} steps ---\n{out.getvalue()}", flush=True)
 
 
 if __name__ == "__main__":

@@ -134,12 +134,17 @@ def generate(gm, example_inputs):
 
 def _combine_launches(sched, kernels) -> dict:
     """first step -> (run, combined kernel) for runs of independent pointwise Triton kernels that
-    share one launch (config.backend.combo_kernels; codegen/triton_combo.py)."""
-    if not config.backend.combo_kernels:
+    share one launch (codegen/triton_combo.py): anywhere under config.backend.combo_kernels, else
+    among the output copies the scheduler moved to the end (Schedule.tail_copies)."""
+    if config.backend.combo_kernels:
+        first = 0
+    elif sched.tail_copies >= 2:
+        first = len(sched.steps) - sched.tail_copies
+    else:
         return {}
     from tracetorch.compiler.backend.codegen.triton_combo import combine, combo_runs
     combos = {}
-    for start, run in combo_runs(sched.steps, kernels, sched.plan).items():
+    for start, run in combo_runs(sched.steps, kernels, sched.plan, start=first).items():
         parts = [kernels[sched.steps[j].name] for j in run]
         k = combine(f"combo_{parts[0].name}", parts)
         combos[start] = (run, k)

@@ -31,13 +31,14 @@ MAX_PARTS = 16
 MAX_PARAMS = 160
 
 
-def combo_runs(steps: list, kernels: dict, plan) -> dict[int, list[int]]:
+def combo_runs(steps: list, kernels: dict, plan, start: int = 0) -> dict[int, list[int]]:
     """first step index -> the step indices of a run of >= 2 consecutive kernels that may share
     one launch: each has a combo part, and none reads or writes memory an earlier one of the run
     writes, or writes memory an earlier one reads (their programs run in any order). Memory is
-    named by storage: an output placed in another buffer's storage (memory plan) is that buffer."""
+    named by storage: an output placed in another buffer's storage (memory plan) is that buffer.
+    Runs start at step `start` or later."""
     runs: dict[int, list[int]] = {}
-    i = 0
+    i = start
     while i < len(steps):
         run, reads, writes, params = [], set(), set(), 0
         first = _part_of(steps[i], kernels)

@@ -19,6 +19,7 @@ import re
 from tracetorch import logs
 from tracetorch.compiler import config
 from tracetorch.compiler.backend import ir
+from tracetorch.compiler.backend.lowering.registry import uses_triton
 from tracetorch.compiler.backend.scheduler import fusion, memory
 
 log = logs.get_logger(__name__)
@@ -30,6 +31,9 @@ class Schedule:
     steps: list
     graph: object
     plan: "memory.Plan"
+    #: the last this many steps are output copies moved to the end (_sink_output_copies), which
+    #: compile.py launches together
+    tail_copies: int = 0
 
     def kernels(self) -> list:
         return [s for s in self.steps if isinstance(s, ir.KernelGroup)]
@@ -95,6 +99,7 @@ def schedule(graph) -> Schedule:
     logs.artifact("ir_pre_fusion", lambda: ir.format_ir(buffers), filename="ir_pre_fusion.txt")
     outs = set(output_names(graph)) | set(graph.side_effects)
     steps = _sink_writebacks(fusion.fuse(buffers, outs), graph)
+    steps, tail_copies = _sink_output_copies(steps, outs)
 
     readers: dict[str, set] = {}
     for i, s in enumerate(steps):
@@ -111,7 +116,7 @@ def schedule(graph) -> Schedule:
         k += 1
     logs.artifact("ir_post_fusion", lambda: _post_fusion_text(final), filename="ir_post_fusion.txt")
     plan = memory.plan(final, graph, outs)
-    sched = Schedule(final, graph, plan)
+    sched = Schedule(final, graph, plan, tail_copies)
     if config.backend.verify_schedule:
         from tracetorch.compiler.backend.scheduler import verify
         verify.check(sched, outs)
@@ -139,6 +144,44 @@ def _sink_writebacks(steps, graph) -> list:
             out.insert(reads[-1], step)     # reads[-1] shifted down by one: right after it
             log.debug("writeback_moved", step=name, input=dst, after=len(reads), reason="read later")
     return out
+
+
+#: a copy whose source is larger than this stays where it is: moved, its source lives until the
+#: end of the graph (and one launch saved matters for small tensors only)
+SINK_MAX_SOURCE_BYTES = 16 << 20
+
+
+def _sink_output_copies(steps, outs) -> tuple[list, int]:
+    """(steps, n): pointwise kernels that only copy an ATen call's result into a graph output
+    (a channels_last convolution weight gradient given its parameter's strides: ResNet-50's
+    backward has one after each 3x3 or 7x7 filter's gradient) moved to the end, where they are n
+    consecutive independent kernels that compile.py launches as one. Triton kernels only (the
+    C++ code generator has no combined launches), and only when at least two qualify."""
+    extern = {s.name: s for s in steps if isinstance(s, (ir.ExternKernel, ir.MultiOutput))}
+    last_read: dict[str, int] = {}
+    for i, s in enumerate(steps):
+        for r in (fusion._group_reads(s) if isinstance(s, fusion.Group) else set(s.reads())):
+            last_read[r] = i
+    moved = []
+    for i, s in enumerate(steps):
+        if not isinstance(s, fusion.Group) or s.rranges or len(s.nodes) != 1 or not uses_triton(s.device):
+            continue
+        node = s.nodes[0]
+        reads = set(node.reads())
+        if node.name not in outs or node.name in last_read or len(reads) != 1:
+            continue
+        src = next(iter(reads))
+        if src not in extern:
+            continue
+        nbytes = extern[src].layout.static_nbytes()
+        if nbytes is not None and nbytes <= SINK_MAX_SOURCE_BYTES:
+            moved.append(i)
+    if len(moved) < 2:
+        return steps, 0
+    log.debug("output_copies_sunk", kernels=len(moved),
+              reason="copies of ATen results into graph outputs, moved to the end to share one launch")
+    at = set(moved)
+    return [s for i, s in enumerate(steps) if i not in at] + [steps[i] for i in moved], len(moved)
 
 
 def _finalize(graph, g, step_index, readers, graph_outs, name) -> ir.KernelGroup:

@@ -246,3 +246,30 @@ def _output_codes():
     with logs.testing.capture(names={"output_code"}, level=logging.DEBUG) as events:
         yield codes
     codes.extend(e.payload for e in events)
+
+
+def test_filter_gradient_copies_share_one_launch():
+    """The 3x3 filters' gradients, channels_last out of the convolution backward, are copied into
+    the parameters' strides by kernels the scheduler moves to the end of the backward, where they
+    run as one combined Triton launch (scheduler `_sink_output_copies`); gradients equal eager's."""
+    import copy
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)).train()
+    ref = copy.deepcopy(model)
+    x, w = torch.randn(2, 3, 8, 8), torch.randn(2, 8, 8, 8)
+    compiler.reset()
+    with config.patch(**{"backend.conv_layout": "channels_last", "backend.cpu_codegen": "triton",
+                         "backend.fallback_on_error": False, "backend.cache_enabled": False}), \
+            _output_codes() as codes:
+        (compiler.compile(model)(x) * w).sum().backward()
+    (ref(x) * w).sum().backward()
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4, msg=name)
+        assert p.grad.stride() == q.grad.stride(), name
+    backward = codes[-1]
+    body = backward[backward.index("def call("):]
+    copies = re.findall(r"^\s+(\w*clone_default\w*)\(", body, flags=re.M)
+    assert len(copies) == 1 and copies[0].startswith("combo_"), copies
