@@ -249,12 +249,18 @@ def access_kind(index, xs, xranges, rs, rranges) -> str | None:
     """How a reduction's load at `index` (over output vars `xs`, reduction vars `rs`) walks
     memory: "row" when it steps one element along the innermost reduction dim, "outer" when
     along the innermost output dim instead (per-channel statistics of a channels_last tensor),
-    None otherwise (broadcast along the rows, gathers, no reduction dims)."""
+    None otherwise (broadcast along the rows, gathers, no reduction dims). A load that no output
+    var moves is the same row for every output (a LayerNorm's per-token mean and rstd in its
+    weight gradient's sum over tokens): None too, it does not say how the outputs' data lies;
+    counted as "row" it outvoted the gradient's own "outer" loads."""
     x = next((v for v, n in zip(reversed(xs), reversed(xranges)) if n != 1), None)
     r = next((v for v, n in zip(reversed(rs), reversed(rranges)) if n != 1), None)
     if x is None or r is None:
         return None
     expr = sympy.sympify(index)
+    moving = {v for v, n in zip(xs, xranges) if n != 1}
+    if not (expr.free_symbols & moving):
+        return None
     zero = {v: 0 for v in list(xs) + list(rs)}
 
     def step(v):

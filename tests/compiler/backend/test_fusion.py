@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tracetorch import logs
-from cpp_test_utils import check, extern_count, kernel_count
+from cpp_test_utils import check, compile_fn, extern_count, kernel_count
 
 pytestmark = pytest.mark.usefixtures("backend_cache_dir")
 
@@ -402,3 +402,33 @@ def test_a_bias_gradient_over_flattened_tokens_joins_the_product_it_sums():
         return y, y.reshape(-1, 8).sum(0), y.reshape(-1, 8).amax(0)
     rt = check(stored_first, [torch.randn(2, 6, 8), torch.randn(2, 6, 8)])
     assert kernel_count(rt) == 1
+
+
+def test_layernorm_weight_and_bias_gradients_share_their_split_kernels():
+    """A LayerNorm's weight and bias gradients sum over every token: sum(g * xhat) and sum(g),
+    [D] x [B, S]. Both are split on a GPU (lowering/split_reduction.py); the per-token mean and
+    rstd the weight gradient reads are the same row for every output and no longer decide how its
+    loads lie (indexing.access_kind), so both sums split alike and share their kernels: two
+    launches, not four (ViT-S's backward: 24 LayerNorms, 247 -> 201 launches)."""
+    import os
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    from tracetorch import compiler
+    from tracetorch.compiler import config
+
+    def f(g, x, mean, rstd):
+        xhat = (x - mean) * rstd
+        return (g * xhat).sum((0, 1)), g.sum((0, 1))
+    b, s, d = 32, 197, 384                      # ViT-S/16's tokens at batch 32
+    torch.manual_seed(0)
+    x = torch.randn(b, s, d)
+    mean, rstd = x.mean(-1, keepdim=True), x.var(-1, keepdim=True).add(1e-6).rsqrt()
+    compiler.reset()
+    with config.patch({"backend.cpu_codegen": "triton", "backend.cache_enabled": False}), \
+            logs.testing.capture(level=logging.DEBUG) as events:
+        inputs = [torch.randn(b, s, d), x, mean, rstd]
+        rt = compile_fn(f, inputs)
+        for got, want in zip(rt(*inputs), f(*inputs)):   # sums of 6304 products: their order differs
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    splits = [(e.fields["splits"], e.fields.get("lead_dims")) for e in events if e.name == "split_reduction"]
+    assert len(splits) == 2 and splits[0] == splits[1], splits
+    assert rt.compiled.code.count("@triton.jit") == 2, rt.compiled.code
