@@ -135,16 +135,18 @@ def generate(gm, example_inputs):
 def _combine_launches(sched, kernels) -> dict:
     """first step -> (run, combined kernel) for runs of independent pointwise Triton kernels that
     share one launch (codegen/triton_combo.py): anywhere under config.backend.combo_kernels, else
-    among the output copies the scheduler moved to the end (Schedule.tail_copies)."""
+    among the output copies the scheduler moved together (Schedule.copy_run)."""
+    first, count = sched.copy_run
     if config.backend.combo_kernels:
+        steps = sched.steps
         first = 0
-    elif sched.tail_copies >= 2:
-        first = len(sched.steps) - sched.tail_copies
+    elif count >= 2:
+        steps = sched.steps[:first + count]
     else:
         return {}
     from tracetorch.compiler.backend.codegen.triton_combo import combine, combo_runs
     combos = {}
-    for start, run in combo_runs(sched.steps, kernels, sched.plan, start=first).items():
+    for start, run in combo_runs(steps, kernels, sched.plan, start=first).items():
         parts = [kernels[sched.steps[j].name] for j in run]
         k = combine(f"combo_{parts[0].name}", parts)
         combos[start] = (run, k)

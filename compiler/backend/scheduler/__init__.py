@@ -31,9 +31,9 @@ class Schedule:
     steps: list
     graph: object
     plan: "memory.Plan"
-    #: the last this many steps are output copies moved to the end (_sink_output_copies), which
-    #: compile.py launches together
-    tail_copies: int = 0
+    #: (first step, count): output copies moved together (_sink_output_copies), which compile.py
+    #: launches as one
+    copy_run: tuple = (0, 0)
 
     def kernels(self) -> list:
         return [s for s in self.steps if isinstance(s, ir.KernelGroup)]
@@ -99,7 +99,7 @@ def schedule(graph) -> Schedule:
     logs.artifact("ir_pre_fusion", lambda: ir.format_ir(buffers), filename="ir_pre_fusion.txt")
     outs = set(output_names(graph)) | set(graph.side_effects)
     steps = _sink_writebacks(fusion.fuse(buffers, outs), graph)
-    steps, tail_copies = _sink_output_copies(steps, outs)
+    steps, copy_run = _sink_output_copies(steps, outs, set(graph.side_effects))
 
     readers: dict[str, set] = {}
     for i, s in enumerate(steps):
@@ -116,7 +116,7 @@ def schedule(graph) -> Schedule:
         k += 1
     logs.artifact("ir_post_fusion", lambda: _post_fusion_text(final), filename="ir_post_fusion.txt")
     plan = memory.plan(final, graph, outs)
-    sched = Schedule(final, graph, plan, tail_copies)
+    sched = Schedule(final, graph, plan, copy_run)
     if config.backend.verify_schedule:
         from tracetorch.compiler.backend.scheduler import verify
         verify.check(sched, outs)
@@ -151,37 +151,40 @@ def _sink_writebacks(steps, graph) -> list:
 SINK_MAX_SOURCE_BYTES = 16 << 20
 
 
-def _sink_output_copies(steps, outs) -> tuple[list, int]:
-    """(steps, n): pointwise kernels that only copy an ATen call's result into a graph output
-    (a channels_last convolution weight gradient given its parameter's strides: ResNet-50's
-    backward has one after each 3x3 or 7x7 filter's gradient) moved to the end, where they are n
-    consecutive independent kernels that compile.py launches as one. Triton kernels only (the
-    C++ code generator has no combined launches), and only when at least two qualify."""
+def _sink_output_copies(steps, outs, side_effects) -> tuple[list, tuple]:
+    """(steps, (first, n)): pointwise kernels that only copy an ATen call's result into a graph
+    output (a channels_last convolution weight gradient given its parameter's strides: ResNet-50's
+    backward has one after each 3x3 or 7x7 filter's gradient) moved together at the end, before
+    the trailing steps with side effects (input write-backs), where they are n consecutive
+    independent kernels from step `first` on that compile.py launches as one. Triton kernels only
+    (the C++ code generator has no combined launches), and only when at least two qualify."""
     extern = {s.name: s for s in steps if isinstance(s, (ir.ExternKernel, ir.MultiOutput))}
-    last_read: dict[str, int] = {}
-    for i, s in enumerate(steps):
-        for r in (fusion._group_reads(s) if isinstance(s, fusion.Group) else set(s.reads())):
-            last_read[r] = i
+    read = set()
+    for s in steps:
+        read |= fusion._group_reads(s) if isinstance(s, fusion.Group) else set(s.reads())
     moved = []
     for i, s in enumerate(steps):
         if not isinstance(s, fusion.Group) or s.rranges or len(s.nodes) != 1 or not uses_triton(s.device):
             continue
         node = s.nodes[0]
         reads = set(node.reads())
-        if node.name not in outs or node.name in last_read or len(reads) != 1:
+        if node.name not in outs or node.name in read or len(reads) != 1:
             continue
         src = next(iter(reads))
-        if src not in extern:
-            continue
-        nbytes = extern[src].layout.static_nbytes()
+        nbytes = extern[src].layout.static_nbytes() if src in extern else None
         if nbytes is not None and nbytes <= SINK_MAX_SOURCE_BYTES:
             moved.append(i)
     if len(moved) < 2:
-        return steps, 0
-    log.debug("output_copies_sunk", kernels=len(moved),
-              reason="copies of ATen results into graph outputs, moved to the end to share one launch")
+        return steps, (0, 0)
     at = set(moved)
-    return [s for i, s in enumerate(steps) if i not in at] + [steps[i] for i in moved], len(moved)
+    # after every other step except the side-effect steps that follow the last copy
+    end = len(steps)
+    while end > moved[-1] + 1 and getattr(steps[end - 1], "name", None) in side_effects:
+        end -= 1
+    rest = [s for i, s in enumerate(steps[:end]) if i not in at]
+    log.debug("output_copies_sunk", kernels=len(moved),
+              reason="copies of ATen results into graph outputs, moved together to share one launch")
+    return rest + [steps[i] for i in moved] + steps[end:], (len(rest), len(moved))
 
 
 def _finalize(graph, g, step_index, readers, graph_outs, name) -> ir.KernelGroup:
