@@ -190,9 +190,14 @@ def _sink_output_copies(steps, outs, side_effects) -> tuple[list, tuple]:
 def _finalize(graph, g, step_index, readers, graph_outs, name) -> ir.KernelGroup:
     members = g.names()
     outputs, internal = [], []
+    # The C++ code generator reads a reduction kernel's inner values back from their buffers
+    # after the reduction loop; Triton kernels keep them in registers (persistent) or recompute
+    # them in the next loop, so there an inner value nobody else reads is not stored (GPT-2's
+    # masked attention scores: 50 MB per layer written and never read)
+    stores_inner = bool(g.rranges) and not uses_triton(g.device)
     for n in g.nodes:
         outside = any(j != step_index for j in readers.get(n.name, ()))
-        if outside or n.name in graph_outs or (g.kinds[n.name] == ir.NODE_INNER and g.rranges):
+        if outside or n.name in graph_outs or (stores_inner and g.kinds[n.name] == ir.NODE_INNER):
             outputs.append(n.name)
         else:
             internal.append(n.name)

@@ -107,6 +107,19 @@ def test_softmax_is_one_kernel(n):
     check(lambda x: torch.softmax(x, -1), [torch.randn(6, n)], kernels=1)
 
 
+@pytest.mark.parametrize("n", [33, 1500])      # persistent and looped reductions
+def test_masked_scores_read_by_the_softmax_only_are_not_stored(n):
+    # attention's masked scores (read by the max, the exp and the all-masked check) stay in
+    # registers or are recomputed in the next loop: only the probabilities are stored
+    def f(x, b, m):
+        # (three full-size loads, read by several users: stored for its readers, as GPT-2's are)
+        s = x + b + torch.where(m, 0.0, float("-inf"))
+        masked_row = (s == float("-inf")).all(-1, keepdim=True)
+        return torch.where(masked_row, 0.0, torch.softmax(s, -1)) * 2
+    rt = check(f, [torch.randn(6, n), torch.randn(6, n), torch.rand(6, n) > 0.3], kernels=1)
+    assert compiled_graph(rt).code.count("tl.store(") == 1, compiled_graph(rt).code
+
+
 def test_layernorm_is_one_kernel():
     f = lambda x, w, b: F.layer_norm(x, (64,), w, b)  # noqa: E731
     check(f, [torch.randn(10, 64), torch.randn(64), torch.randn(64)], kernels=1)
