@@ -135,18 +135,16 @@ def generate(gm, example_inputs):
 def _combine_launches(sched, kernels) -> dict:
     """first step -> (run, combined kernel) for runs of independent pointwise Triton kernels that
     share one launch (codegen/triton_combo.py): anywhere under config.backend.combo_kernels, else
-    among the output copies the scheduler moved together (Schedule.copy_run)."""
-    first, count = sched.copy_run
-    if config.backend.combo_kernels:
-        steps = sched.steps
-        first = 0
-    elif count >= 2:
-        steps = sched.steps[:first + count]
-    else:
-        return {}
+    within the groups of copies the scheduler moved together (Schedule.copy_runs)."""
     from tracetorch.compiler.backend.codegen.triton_combo import combine, combo_runs
+    if config.backend.combo_kernels:
+        found = combo_runs(sched.steps, kernels, sched.plan)
+    else:
+        found = {}
+        for first, count in sched.copy_runs:
+            found.update(combo_runs(sched.steps[:first + count], kernels, sched.plan, start=first))
     combos = {}
-    for start, run in combo_runs(steps, kernels, sched.plan, start=first).items():
+    for start, run in found.items():
         parts = [kernels[sched.steps[j].name] for j in run]
         k = combine(f"combo_{parts[0].name}", parts)
         combos[start] = (run, k)

@@ -31,9 +31,9 @@ class Schedule:
     steps: list
     graph: object
     plan: "memory.Plan"
-    #: (first step, count): output copies moved together (_sink_output_copies), which compile.py
-    #: launches as one
-    copy_run: tuple = (0, 0)
+    #: [(first step, count)]: copies moved together (_group_copies), which compile.py launches
+    #: as one
+    copy_runs: list = dataclasses.field(default_factory=list)
 
     def kernels(self) -> list:
         return [s for s in self.steps if isinstance(s, ir.KernelGroup)]
@@ -99,7 +99,7 @@ def schedule(graph) -> Schedule:
     logs.artifact("ir_pre_fusion", lambda: ir.format_ir(buffers), filename="ir_pre_fusion.txt")
     outs = set(output_names(graph)) | set(graph.side_effects)
     steps = _sink_writebacks(fusion.fuse(buffers, outs), graph)
-    steps, copy_run = _sink_output_copies(steps, outs, set(graph.side_effects))
+    steps, copy_runs = _group_copies(steps, outs, graph)
 
     readers: dict[str, set] = {}
     for i, s in enumerate(steps):
@@ -116,7 +116,7 @@ def schedule(graph) -> Schedule:
         k += 1
     logs.artifact("ir_post_fusion", lambda: _post_fusion_text(final), filename="ir_post_fusion.txt")
     plan = memory.plan(final, graph, outs)
-    sched = Schedule(final, graph, plan, copy_run)
+    sched = Schedule(final, graph, plan, copy_runs)
     if config.backend.verify_schedule:
         from tracetorch.compiler.backend.scheduler import verify
         verify.check(sched, outs)
@@ -146,45 +146,66 @@ def _sink_writebacks(steps, graph) -> list:
     return out
 
 
-#: a copy whose source is larger than this stays where it is: moved, its source lives until the
-#: end of the graph (and one launch saved matters for small tensors only)
-SINK_MAX_SOURCE_BYTES = 16 << 20
+#: a copy whose source is larger than this stays where it is: moved, its source or its result
+#: lives longer (and one launch saved matters for small tensors only)
+GROUP_MAX_SOURCE_BYTES = 16 << 20
 
 
-def _sink_output_copies(steps, outs, side_effects) -> tuple[list, tuple]:
-    """(steps, (first, n)): pointwise kernels that only copy an ATen call's result into a graph
-    output (a channels_last convolution weight gradient given its parameter's strides: ResNet-50's
-    backward has one after each 3x3 or 7x7 filter's gradient) moved together at the end, before
-    the trailing steps with side effects (input write-backs), where they are n consecutive
-    independent kernels from step `first` on that compile.py launches as one. Triton kernels only
-    (the C++ code generator has no combined launches), and only when at least two qualify."""
+def _group_copies(steps, outs, graph) -> tuple[list, list]:
+    """(steps, [(first, n), ...]): pointwise kernels that only copy one tensor into a graph
+    output, moved together so that compile.py launches each group as one kernel (Triton only:
+    the C++ code generator has no combined launches; groups of two or more):
+
+    * copies of a graph input (a training forward's spatial filters, converted to channels_last
+      and saved for the backward: backend/conv_layout.py) go to the start: they read only inputs,
+      and their results live until the backward anyway;
+    * copies of an ATen call's result (a channels_last filter gradient given its parameter's
+      strides: ResNet-50's backward has one after each 3x3 or 7x7 filter's gradient) go to the
+      end, before the trailing steps with side effects (input write-backs)."""
     extern = {s.name: s for s in steps if isinstance(s, (ir.ExternKernel, ir.MultiOutput))}
+    inputs = {name: b for name, b in graph.name_to_buffer.items() if isinstance(b, ir.InputBuffer)}
     read = set()
     for s in steps:
         read |= fusion._group_reads(s) if isinstance(s, fusion.Group) else set(s.reads())
-    moved = []
+    hoisted, sunk = [], []
     for i, s in enumerate(steps):
-        if not isinstance(s, fusion.Group) or s.rranges or len(s.nodes) != 1 or not uses_triton(s.device):
-            continue
-        node = s.nodes[0]
-        reads = set(node.reads())
-        if node.name not in outs or node.name in read or len(reads) != 1:
-            continue
-        src = next(iter(reads))
-        nbytes = extern[src].layout.static_nbytes() if src in extern else None
-        if nbytes is not None and nbytes <= SINK_MAX_SOURCE_BYTES:
-            moved.append(i)
-    if len(moved) < 2:
-        return steps, (0, 0)
-    at = set(moved)
-    # after every other step except the side-effect steps that follow the last copy
+        src = _copy_source(s, outs)
+        if src in inputs and _small(inputs[src]):
+            hoisted.append(i)
+        elif src in extern and s.nodes[0].name not in read and _small(extern[src]):
+            sunk.append(i)
+    hoisted = hoisted if len(hoisted) >= 2 else []
+    sunk = sunk if len(sunk) >= 2 else []
+    if not hoisted and not sunk:
+        return steps, []
+    moved = set(hoisted) | set(sunk)
     end = len(steps)
-    while end > moved[-1] + 1 and getattr(steps[end - 1], "name", None) in side_effects:
+    while sunk and end > sunk[-1] + 1 and getattr(steps[end - 1], "name", None) in graph.side_effects:
         end -= 1
-    rest = [s for i, s in enumerate(steps[:end]) if i not in at]
-    log.debug("output_copies_sunk", kernels=len(moved),
-              reason="copies of ATen results into graph outputs, moved together to share one launch")
-    return rest + [steps[i] for i in moved] + steps[end:], (len(rest), len(moved))
+    rest = [s for i, s in enumerate(steps[:end]) if i not in moved]
+    log.debug("copies_grouped", at_start=len(hoisted), at_end=len(sunk),
+              reason="copies into graph outputs moved together to share one launch per group")
+    out = [steps[i] for i in hoisted] + rest + [steps[i] for i in sunk] + steps[end:]
+    runs = [(0, len(hoisted))] if hoisted else []
+    if sunk:
+        runs.append((len(hoisted) + len(rest), len(sunk)))
+    return out, runs
+
+
+def _copy_source(step, outs):
+    """The one buffer a single-node pointwise Triton kernel stores into a graph output reads."""
+    if not isinstance(step, fusion.Group) or step.rranges or len(step.nodes) != 1 or not uses_triton(step.device):
+        return None
+    node = step.nodes[0]
+    reads = set(node.reads())
+    if node.name not in outs or len(reads) != 1:
+        return None
+    return next(iter(reads))
+
+
+def _small(buf) -> bool:
+    nbytes = buf.layout.static_nbytes()
+    return nbytes is not None and nbytes <= GROUP_MAX_SOURCE_BYTES
 
 
 def _finalize(graph, g, step_index, readers, graph_outs, name) -> ir.KernelGroup:

@@ -218,7 +218,7 @@ def test_pointwise_convolution_gradients_come_back_without_a_copy(codegen):
     import copy
 
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+    model = nn.Sequential(nn.Conv2d(3, 8, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
                           nn.Conv2d(8, 16, 1, bias=False), nn.BatchNorm2d(16)).train()
     ref = copy.deepcopy(model)
     x, w = torch.randn(2, 3, 8, 8), torch.randn(2, 16, 8, 8)
@@ -248,10 +248,13 @@ def _output_codes():
     codes.extend(e.payload for e in events)
 
 
-def test_filter_gradient_copies_share_one_launch():
-    """The 3x3 filters' gradients, channels_last out of the convolution backward, are copied into
-    the parameters' strides by kernels the scheduler moves to the end of the backward, where they
-    run as one combined Triton launch (scheduler `_sink_output_copies`); gradients equal eager's."""
+def test_filter_copies_share_one_launch_each_way():
+    """Forward: each 3x3 filter is converted to channels_last in the graph and the copy is saved
+    for the backward (conv_layout `_save_converted_filters`), which then gets the layout its
+    convolution gradients want; the conversions move to the start of the forward and run as one
+    combined Triton launch. Backward: the filters' gradients, channels_last out of the convolution
+    backward, are copied into the parameters' strides by kernels moved to the end, again one
+    launch (scheduler `_group_copies`). Gradients equal eager's, with eager's strides."""
     import copy
 
     torch.manual_seed(0)
@@ -269,7 +272,10 @@ def test_filter_gradient_copies_share_one_launch():
     for (name, p), q in zip(model.named_parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4, msg=name)
         assert p.grad.stride() == q.grad.stride(), name
-    backward = codes[-1]
-    body = backward[backward.index("def call("):]
-    copies = re.findall(r"^\s+(\w*clone_default\w*)\(", body, flags=re.M)
-    assert len(copies) == 1 and copies[0].startswith("combo_"), copies
+    forward, backward = codes[-2], codes[-1]
+    for code in (forward, backward):
+        body = code[code.index("def call("):]
+        # the wrapper's note before a combined launch: "# combo_kernelN_...: <parts> in one launch"
+        combined = re.findall(r"# combo_\w+: (.*) in one launch", body)
+        assert len(combined) == 1 and len(combined[0].split(", ")) == 3, combined   # the three filters
+    assert "channels_last_weight(" not in forward       # converted in the graph, not per call
