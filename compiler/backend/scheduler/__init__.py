@@ -115,7 +115,7 @@ def schedule(graph) -> Schedule:
         final.append(_finalize(graph, s, i, readers, outs, _kernel_name(k, s.nodes)))
         k += 1
     logs.artifact("ir_post_fusion", lambda: _post_fusion_text(final), filename="ir_post_fusion.txt")
-    plan = memory.plan(final, graph, outs)
+    plan = memory.plan(final, graph, outs, together=copy_runs)
     sched = Schedule(final, graph, plan, copy_runs)
     if config.backend.verify_schedule:
         from tracetorch.compiler.backend.scheduler import verify

@@ -54,7 +54,10 @@ def _last_uses(steps, skip=()) -> dict[str, int]:
     return last_use
 
 
-def plan(steps: list, graph, graph_outs: set) -> Plan:
+def plan(steps: list, graph, graph_outs: set, together=()) -> Plan:
+    """`together`: (first step, count) runs that will share one launch (Schedule.copy_runs): a
+    buffer last read inside a run is freed after the run, so no output of the run takes its
+    storage while another part still reads it."""
     aliased: set = set()
     input_buffers = {n: v for n, v in graph.graph_inputs if isinstance(v, ir.InputBuffer)}
     input_names = set(input_buffers)
@@ -63,6 +66,8 @@ def plan(steps: list, graph, graph_outs: set) -> Plan:
             aliased |= set(s.reads())
     writebacks = _writebacks_in_place(steps, graph, graph_outs, input_buffers)
     last_use = _last_uses(steps, skip={w.step for w in writebacks.values()})
+    run_end = {j: first + count - 1 for first, count in together for j in range(first, first + count)}
+    last_use = {r: run_end.get(i, i) for r, i in last_use.items()}
     produced: dict[str, tuple] = {}   # name -> (step, layout, poolable)
     for i, s in enumerate(steps):
         if isinstance(s, ir.KernelGroup):
@@ -115,7 +120,10 @@ def plan(steps: list, graph, graph_outs: set) -> Plan:
         # graph inputs are dropped after their last use too (never pooled): under a boxed call
         # (CompiledGraph.call_boxed) the caller holds no reference, so e.g. a backward frees
         # each saved activation as soon as it has used it
-        dead = [r for r in dict.fromkeys(_step_reads(s)) if last_use.get(r) == i and r not in graph_outs
+        reads = _step_reads(s)
+        if run_end.get(i) == i:           # a run's last step: what its parts read dies here
+            reads = [r for j, e in run_end.items() if e == i for r in _step_reads(steps[j])]
+        dead = [r for r in dict.fromkeys(reads) if last_use.get(r) == i and r not in graph_outs
                 and (r in produced or r in input_names)]
         if isinstance(s, ir.KernelGroup):
             taken_now = {src for _, src in allocs[i] if src is not None}

@@ -181,3 +181,26 @@ def test_adamw_over_a_transformers_models_parameters_matches_eager(name):
         for key in ("exp_avg", "exp_avg_sq", "step"):
             torch.testing.assert_close(opt.state[p][key], ref_opt.state[rp][key], rtol=1e-5, atol=1e-6)
     assert any(len(e.fields["parts"]) >= 2 for e in events if e.name == "kernels_combined")
+
+
+def transposed_products_and_a_write(a, b, buf):   # two copies of ATen results, then an input write
+    x = torch.mm(a, b)
+    y = torch.mm(b, a)
+    buf.mul_(3)
+    return x.t().contiguous(), y.t().contiguous()
+
+
+def test_copies_of_aten_results_share_a_launch_beside_an_input_write():
+    """Without backend.combo_kernels: copies of ATen results into graph outputs move together
+    (scheduler `_group_copies`) and share one launch; the memory plan frees what they read only
+    after the whole run (the second copy took the first one's source storage, which kept them
+    apart). Outputs and the written input equal eager's."""
+    def make(seed):
+        g = torch.Generator().manual_seed(seed)
+        return [torch.randn(s, generator=g).to(DEVICE) for s in [(24, 24), (24, 24), (40,)]]
+    with config.patch(**{"backend.cpu_codegen": "triton", "backend.cache_enabled": False}), \
+            logs.testing.capture(level=logging.DEBUG) as events:
+        rt = compile_fn(transposed_products_and_a_write, make(0))
+        check_with_mutations(rt, transposed_products_and_a_write, make, range(2))
+    combined = [e.fields for e in events if e.name == "kernels_combined"]
+    assert len(combined) == 1 and len(combined[0]["parts"]) == 2, compiled_graph(rt).code
