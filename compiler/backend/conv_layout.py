@@ -141,7 +141,7 @@ def _save_converted_filters(graph, convs, free_from: int, added: list) -> int:
     the output code's `channels_last_weight`). The number of filters converted so."""
     output, outs = graph_outputs(graph)
     saved = {o for o in outs[free_from:] if isinstance(o, torch.fx.Node)}
-    count = 0
+    copies: dict = {}          # filter -> its channels_last copy (a filter several convolutions share)
     for conv in convs:
         w = conv.args[1]
         if not (isinstance(w, torch.fx.Node) and w.op == "placeholder" and w in saved):
@@ -151,13 +151,14 @@ def _save_converted_filters(graph, convs, free_from: int, added: list) -> int:
             continue
         if not xv.is_contiguous(memory_format=torch.channels_last):
             continue
-        with graph.inserting_before(conv):
-            cl = graph.call_function(aten.clone.default, (w,), {"memory_format": torch.channels_last})
-        added.append(cl)
-        conv.replace_input_with(w, cl)
-        outs = [cl if k >= free_from and o is w else o for k, o in enumerate(outs)]
-        count += 1
-    if count:
+        if w not in copies:
+            with graph.inserting_before(conv):
+                copies[w] = graph.call_function(aten.clone.default, (w,), {"memory_format": torch.channels_last})
+            added.append(copies[w])
+        conv.replace_input_with(w, copies[w])
+    if copies:
+        outs = [copies.get(o, o) if k >= free_from and isinstance(o, torch.fx.Node) else o
+                for k, o in enumerate(outs)]
         output.args = (type(output.args[0])(outs) if isinstance(output.args[0], (list, tuple)) else outs[0],)
-    return count
+    return len(copies)
 

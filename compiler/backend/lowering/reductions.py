@@ -208,14 +208,7 @@ def _var(ctx, x, dims, correction, keepdim, out, sqrt=False, with_mean=False):
     mean_ld = total.make_loader()
     mean_fn = (lambda idx: ops.to_dtype(ops.truediv(mean_ld(idx), _scalar(n, acc)), out)) if acc != out else \
         (lambda idx: ops.truediv(mean_ld(idx), _scalar(n, acc)))
-    if keepdim:
-        mean_node = ir.Pointwise(bsize, mean_fn, out, ctx.device, origins=ctx.origins, cost=2)
-    else:
-        keep = [d for d in range(len(size)) if d not in dims]
-        mean_node = ir.Pointwise([size[d] for d in keep],
-                                 lambda idx: mean_fn(_expand_idx(idx, keep, len(size))),
-                                 out, ctx.device, origins=ctx.origins, cost=2)
-    return var, mean_node
+    return var, _row_stat(ctx, size, dims, keepdim, mean_fn, out, cost=2)
 
 
 def _var_denominator(n, correction):
@@ -281,25 +274,25 @@ def _var_one_pass(ctx, x, dims, n, denom, keepdim, out, acc, to_acc, sqrt, with_
         m = ops.add(shift(full), ops.truediv(s1_ld(full), _scalar(n, acc)))
         return ops.to_dtype(m, out) if out != acc else m
 
-    var = _row_stat(ctx, size, dims, keepdim, var_fn, out)
+    var = _row_stat(ctx, size, dims, keepdim, var_fn, out, cost=4)
     if not with_mean:
         return var, None
-    return var, _row_stat(ctx, size, dims, keepdim, mean_fn, out)
+    return var, _row_stat(ctx, size, dims, keepdim, mean_fn, out, cost=4)
 
 
 def _square(d):
     return ops.mul(d, d)
 
 
-def _row_stat(ctx, size, dims, keepdim, fn, dtype):
+def _row_stat(ctx, size, dims, keepdim, fn, dtype, cost):
     """A pointwise node over the row statistics' sizes (reduced dims kept as 1 or dropped);
     `fn` takes a full index of x with the reduced dims at 0."""
     if keepdim:
         sizes = [sympy.Integer(1) if d in dims else s for d, s in enumerate(size)]
-        return ir.Pointwise(sizes, fn, dtype, ctx.device, origins=ctx.origins, cost=4)
+        return ir.Pointwise(sizes, fn, dtype, ctx.device, origins=ctx.origins, cost=cost)
     keep = [d for d in range(len(size)) if d not in dims]
     return ir.Pointwise([size[d] for d in keep], lambda idx: fn(_expand_idx(idx, keep, len(size))),
-                        dtype, ctx.device, origins=ctx.origins, cost=4)
+                        dtype, ctx.device, origins=ctx.origins, cost=cost)
 
 
 def _expand_idx(idx, keep, n):

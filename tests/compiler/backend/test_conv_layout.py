@@ -279,3 +279,35 @@ def test_filter_copies_share_one_launch_each_way():
         combined = re.findall(r"# combo_\w+: (.*) in one launch", body)
         assert len(combined) == 1 and len(combined[0].split(", ")) == 3, combined   # the three filters
     assert "channels_last_weight(" not in forward       # converted in the graph, not per call
+
+
+def test_a_filter_two_convolutions_share_is_converted_once():
+    """One 3x3 filter applied twice (weight sharing): the training forward converts it to
+    channels_last once and saves that copy; gradients equal eager's, with eager's strides."""
+    import copy
+
+    class Shared(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+            self.conv = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+
+        def forward(self, x):
+            y = torch.relu(self.conv(torch.relu(self.stem(x))))
+            return self.conv(y)
+
+    torch.manual_seed(0)
+    model = Shared().train()
+    ref = copy.deepcopy(model)
+    x, w = torch.randn(2, 3, 8, 8), torch.randn(2, 8, 8, 8)
+    compiler.reset()
+    with config.patch(**{"backend.conv_layout": "channels_last", "backend.fallback_on_error": False,
+                         "backend.cache_enabled": False}), \
+            logs.testing.capture(names={"conv_layout_channels_last"}, level=logging.DEBUG) as events:
+        (compiler.compile(model)(x) * w).sum().backward()
+    (ref(x) * w).sum().backward()
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4, msg=name)
+        assert p.grad.stride() == q.grad.stride(), name
+    forward = [e.fields for e in events][0]
+    assert forward["filters_saved_channels_last"] == 2, forward     # stem and the shared filter
