@@ -98,9 +98,12 @@ SECTIONS: dict[str, dict[str, Option]] = {
                                          low=1),
         "renest_fusion": _opt("auto", "fuse a pointwise node into a reduction whose loops run in another "
                                       "order by re-nesting its loops (channels-last results and their "
-                                      "per-channel statistics): 'auto' = for C++ kernels only (on the H100 "
-                                      "a re-nested ResNet-50 max-pool backward took 4.7 ms, its own kernel "
-                                      "0.2 ms), 'on', 'off'", choices=("auto", "on", "off")),
+                                      "per-channel statistics; a bias gradient's partial sums and the "
+                                      "product they reduce): 'auto' = for C++ kernels, and for Triton "
+                                      "kernels whose every access steps along the same kind of loop (on "
+                                      "the H100 a re-nested ResNet-50 max-pool backward reading NCHW in a "
+                                      "channels-last statistic took 4.7 ms, its own kernel 0.2 ms), 'on', "
+                                      "'off'", choices=("auto", "on", "off")),
         "cudagraph_random_ops": _opt(False, "also record graphs with random ops that draw from the "
                                             "default CUDA generator (dropout), fused attention with "
                                             "dropout excepted; experimental: a GPT-2 training step "

@@ -355,6 +355,29 @@ class ComputedBuffer(Buffer):
         out._merge = merge
         return out
 
+    def outer_resplit(self, dims) -> Optional["ComputedBuffer"]:
+        """This reduction with its output loops split as `dims` (each range the product of
+        consecutive dims, row-major): the [64, 768] partial sums of a split bias gradient as
+        [4, 16, 768], the loops of the [4, 512, 768] product they read. The same buffer (name,
+        layout, what is stored where); None if `dims` is no such split."""
+        d = self.data
+        if type(d) is not Reduction:
+            return None
+        chunks = split_into(d.ranges, dims)
+        if chunks is None:
+            return None
+        old_merge, inner = self._merge, d.inner_fn
+
+        def merge(idx):
+            flat = merge_points(idx, chunks, dims)
+            return old_merge(flat) if old_merge else flat
+
+        data = Reduction(dims, d.reduction_ranges, lambda idx, ridx: inner(merge_points(idx, chunks, dims), ridx),
+                         d.reduction_type, d.dtype, d.src_dtype, d.device, origins=d.origins, cost=d.cost)
+        out = ComputedBuffer(self.name, self.layout, data, origins=self.origins)
+        out._merge = merge
+        return out
+
     def reduction_resplit(self, rdims) -> Optional["ComputedBuffer"]:
         """This reduction with its reduction loops split as `rdims` (each reduction range the
         product of consecutive rdims, row-major), for reductions whose result does not depend on

@@ -53,7 +53,9 @@ class GeneratedKernel:
 @dataclasses.dataclass
 class ComboPart:
     """A kernel's body as a @triton.jit device function `{name}_part(*params, xnumel, XBLOCK,
-    PID_BASE)` that computes the block `tl.program_id(0) - PID_BASE` of its xnumel elements."""
+    PID_BASE)` that computes the block `tl.program_id(0) - PID_BASE` of its xnumel elements; a
+    persistent reduction's is `{name}_part(*params, xnumel, rnumel, XBLOCK, RBLOCK, PID_BASE)`,
+    XBLOCK rows of rnumel elements per block."""
 
     source: str
     params: list          # buffer names, in the order the function takes them
@@ -61,6 +63,8 @@ class ComboPart:
     xnumel: int
     interpret: bool
     ptr_types: tuple
+    rnumel: int | None = None     # a reduction's row length (None: pointwise)
+    rblock: int | None = None     # its lanes per row, a power of two >= rnumel
 
 
 class KernelCodegen:

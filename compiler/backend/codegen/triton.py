@@ -296,15 +296,7 @@ class TritonCodegen(KernelCodegen):
             ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if k.reduction else [])
         kind = "pointwise" if not k.reduction else ("persistent" if k.persistent else "looped")
         pid = "tl.program_id(0).to(tl.int64)" if k.int64 else "tl.program_id(0)"
-        head = [f"xoffset = {pid} * XBLOCK"]
-        if k.reduction:
-            head += ["xindex = xoffset + tl.arange(0, XBLOCK)[:, None]"]
-            head += mask_lines("xmask", "xindex < xnumel", g.ranges, "[XBLOCK, 1]", "XBLOCK")
-            if k.persistent:
-                head += ["rindex = tl.arange(0, RBLOCK)[None, :]" + (".to(tl.int64)" if k.int64 else "")]
-                head += mask_lines("rmask", "rindex < rnumel", g.reduction_ranges, "[1, RBLOCK]", "RBLOCK")
-        else:
-            head += _POINTWISE_INDEX
+        head = [f"xoffset = {pid} * XBLOCK"] + _index_lines(k)
         src = [f"# {g.name}: {kind}, ranges={[str(r) for r in g.ranges]}, "
                f"reduction_ranges={[str(r) for r in g.reduction_ranges]}"]
         prov = provenance_comment(g.provenance)
@@ -358,19 +350,27 @@ class TritonCodegen(KernelCodegen):
 
     def _combo_part(self, k: TritonKernelBuilder, ptrs, ptr_types) -> ComboPart | None:
         """The kernel as a device function a combined launch calls (codegen/triton_combo.py):
-        static pointwise kernels only (no status word, 32-bit indices, no scatter)."""
+        static pointwise kernels, and persistent reductions of rows up to COMBO_MAX_RNUMEL (the
+        second passes of split reductions: a few hundred small sums in a training backward); no
+        status word, 32-bit indices, no scatter."""
         g = k.group
         xnumel = ir.product(g.ranges)
-        if (k.reduction or k.status or k.int64 or None in ptr_types or not _is_int(xnumel)
+        rnumel = ir.product(g.reduction_ranges) if k.reduction else 1
+        if (k.status or k.int64 or None in ptr_types or not _is_int(xnumel) or not _is_int(rnumel)
                 or int(xnumel) <= 0 or any(isinstance(n, ir.ScatterBuffer) for n in g.nodes)):
             return None
-        head = ["xoffset = (tl.program_id(0) - PID_BASE) * XBLOCK"] + _POINTWISE_INDEX
-        params = ptrs + ["xnumel", "XBLOCK: tl.constexpr", "PID_BASE: tl.constexpr"]
+        if k.reduction and not (k.persistent and 0 < int(rnumel) <= COMBO_MAX_RNUMEL):
+            return None
+        head = ["xoffset = (tl.program_id(0) - PID_BASE) * XBLOCK"] + _index_lines(k)
+        params = ptrs + ["xnumel"] + (["rnumel"] if k.reduction else []) + ["XBLOCK: tl.constexpr"] \
+            + (["RBLOCK: tl.constexpr"] if k.reduction else []) + ["PID_BASE: tl.constexpr"]
         src = ["@triton.jit", f"def {g.name}_part({', '.join(params)}):"]
         src += ["    " + line for line in head + k.prologue + k.lines]
+        rblock = self._rblock(k) if k.reduction else None
         return ComboPart(source="\n".join(src) + "\n", params=list(ptrs),
                          written=[n for n in ptrs if n in g.outputs], xnumel=int(xnumel),
-                         interpret=k.interpret, ptr_types=tuple(ptr_types))
+                         interpret=k.interpret, ptr_types=tuple(ptr_types),
+                         rnumel=int(rnumel) if k.reduction else None, rblock=rblock)
 
     def _rblock(self, k):
         if not k.persistent:
@@ -394,6 +394,23 @@ class TritonCodegen(KernelCodegen):
 
 #: a pointwise kernel's element indices of its block (after `xoffset`), and their mask
 _POINTWISE_INDEX = ["xindex = xoffset + tl.arange(0, XBLOCK)", "xmask = xindex < xnumel"]
+
+#: a persistent reduction of rows up to this long may be part of a combined launch
+COMBO_MAX_RNUMEL = 1024
+
+
+def _index_lines(k) -> list[str]:
+    """A kernel's index and mask lines after its block offset `xoffset`: a reduction's rows of
+    the block (and, persistent, the whole row's lanes), a pointwise kernel's elements."""
+    g = k.group
+    if not k.reduction:
+        return list(_POINTWISE_INDEX)
+    lines = ["xindex = xoffset + tl.arange(0, XBLOCK)[:, None]"]
+    lines += mask_lines("xmask", "xindex < xnumel", g.ranges, "[XBLOCK, 1]", "XBLOCK")
+    if k.persistent:
+        lines += ["rindex = tl.arange(0, RBLOCK)[None, :]" + (".to(tl.int64)" if k.int64 else "")]
+        lines += mask_lines("rmask", "rindex < rnumel", g.reduction_ranges, "[1, RBLOCK]", "RBLOCK")
+    return lines
 
 
 def module_imports(interpret: bool) -> list[str]:

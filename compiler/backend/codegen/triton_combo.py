@@ -1,4 +1,4 @@
-"""Combined launches: several independent pointwise Triton kernels in one launch.
+"""Combined launches: several independent Triton kernels in one launch.
 
 A graph of many small independent kernels (an optimizer step: one kernel per parameter shape)
 pays the host's launch cost for each one; on the lent GPU machine's host that cost, not the GPU,
@@ -14,8 +14,10 @@ whose programs are split into ranges, one per part (as inductor's foreach/combo 
             kernel1_add_part(arg2_1, buf1, 100, XBLOCK, 2)
 
 Each part is the kernel's own body as a device function (codegen/triton.py `_combo_part`) that
-computes block `pid - PID_BASE`. The block size is fixed (COMBO_XBLOCK), so the ranges are
-constants; the launcher runs it as kind "combo" with that one configuration.
+computes block `pid - PID_BASE`. The block sizes are fixed (COMBO_XBLOCK elements for a
+pointwise part; for a persistent reduction part, whole rows filling a COMBO_REDUCTION_TILE tile,
+passed as constants), so the ranges are constants; the launcher runs it as kind "combo" with
+that one configuration.
 """
 from __future__ import annotations
 
@@ -78,6 +80,21 @@ def _accesses(group: ir.KernelGroup, allocs) -> tuple[set, set]:
     return reads, writes
 
 
+#: elements of a reduction part's [XBLOCK, RBLOCK] tile (COMBO_WARPS warps: 16 per thread)
+COMBO_REDUCTION_TILE = 2048
+
+
+def part_block(part) -> tuple[int, str]:
+    """(elements or rows per block, the size arguments the call passes after the buffers) of
+    one part: pointwise parts take COMBO_XBLOCK elements per block, as the launch's XBLOCK; a
+    reduction part takes as many whole rows as fill a COMBO_REDUCTION_TILE tile."""
+    if part.rnumel is None:
+        return COMBO_XBLOCK, f"{part.xnumel}, XBLOCK"
+    rows = max(1, COMBO_REDUCTION_TILE // part.rblock)
+    rows = min(rows, 1 << (part.xnumel - 1).bit_length())
+    return rows, f"{part.xnumel}, {part.rnumel}, {rows}, {part.rblock}"
+
+
 def combine(name: str, parts: list[GeneratedKernel]) -> GeneratedKernel:
     """One kernel launching `parts` (GeneratedKernels with combo_part), in their order."""
     params: list[str] = []
@@ -88,7 +105,7 @@ def combine(name: str, parts: list[GeneratedKernel]) -> GeneratedKernel:
     for k in parts:
         ptr_types.update(zip(k.combo_part.params, k.combo_part.ptr_types))
     interpret = parts[0].combo_part.interpret
-    lines = [f"# {name}: {len(parts)} independent pointwise kernels in one launch "
+    lines = [f"# {name}: {len(parts)} independent kernels in one launch "
              f"({', '.join(k.name for k in parts)})"] + module_imports(interpret) + ["", ""]
     for k in parts:
         lines += [k.combo_part.source, ""]
@@ -97,9 +114,10 @@ def combine(name: str, parts: list[GeneratedKernel]) -> GeneratedKernel:
     base = 0
     for i, k in enumerate(parts):
         part = k.combo_part
-        blocks = -(-part.xnumel // COMBO_XBLOCK)
+        xblock, sizes = part_block(part)
+        blocks = -(-part.xnumel // xblock)
         lines.append(f"    {'if' if i == 0 else 'elif'} pid < {base + blocks}:")
-        lines.append(f"        {k.name}_part({', '.join(part.params)}, {part.xnumel}, XBLOCK, {base})")
+        lines.append(f"        {k.name}_part({', '.join(part.params)}, {sizes}, {base})")
         base += blocks
     source = "\n".join(lines) + "\n"
     define = (f"{name} = TritonLauncher({name!r}, '''{source}''', kind='combo', n_ptrs={len(params)}, "

@@ -160,19 +160,28 @@ def _group_copies(steps, outs, graph) -> tuple[list, list]:
       and saved for the backward: backend/conv_layout.py) go to the start: they read only inputs,
       and their results live until the backward anyway;
     * copies of an ATen call's result (a channels_last filter gradient given its parameter's
-      strides: ResNet-50's backward has one after each 3x3 or 7x7 filter's gradient) go to the
-      end, before the trailing steps with side effects (input write-backs)."""
+      strides: ResNet-50's backward has one after each 3x3 or 7x7 filter's gradient) and small
+      kernels whose results only leave the graph (the second passes of split reductions:
+      _final_pass_bytes) go to the end, before the trailing steps with side effects (input
+      write-backs)."""
     extern = {s.name: s for s in steps if isinstance(s, (ir.ExternKernel, ir.MultiOutput))}
     inputs = {name: b for name, b in graph.name_to_buffer.items() if isinstance(b, ir.InputBuffer)}
-    read = set()
-    for s in steps:
-        read |= fusion._group_reads(s) if isinstance(s, fusion.Group) else set(s.reads())
+    readers: dict[str, set] = {}
+    for i, s in enumerate(steps):
+        for r in fusion._group_reads(s) if isinstance(s, fusion.Group) else set(s.reads()):
+            readers.setdefault(r, set()).add(i)
+    read = set(readers)
     hoisted, sunk = [], []
+    kept_bytes = 0
     for i, s in enumerate(steps):
         src = _copy_source(s, outs)
         if src in inputs and _small(inputs[src]):
             hoisted.append(i)
         elif src in extern and s.nodes[0].name not in read and _small(extern[src]):
+            sunk.append(i)
+        elif (held := _final_pass_bytes(s, i, outs, readers, graph)) is not None \
+                and kept_bytes + held <= SINK_MAX_HELD_BYTES:
+            kept_bytes += held
             sunk.append(i)
     hoisted = hoisted if len(hoisted) >= 2 else []
     sunk = sunk if len(sunk) >= 2 else []
@@ -184,12 +193,42 @@ def _group_copies(steps, outs, graph) -> tuple[list, list]:
         end -= 1
     rest = [s for i, s in enumerate(steps[:end]) if i not in moved]
     log.debug("copies_grouped", at_start=len(hoisted), at_end=len(sunk),
-              reason="copies into graph outputs moved together to share one launch per group")
+              reason="copies and final passes into graph outputs moved together to share one "
+                     "launch per group")
     out = [steps[i] for i in hoisted] + rest + [steps[i] for i in sunk] + steps[end:]
     runs = [(0, len(hoisted))] if hoisted else []
     if sunk:
         runs.append((len(hoisted) + len(rest), len(sunk)))
     return out, runs
+
+
+#: the second pass of a split reduction (or any small kernel whose results only leave the
+#: graph) moves to the end when each buffer it reads is at most this large, and while all that
+#: such moves keep alive longer stays under SINK_MAX_HELD_BYTES
+SINK_MAX_INPUT_BYTES = 4 << 20
+SINK_MAX_HELD_BYTES = 64 << 20
+
+
+def _final_pass_bytes(step, index, outs, readers, graph) -> int | None:
+    """The bytes a Triton kernel step reads when it may move to the end of the graph to share a
+    launch with others like it, else None. It may when every value it computes is a graph output
+    or stays inside it (nothing later reads it), and it reads only small intermediate buffers:
+    the second passes of split reductions (a training backward's bias and norm weight gradients:
+    72 of GPT-2's launches), whose partial sums are a few hundred kilobytes. Graph inputs are
+    not moved past (a backward frees its saved tensors as it goes; a write-back may change one)."""
+    if not isinstance(step, fusion.Group) or step.closed or not uses_triton(step.device):
+        return None
+    names = step.names()
+    if not names & outs or any(readers.get(n, {index}) != {index} for n in names):
+        return None
+    total = 0
+    for r in fusion._group_reads(step) - names:
+        buf = graph.name_to_buffer.get(r)
+        nbytes = buf.layout.static_nbytes() if buf is not None else None
+        if buf is None or isinstance(buf, ir.InputBuffer) or nbytes is None or nbytes > SINK_MAX_INPUT_BYTES:
+            return None
+        total += nbytes
+    return total
 
 
 def _copy_source(step, outs):

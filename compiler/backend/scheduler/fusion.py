@@ -23,7 +23,7 @@ import sympy
 from tracetorch import logs
 from tracetorch.compiler import config
 from tracetorch.compiler.backend import ir
-from tracetorch.compiler.backend.indexing import simplify_index
+from tracetorch.compiler.backend.indexing import access_kind, simplify_index
 
 log = logs.get_logger(__name__)
 
@@ -251,7 +251,8 @@ def _fit(g: Group, buf):
             # a reduction's pointwise consumer whose loops run in another order (channels-last)
             for node in (_permuted_as(buf, dims) if g.rranges else ()):
                 plan2, _ = prospective(g, node)
-                if plan2 is not None and not check_deps(g.nodes, node, plan2):
+                if plan2 is not None and not check_deps(g.nodes, node, plan2) \
+                        and _renest_fits(g.nodes + [node], plan2):
                     return node, g.nodes, plan2, ""
         # a reduction group whose reduction loops are coarser than this node's: the group's
         # reduction loops split as its (a bias gradient's sum over B * S tokens beside the
@@ -260,43 +261,65 @@ def _fit(g: Group, buf):
         if members is not None:
             trial = _trial_group(members, g.device, dict(g.kinds), g.ranges, rdims)
             dims = list(g.ranges) + rdims
-            for node in [buf.resplit(dims)] + _permuted_as(buf, dims):
+            for k, node in enumerate([buf.resplit(dims)] + _permuted_as(buf, dims)):
                 if node is None:
                     continue
                 plan2, _ = prospective(trial, node)
-                if plan2 is not None and not check_deps(members, node, plan2):
+                if plan2 is not None and not check_deps(members, node, plan2) \
+                        and (k == 0 or _renest_fits(members + [node], plan2)):
                     return node, members, plan2, ""
     elif isinstance(d, ir.Reduction) and not g.rranges:
-        for node, members, checked in _reduction_candidates(g, buf):
+        for node, members, renested in _reduction_candidates(g, buf):
             if all(m is not None for m in members):
                 plan2, _ = prospective(_trial_group(members, g.device), node)
-                if plan2 is not None and (not checked or not check_deps(members, node, plan2)):
+                if plan2 is not None and (not renested or not check_deps(members, node, plan2)
+                                          and _renest_fits(members + [node], plan2)):
                     return node, members, plan2, ""
     return None, g.nodes, None, why
 
 
 def _reduction_candidates(g: Group, buf):
     """Ways for reduction `buf` to join the pure pointwise group g, tried in this order:
-    (the reduction node, g's nodes remade, whether the same-point reads are checked here rather
-    than by the caller). g's nodes re-split to finer loops than the reduction's split; or over
-    the same loops in another order (the per-channel sums of a batch norm, [C] x [N, H, W], of a
-    channels-last pointwise result whose loops run over [N, H, W, C], as it is stored); or, the
-    reduction's loops coarser than the group's, its reduction loops split as the group's (a bias
-    gradient's sum over B * S tokens of a [B, S, D] dropout backward)."""
+    (the reduction node, g's nodes remade, whether they were re-nested: then the same-point reads
+    and the memory walk are checked here rather than by the caller). g's nodes re-split to finer
+    loops than the reduction's split; or over the same loops in another order (the per-channel
+    sums of a batch norm, [C] x [N, H, W], of a channels-last pointwise result whose loops run
+    over [N, H, W, C], as it is stored), the reduction's loops split further where one of g's
+    loops is a piece of one of them (_nestings); or, the reduction's loops coarser than the
+    group's, its reduction loops split as the group's (a bias gradient's sum over B * S tokens of
+    a [B, S, D] dropout backward)."""
     d = buf.data
     dims = list(d.ranges) + list(d.reduction_ranges)
     yield buf, [n.resplit(dims) for n in g.nodes], False
     if len({tuple(n.data.ranges) for n in g.nodes}) != 1:     # the group's nodes must be alike
         return
     ranges = g.nodes[0].data.ranges
-    for pieces in _piece_choices(ranges, dims):
-        yield buf, [_renest(n, dims, pieces) for n in g.nodes], True
+    for finer, pieces in _nestings(ranges, dims):
+        node = buf if finer == dims else _reduction_as(buf, finer)
+        if node is not None:
+            yield node, [_renest(n, finer, pieces) for n in g.nodes], True
     refined = _finer_reduction(buf, ranges)
     if refined is None:
         return
     dims = list(refined.data.ranges) + list(refined.data.reduction_ranges)
-    for pieces in _piece_choices(ranges, dims):
-        yield refined, [_renest(n, dims, pieces) or n.resplit(dims) for n in g.nodes], True
+    for finer, pieces in _nestings(ranges, dims):
+        node = refined if finer == dims else _reduction_as(refined, finer)
+        if node is not None:
+            yield node, [_renest(n, finer, pieces) or n.resplit(finer) for n in g.nodes], True
+
+
+def _reduction_as(buf, dims):
+    """Reduction `buf` with its outer and reduction loops split as `dims` (outer ones first), or
+    None where `dims` is no such split."""
+    d = buf.data
+    n = len(d.ranges)
+    for k in range(n, len(dims) + 1):
+        if ir.split_into(d.ranges, dims[:k]) is not None and ir.split_into(d.reduction_ranges, dims[k:]) is not None:
+            node = buf.outer_resplit(dims[:k])
+            if node is not None and not _same_list(d.reduction_ranges, dims[k:]):
+                node = node.reduction_resplit(dims[k:])
+            return node
+    return None
 
 
 def _trial_group(members, device, kinds=None, ranges=None, rranges=()) -> Group:
@@ -355,16 +378,46 @@ def _finer_reduction(buf, ranges):
 
 
 def _renesting_allowed(node) -> bool:
-    """backend.renest_fusion: 'auto' re-nests for C++ kernels only. In a Triton reduction kernel
-    the re-nested node's loads follow the reduction's block shape: ResNet-50's max-pool backward
-    (reading NCHW gradients and indices) re-nested into the first stage of a channels-last
-    batch-norm statistic ran 4.7 ms per step on the H100, 0.2 ms as a kernel of its own (wide
-    persistent tiles of many loads, half of them strided along the channels)."""
+    """backend.renest_fusion: 'on', 'off', or 'auto': re-nest, for Triton kernels only where the
+    joined group walks memory one way (_walks_one_way, checked once the plan is known)."""
+    return config.backend.renest_fusion != "off"
+
+
+def _renest_fits(nodes, plan) -> bool:
+    """May a group of `nodes` under `plan` hold re-nested nodes? Always for C++ kernels and under
+    renest_fusion 'on'. A Triton reduction kernel's re-nested node loads and stores along the
+    reduction's block shape: ResNet-50's max-pool backward (reading NCHW gradients and indices)
+    re-nested into the first stage of a channels-last batch-norm statistic ran 4.7 ms per step on
+    the H100, 0.2 ms as a kernel of its own (wide tiles, half the loads strided along the
+    channels); a bias gradient's partial sums over the dropout backward product they read walk
+    it as the product's own kernel stores it. So there, every access must step along the same
+    kind of loop (indexing.access_kind: all along the rows, or all along the outputs)."""
     mode = config.backend.renest_fusion
-    if mode != "auto":
-        return mode == "on"
+    if mode == "on":
+        return True
     from tracetorch.compiler.backend.lowering.registry import uses_triton
-    return not uses_triton(node.get_device())
+    if not uses_triton(nodes[0].get_device()):
+        return True
+    return mode == "auto" and _walks_one_way(nodes, plan)
+
+
+def _walks_one_way(nodes, plan) -> bool:
+    ranges, rranges, kinds = plan
+    xs = [ir.index_var("x", k) for k in range(len(ranges))]
+    rs = [ir.index_var("r", k) for k in range(len(rranges))]
+    var_ranges = dict(zip(xs, ranges)) | dict(zip(rs, rranges))
+    members = {n.name for n in nodes}
+    seen = set()
+    for n in nodes:
+        vmap = var_map(n, kinds[n.name], len(ranges))
+        indexes = [index for name, index in n.read_deps() if name not in members]
+        if kinds[n.name] != ir.NODE_REDUCTION:
+            indexes.append(n.store_index(n.data.index_vars()))
+        for index in indexes:
+            kind = access_kind(simplify_index(index.xreplace(vmap), var_ranges), xs, ranges, rs, rranges)
+            if kind is not None:
+                seen.add(kind)
+    return len(seen) <= 1
 
 
 def _permuted_as(node, dims) -> list:
@@ -398,6 +451,43 @@ def _piece_choices(ranges, dims) -> list:
         if p is not None and p not in out:
             out.append(p)
     return out
+
+
+def _nestings(ranges, dims) -> list[tuple[list, list]]:
+    """(finer dims, pieces): ways to nest loops `ranges` as `dims`, each a loop_pieces
+    assignment to `dims` or, where a loop is a piece of one dim of `dims` (a split reduction's
+    [64 chunks of 32 tokens, 768] against the [4, 512, 768] it reduces: 64 = 4 x 16), to `dims`
+    with that dim split (_refined_dims), which the reduction then takes too (_reduction_as)."""
+    out = [(list(dims), p) for p in _piece_choices(ranges, dims)]
+    finer = _refined_dims(ranges, dims)
+    if finer is not None:
+        out += [(finer, p) for p in _piece_choices(ranges, finer)]
+    return out
+
+
+def _refined_dims(ranges, dims) -> list | None:
+    """`dims` with each dim that a loop of `ranges` is a proper piece of split there (its
+    leading part the loop's size): loops and dims taken in order, as loop_pieces pairs them;
+    None where nothing splits or a size is symbolic."""
+    if not all(sympy.sympify(x).is_Integer for x in list(ranges) + list(dims)):
+        return None
+    cells = [[int(d), False] for d in dims]         # [size, used]
+    changed = False
+    for r in (int(x) for x in ranges):
+        rem = r
+        for cell in cells:                          # whole dims first, as loop_pieces takes them
+            if rem != 1 and not cell[1] and cell[0] != 1 and rem % cell[0] == 0:
+                cell[1] = True
+                rem //= cell[0]
+        if rem == 1:
+            continue
+        j = next((j for j, (size, used) in enumerate(cells) if not used and size % rem == 0), None)
+        if j is None:
+            return None
+        size = cells[j][0]
+        cells[j:j + 1] = [[rem, True], [size // rem, False]]
+        changed = True
+    return [c[0] for c in cells] if changed else None
 
 
 def loop_pieces(ranges, dims, exact_first: bool = False) -> list[list[int]] | None:

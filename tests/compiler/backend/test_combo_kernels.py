@@ -204,3 +204,29 @@ def test_copies_of_aten_results_share_a_launch_beside_an_input_write():
         check_with_mutations(rt, transposed_products_and_a_write, make, range(2))
     combined = [e.fields for e in events if e.name == "kernels_combined"]
     assert len(combined) == 1 and len(combined[0]["parts"]) == 2, compiled_graph(rt).code
+
+
+def bias_and_norm_gradients(g1, g2, x):     # a backward's column sums over 4096 rows: split
+    return g1.sum(0), (g1 * x).sum(0), g2.sum(0), g1 * 2
+
+
+def test_second_passes_of_split_reductions_share_a_launch_at_the_end():
+    """Without backend.combo_kernels: the second passes of split column sums (a training
+    backward's bias and norm weight gradients), whose results only leave the graph, move to the
+    end (scheduler `_final_pass_bytes`) and run as persistent reduction parts of one combined
+    launch; their values equal eager's (small integers: the sums are exact in any order)."""
+    shapes = [(4096, 256), (4096, 320), (4096, 256)]
+
+    def make(seed):
+        g = torch.Generator().manual_seed(seed)
+        return [torch.randint(-4, 5, s, generator=g).float().to(DEVICE) for s in shapes]
+    with config.patch(**{"backend.cpu_codegen": "triton", "backend.cache_enabled": False}), \
+            logs.testing.capture(level=logging.DEBUG) as events:
+        rt = compile_fn(bias_and_norm_gradients, make(0))
+        check_with_mutations(rt, bias_and_norm_gradients, make, range(2))
+    splits = [e for e in events if e.name == "split_reduction"]
+    combined = [e.fields for e in events if e.name == "kernels_combined"]
+    code = compiled_graph(rt).code
+    assert len(splits) >= 2, code
+    assert len(combined) == 1 and len(combined[0]["parts"]) >= 2, code
+    assert "RBLOCK: tl.constexpr, PID_BASE: tl.constexpr" in code
