@@ -1,4 +1,6 @@
 """Scans along one dim (cumsum, cumprod, logcumsumexp, cummax, cummin) as log-step passes.
+(Short scans: one pointwise node in eager's order; Triton cumsums and cumprods up to
+MASKED_REDUCTION_MAX: one masked reduction.)
 
 The IR has no scan node, so a scan is built from Pointwise passes (Hillis-Steele): pass k
 combines every element with the one 2**k positions earlier, and is stored before the next pass
@@ -17,7 +19,8 @@ import torch
 
 from tracetorch.compiler.backend import ir
 from tracetorch.compiler.backend.ir import ops
-from tracetorch.compiler.backend.lowering.registry import NotLowerable, aten, inlined_origins, register_lowering
+from tracetorch.compiler.backend.lowering.registry import (NotLowerable, aten, inlined_origins, register_lowering,
+                                                            uses_triton)
 
 
 def _acc(dtype, device):
@@ -77,7 +80,7 @@ def _cast_loader(x, dtype):
     return lambda idx: ops.to_dtype(ld(idx), dtype)
 
 
-def _single_scan(ctx, x, dim, combine):
+def _single_scan(ctx, x, dim, combine, reduction=None):
     out = ctx.dtype
     acc = _acc(out, ctx.device)
     d = _norm_dim(ctx, x, dim)
@@ -88,6 +91,8 @@ def _single_scan(ctx, x, dim, combine):
             pass        # no elements: the loader is never called (a 0-step sequence had no value)
         elif length <= SEQUENTIAL_MAX:
             src = _sequential(src, d, length, combine)
+        elif reduction is not None and length <= MASKED_REDUCTION_MAX and uses_triton(ctx.device):
+            src = _masked_reduction(ctx, x, d, length, src, acc, reduction)
         else:
             [src] = log_step_scan(ctx, x.get_size(), d, [src], [acc], combine, length,
                                   origins=ctx.origins | inlined_origins(x))
@@ -97,6 +102,26 @@ def _single_scan(ctx, x, dim, combine):
 
 #: scans up to this length combine in eager's order (one element after the other)
 SEQUENTIAL_MAX = 64
+#: longer cumsums and cumprods up to this length are, for Triton, one masked reduction per
+#: element (quadratic work in one launch) instead of ceil(log2(n)) passes of one launch each
+MASKED_REDUCTION_MAX = 2048
+
+
+def _masked_reduction(ctx, x, dim, length, src, acc, reduction):
+    """Element i reduces the elements j <= i of its row, the others masked to the reduction's
+    neutral value: one persistent reduction kernel over [*size] x [length]. A launch-bound GPU
+    step pays for launches, not for work: GPT-2's position ids (a cumsum over 512 tokens of the
+    attention mask) were 9 launches per forward as log-step passes."""
+    neutral = {"sum": 0, "prod": 1}[reduction]
+
+    def inner(idx, ridx):
+        at = list(idx)
+        at[dim] = ridx[0]
+        keep = ops.le(ops.index_expr(ridx[0], torch.int64), ops.index_expr(idx[dim], torch.int64))
+        return ops.where(keep, src(at), ops.constant(neutral, acc))
+    red = ir.Reduction(x.get_size(), [sympy.Integer(length)], inner, reduction, acc, acc, ctx.device,
+                       origins=ctx.origins | inlined_origins(x), cost=x.op_count() + 2)
+    return ctx.graph.realize(red, ctx.node).make_loader()
 
 
 def _sequential(src, dim, length, combine):
@@ -121,12 +146,12 @@ def _sequential(src, dim, length, combine):
 
 @register_lowering(aten.cumsum.default)
 def cumsum(ctx, x, dim, dtype=None):
-    return _single_scan(ctx, x, dim, lambda a, b: [ops.add(a[0], b[0])])
+    return _single_scan(ctx, x, dim, lambda a, b: [ops.add(a[0], b[0])], reduction="sum")
 
 
 @register_lowering(aten.cumprod.default)
 def cumprod(ctx, x, dim, dtype=None):
-    return _single_scan(ctx, x, dim, lambda a, b: [ops.mul(a[0], b[0])])
+    return _single_scan(ctx, x, dim, lambda a, b: [ops.mul(a[0], b[0])], reduction="prod")
 
 
 def log_add_exp(a, b):

@@ -84,6 +84,26 @@ def test_scan_and_sort_dynamic_sizes_stay_correct():
         assert_same(rt(a), fn(a))
 
 
+def position_ids(mask, x):
+    """GPT-2's position ids: the cumsum of an attention mask over 512 tokens; and a float cumsum
+    and cumprod over as many elements."""
+    return (mask.long().cumsum(-1) - 1).clamp(min=0), x.cumsum(1), (1 + x * 1e-3).cumprod(1)
+
+
+def test_long_triton_cumsums_are_one_kernel_each():
+    """A cumsum or cumprod longer than SEQUENTIAL_MAX is one masked reduction kernel for Triton
+    (lowering/scan.py _masked_reduction): element i reduces elements 0..i of its row; the log-step
+    scan took ceil(log2(n)) launches (9 at 512; the float ones may share a kernel). Equal to eager
+    (the integer sum exactly)."""
+    torch.manual_seed(0)
+    mask = torch.rand(4, 512) > 0.2
+    x = torch.randn(4, 512)
+    rt = _run("triton", position_ids, [mask, x])
+    code = rt.compiled.code
+    assert code.count("@triton.jit") <= 3 and "tl.sum(" in code, code      # log-step: 27
+    assert fallback_count(rt) == 0
+
+
 def search(seq, v):
     return (torch.searchsorted(seq, v), torch.searchsorted(seq, v, right=True),
             torch.bucketize(v, seq[0], out_int32=True))
