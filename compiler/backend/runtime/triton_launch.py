@@ -338,7 +338,7 @@ class TritonLauncher:
                 return              # nothing to compute: outputs are empty
         if plan.fast is not None and n:
             ptrs = call_args[:n]
-            device = ptrs[0].device.index
+            device = ptrs[0].get_device()
             # The addresses, read once: they give the alignment key and are what the launch
             # passes. Triton's launcher takes an int as the pointer itself; given a tensor it
             # calls data_ptr() and asks the driver to validate the address (cuPointerGetAttribute),
@@ -503,17 +503,27 @@ def launch_hooks() -> tuple:
     """Triton's launch enter/exit hooks (profilers set them); passed on as Triton does, except
     that an empty hook chain is passed as None: newer Tritons keep a HookChain object there even
     with no hook in it, and a non-None hook makes every launch build the launch metadata and call
-    the (empty) chain twice, a few microseconds per launch for nothing."""
-    knobs = _knobs()
-    if knobs is None:
+    the (empty) chain twice, a few microseconds per launch for nothing. (Every launch asks: the
+    lookups are inlined, a profiler may set a hook between two launches.)"""
+    runtime = _RUNTIME[0] if _RUNTIME else _runtime()
+    if runtime is None:
         return None, None
-    return _active(knobs.runtime.launch_enter_hook), _active(knobs.runtime.launch_exit_hook)
+    enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
+    if enter is not None and getattr(enter, "calls", None) == []:
+        enter = None
+    if leave is not None and getattr(leave, "calls", None) == []:
+        leave = None
+    return enter, leave
 
 
-def _active(hook):
-    if hook is None or getattr(hook, "calls", None) == []:
-        return None
-    return hook
+_RUNTIME: list = []
+
+
+def _runtime():
+    """triton.knobs.runtime (the hooks' home), or None for a Triton without knobs."""
+    knobs = _knobs()
+    _RUNTIME.append(knobs.runtime if knobs is not None else None)
+    return _RUNTIME[0]
 
 
 _KNOBS: list = []
@@ -531,5 +541,10 @@ def _knobs():
 
 def current_stream(device_index):
     """The raw CUDA stream Triton would launch on (its driver asks torch the same way)."""
-    import torch
-    return torch._C._cuda_getCurrentRawStream(device_index)
+    if not _RAW_STREAM:
+        import torch
+        _RAW_STREAM.append(torch._C._cuda_getCurrentRawStream)
+    return _RAW_STREAM[0](device_index)
+
+
+_RAW_STREAM: list = []
