@@ -274,7 +274,8 @@ def scenario_sizes():
 
 
 class FakeCudaTensor:
-    """What the launcher reads of a CUDA tensor argument: data_ptr, dtype, device index."""
+    """What the launcher reads of a CUDA tensor argument: data_ptr, dtype, device index (as
+    .device.index and, on the direct launch path, get_device())."""
 
     def __init__(self, t):
         self.t, self.dtype = t, t.dtype
@@ -282,6 +283,9 @@ class FakeCudaTensor:
 
     def data_ptr(self):
         return self.t.data_ptr()
+
+    def get_device(self):
+        return 0
 
 
 def scenario_launch():
