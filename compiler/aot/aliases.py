@@ -299,9 +299,11 @@ def input_views(gm: torch.fx.GraphModule) -> list:
     # per input storage, where the metadata of the inputs over it changes: only a view's own
     # input orders it (a1.t().abs_() returned beside a2.t_() is a view of a1 alone: fuzz 461565)
     changes_of: dict = {}
+    change_ops = set()
     for p in placeholders:
         if isinstance(_value(p), torch.Tensor):
             changes_of.setdefault(_storage(_value(p)), []).extend(order[op] for op in mutated.get(p, ()))
+            change_ops.update(mutated.get(p, ()))
     storages = set(changes_of) - {None}
     leaves, _ = pytree.tree_flatten(out_node.args[0])
     groups = {True: ({}, set()), False: ({}, set())}      # early -> (chains, ops run)
@@ -314,7 +316,10 @@ def input_views(gm: torch.fx.GraphModule) -> list:
             continue
         changes = changes_of.get(_storage(_value(leaf)), [])
         early = not changes or all(order[n] < min(changes) for n in found)
-        if not early and not all(order[n] > max(changes) for n in found):
+        # a chain through an input's own metadata op (`a0.unsqueeze_(0).pow_(2).movedim(0, -1)`)
+        # reads the input as that op left it: the replay passes the input through it, after the
+        # runtime's metadata replay (fuzz seed 5188)
+        if not early and not all(order[n] > max(changes) or n in change_ops for n in found):
             continue
         chains, run = groups[early]
         chains[pos] = (leaf, found)
