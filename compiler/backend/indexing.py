@@ -261,10 +261,12 @@ def access_kind(index, xs, xranges, rs, rranges) -> str | None:
     moving = {v for v, n in zip(xs, xranges) if n != 1}
     if not (expr.free_symbols & moving):
         return None
-    zero = {v: 0 for v in list(xs) + list(rs)}
+    zero = {v: sympy.Integer(0) for v in list(xs) + list(rs)}
+    at_zero = expr.xreplace(zero)
 
     def step(v):
-        d = (expr.subs(v, 1) - expr.subs(v, 0)).subs(zero)
+        # every loop var at 0 but v at 1 (xreplace: one structural pass, subs re-simplified each)
+        d = expr.xreplace({**zero, v: sympy.Integer(1)}) - at_zero
         return d if d.is_number else None
     sr = step(r)
     if sr == 1:
