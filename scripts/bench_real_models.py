@@ -453,10 +453,11 @@ def main(argv=None):
     for line in loud:
         print(f"bench_real_models: FALLBACK OR ERROR: {line}", file=sys.stderr)
     if args.out:
-        Path(args.out + ".json").write_text(json.dumps({"card": card, "torch": torch.__version__,
-                                                        "dtype": args.dtype, "results": results}, indent=1))
         what = ("training steps, float32 weights with TF32"
                 + (f", autocast {args.autocast}" if args.autocast else "")) if args.train else args.dtype
+        # (training ignores --dtype: the weights are float32, so the record says what ran)
+        Path(args.out + ".json").write_text(json.dumps({"card": card, "torch": torch.__version__,
+                                                        "dtype": what, "results": results}, indent=1))
         Path(args.out + ".md").write_text(f"# real models, {card}, {what}\n\n{md}\n")
     return 1 if loud else 0
 
