@@ -402,6 +402,9 @@ def _renest_fits(nodes, plan) -> bool:
 
 
 def _walks_one_way(nodes, plan) -> bool:
+    """Do all loads of `nodes` from outside the group, and the stores of its pointwise nodes,
+    step along one kind of loop under `plan` (access_kind "row" or "outer"; accesses that step
+    along neither, such as broadcasts, do not count)?"""
     ranges, rranges, kinds = plan
     xs = [ir.index_var("x", k) for k in range(len(ranges))]
     rs = [ir.index_var("r", k) for k in range(len(rranges))]
@@ -469,7 +472,8 @@ def _refined_dims(ranges, dims) -> list | None:
     """`dims` with each dim that a loop of `ranges` is a proper piece of split there (its
     leading part the loop's size): loops and dims taken in order, as loop_pieces pairs them;
     None where nothing splits or a size is symbolic."""
-    if not all(sympy.sympify(x).is_Integer for x in list(ranges) + list(dims)):
+    sizes = [sympy.sympify(x) for x in list(ranges) + list(dims)]
+    if not all(x.is_Integer and x > 0 for x in sizes):
         return None
     cells = [[int(d), False] for d in dims]         # [size, used]
     changed = False

@@ -491,3 +491,16 @@ def test_triton_re_nests_only_where_every_access_walks_one_way(monkeypatch):
     # NCHW g: 'on' computes y in the sums' kernel, 'auto' keeps it apart (one kernel more)
     assert kernels == {("channels_last", "on"): 2, ("channels_last", "auto"): 2,
                        ("nchw", "on"): 1, ("nchw", "auto"): 2}, kernels
+
+
+def test_refined_dims_split_a_dim_that_a_loop_is_a_piece_of():
+    """The split reduction's [64 chunks, 768] x [32] against its product's [4, 512, 768] loops:
+    64 = 4 x 16 and 512 = 16 x 32, so 64 is split; nothing to split, a symbolic or an empty size:
+    None."""
+    import sympy
+    from tracetorch.compiler.backend.scheduler.fusion import _nestings, _refined_dims
+    assert _refined_dims([4, 512, 768], [64, 768, 32]) == [4, 16, 768, 32]
+    assert _nestings([4, 512, 768], [64, 768, 32]) == [([4, 16, 768, 32], [[0], [1, 3], [2]])]
+    assert _refined_dims([4, 512], [4, 512]) is None
+    assert _refined_dims([sympy.Symbol("s0"), 8], [8, 8]) is None
+    assert _refined_dims([0, 8], [8, 0]) is None
