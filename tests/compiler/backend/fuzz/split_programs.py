@@ -95,7 +95,8 @@ def check(program: SplitProgram) -> str:
             return f"crash: {type(e).__name__}: {e}"[:300]
     for i, (g, w) in enumerate(zip(got, program(*inputs))):
         if g.shape != w.shape or g.dtype != w.dtype:
-            return f"output {i} ({program.outputs[i]}): {tuple(g.shape)} {g.dtype} vs eager's {tuple(w.shape)} {w.dtype}"
+            return (f"output {i} ({program.outputs[i]}): {tuple(g.shape)} {g.dtype} "
+                    f"vs eager's {tuple(w.shape)} {w.dtype}")
         if not torch.equal(g, w):
             return f"output {i} ({program.outputs[i]}): max difference {float((g - w).abs().max())}"
     return ""
