@@ -343,17 +343,10 @@ class ComputedBuffer(Buffer):
         chunks = split_into(self.data.ranges, dims)
         if chunks is None:
             return None
-        old_merge, inner = self._merge, self.data.inner_fn
-
-        def merge(idx):
-            flat = merge_points(idx, chunks, dims)
-            return old_merge(flat) if old_merge else flat
-
+        inner = self.data.inner_fn
         data = Pointwise(dims, lambda idx: inner(merge_points(idx, chunks, dims)), self.data.dtype,
                          self.data.device, origins=self.data.origins, cost=self.data.cost)
-        out = ComputedBuffer(self.name, self.layout, data, origins=self.origins)
-        out._merge = merge
-        return out
+        return self._over_split_loops(data, chunks, dims)
 
     def outer_resplit(self, dims) -> Optional["ComputedBuffer"]:
         """This reduction with its output loops split as `dims` (each range the product of
@@ -366,14 +359,20 @@ class ComputedBuffer(Buffer):
         chunks = split_into(d.ranges, dims)
         if chunks is None:
             return None
-        old_merge, inner = self._merge, d.inner_fn
+        inner = d.inner_fn
+        data = Reduction(dims, d.reduction_ranges, lambda idx, ridx: inner(merge_points(idx, chunks, dims), ridx),
+                         d.reduction_type, d.dtype, d.src_dtype, d.device, origins=d.origins, cost=d.cost)
+        return self._over_split_loops(data, chunks, dims)
+
+    def _over_split_loops(self, data, chunks, dims) -> "ComputedBuffer":
+        """This buffer computed by `data`, whose (outer) loops are `dims`, split_into's `chunks`
+        of this node's: the store index merges a point back (after any earlier re-nesting)."""
+        old_merge = self._merge
 
         def merge(idx):
             flat = merge_points(idx, chunks, dims)
             return old_merge(flat) if old_merge else flat
 
-        data = Reduction(dims, d.reduction_ranges, lambda idx, ridx: inner(merge_points(idx, chunks, dims), ridx),
-                         d.reduction_type, d.dtype, d.src_dtype, d.device, origins=d.origins, cost=d.cost)
         out = ComputedBuffer(self.name, self.layout, data, origins=self.origins)
         out._merge = merge
         return out

@@ -31,8 +31,8 @@ class Schedule:
     steps: list
     graph: object
     plan: "memory.Plan"
-    #: [(first step, count)]: copies moved together (_group_copies), which compile.py launches
-    #: as one
+    #: [(first step, count)]: copies and final passes moved together (_group_copies), which
+    #: compile.py launches as one
     copy_runs: list = dataclasses.field(default_factory=list)
 
     def kernels(self) -> list:
@@ -170,14 +170,13 @@ def _group_copies(steps, outs, graph) -> tuple[list, list]:
     for i, s in enumerate(steps):
         for r in fusion._group_reads(s) if isinstance(s, fusion.Group) else set(s.reads()):
             readers.setdefault(r, set()).add(i)
-    read = set(readers)
     hoisted, sunk = [], []
     kept_bytes = 0
     for i, s in enumerate(steps):
         src = _copy_source(s, outs)
         if src in inputs and _small(inputs[src]):
             hoisted.append(i)
-        elif src in extern and s.nodes[0].name not in read and _small(extern[src]):
+        elif src in extern and s.nodes[0].name not in readers and _small(extern[src]):
             sunk.append(i)
         elif (held := _final_pass_bytes(s, i, outs, readers, graph)) is not None \
                 and kept_bytes + held <= SINK_MAX_HELD_BYTES:
