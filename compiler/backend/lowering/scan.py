@@ -17,10 +17,13 @@ from typing import Callable, Sequence
 import sympy
 import torch
 
+from tracetorch import logs
 from tracetorch.compiler.backend import ir
 from tracetorch.compiler.backend.ir import ops
 from tracetorch.compiler.backend.lowering.registry import (NotLowerable, aten, inlined_origins, register_lowering,
                                                             uses_triton)
+
+log = logs.get_logger(__name__)
 
 
 def _acc(dtype, device):
@@ -113,6 +116,9 @@ def _masked_reduction(ctx, x, dim, length, src, acc, reduction):
     step pays for launches, not for work: GPT-2's position ids (a cumsum over 512 tokens of the
     attention mask) were 9 launches per forward as log-step passes."""
     neutral = {"sum": 0, "prod": 1}[reduction]
+    log.debug("scan_as_masked_reduction", reduction=reduction, length=length,
+              reason="a Triton scan this short is one launch as a masked reduction, "
+                     f"ceil(log2({length})) as log-step passes")
 
     def inner(idx, ridx):
         at = list(idx)

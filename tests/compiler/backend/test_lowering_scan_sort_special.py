@@ -12,8 +12,11 @@ import torch
 if not torch.cuda.is_available():   # before triton is imported (see tests/conftest.py)
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+import logging  # noqa: E402
+
 import pytest  # noqa: E402
 
+from tracetorch import logs  # noqa: E402
 from tracetorch.compiler import config  # noqa: E402
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
@@ -98,8 +101,12 @@ def test_long_triton_cumsums_are_one_kernel_each():
     torch.manual_seed(0)
     mask = torch.rand(4, 512) > 0.2
     x = torch.randn(4, 512)
-    rt = _run("triton", position_ids, [mask, x])
+    # (no on-disk cache: a cached graph is not lowered again, so its decisions are not logged)
+    with config.patch(**{"backend.cache_enabled": False}), logs.testing.capture(level=logging.DEBUG) as events:
+        rt = _run("triton", position_ids, [mask, x])
     code = rt.compiled.code
+    assert sorted(e.fields["reduction"] for e in events if e.name == "scan_as_masked_reduction") == \
+        ["prod", "sum", "sum"]
     assert code.count("@triton.jit") <= 3 and "tl.sum(" in code, code      # log-step: 27
     assert fallback_count(rt) == 0
 
