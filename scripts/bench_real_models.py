@@ -10,10 +10,13 @@ fallback is a loud row, never a silent one).
     python scripts/bench_real_models.py --only gpt2,bert --variants eager,ours,ours_ro
 
 Timings are medians of --repeat synchronised calls after warm-up, with CUDA events on the GPU.
+Each variant compiles into empty on-disk caches of its own (Triton's, inductor's, ours), so its
+first call is a cold compile; --warm-caches keeps the usual folders.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import logging
@@ -171,6 +174,35 @@ def _profile(name, variant, fn, inputs, args):
     print(prof.key_averages().table(sort_by=sort, row_limit=args.profile_rows, max_name_column_width=60))
 
 
+@contextlib.contextmanager
+def _first_call_profile(args, name, variant):
+    """With --cprofile-first N: cProfile around one of our variants' first call (the cold
+    compile), printing its N costliest functions by cumulative and by own time."""
+    if not (args.cprofile_first and variant.startswith("ours")):
+        yield
+        return
+    import cProfile
+    import io
+    import pstats
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        yield
+    finally:
+        prof.disable()
+        for order in ("cumulative", "tottime"):
+            text = io.StringIO()
+            pstats.Stats(prof, stream=text).sort_stats(order).print_stats(args.cprofile_first)
+            print(f"--- cProfile {name} {variant} first call, by {order} ---")
+            print("\n".join(line[:200] for line in text.getvalue().splitlines()[4:]), flush=True)
+
+
+def _caches(args):
+    """Each variant's own empty on-disk caches (harness.cold_caches), unless --warm-caches: its
+    first call is a cold compile, whatever ran before it on this machine or in this run."""
+    return contextlib.nullcontext() if args.warm_caches else harness.cold_caches()
+
+
 def _fresh_variant(device) -> "VariantEvents":
     """Before each variant: both compilers' caches emptied, memory freed and the peak counter
     reset; returns the counter of our compiler's events for this variant."""
@@ -184,20 +216,31 @@ def _fresh_variant(device) -> "VariantEvents":
     return VariantEvents()
 
 
+def _compile_stats() -> dict:
+    """Counters of what our first calls spend: Triton kernels compiled by the main process itself
+    vs by the worker pool, seconds waited for the pool, autotuning sweeps and their seconds."""
+    from tracetorch.compiler.backend import autotune
+    from tracetorch.compiler.backend.runtime import triton_compile
+    return {**{k: triton_compile.STATS[k] for k in ("in_process", "precompiled", "cancelled", "waited_s")},
+            **{"autotune_" + k: v for k, v in autotune.STATS.items()}}
+
+
+def _since(before: dict) -> dict:
+    return {k: round(v - before[k], 2) for k, v in _compile_stats().items()}
+
+
 def _measure(row, name, variant, model, inputs, reference, counter, args) -> None:
     """Fill `row` for one inference variant: first call, Triton compiles, error against eager,
     median time, peak memory and the compiler's events (a partial row survives an exception)."""
-    from tracetorch.compiler.backend.runtime import triton_compile
     fn = _compiled(variant, model)
-    before = dict(triton_compile.STATS)
+    before = _compile_stats()
     with torch.no_grad():
-        t0 = time.perf_counter()
-        out = _call(fn, inputs)
-        _sync(args.device)
-        row["first_call_s"] = round(time.perf_counter() - t0, 3)
-        # Triton kernels compiled by the main process itself vs by the worker pool
-        row["triton_compiles"] = {k: round(triton_compile.STATS[k] - before[k], 2)
-                                  for k in ("in_process", "precompiled", "cancelled", "waited_s")}
+        with _first_call_profile(args, name, variant):
+            t0 = time.perf_counter()
+            out = _call(fn, inputs)
+            _sync(args.device)
+            row["first_call_s"] = round(time.perf_counter() - t0, 3)
+        row["triton_compiles"] = _since(before)
         for _ in range(3):                       # warm-up (CUDA graphs record on the 2nd)
             out = _call(fn, inputs)
         got = _main_tensor(out).float()
@@ -240,7 +283,7 @@ def run_model(name, args):
         counter = _fresh_variant(args.device)
         row = {}
         try:
-            with config.patch(_variant(variant)[1]):
+            with _caches(args), config.patch(_variant(variant)[1]):
                 _measure(row, name, variant, model, inputs, reference, counter, args)
         except Exception as e:       # one variant failing is a row, not the end of the run
             row["error"] = f"{type(e).__name__}: {e}"[:300]
@@ -342,41 +385,45 @@ def run_training(name, args):
         opt = torch.optim.AdamW(base.parameters(), lr=1e-4)
         counter = _fresh_variant(args.device)
         row = {}
-        try:
-            step = _train_step_fn(variant, name, base, opt, args.autocast)
-            # every variant draws its dropout masks from the same generator state: variants
-            # with the same random ops (ours and ours_ro) take the very same steps
-            torch.manual_seed(1)
-            t0 = time.perf_counter()
-            first = float(step(inputs))
-            _sync(args.device)
-            row["first_step_s"] = round(time.perf_counter() - t0, 3)
-            ref_loss = first if variant == "eager" else ref_loss
-            if ref_loss is not None:
-                row["first_loss_rel_err"] = abs(first - ref_loss) / max(abs(ref_loss), 1e-12)
-            for _ in range(2):
-                step(inputs)
-            row["ms"] = round(_time(lambda: step(inputs), args.device, args.repeat), 3)
-            if args.device == "cuda":
-                row["peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
-            row["graphs_run_eagerly"] = counter.get("graph_runs_eagerly", "aot_runs_eagerly")
-            if args.phases:
-                row["phase_ms"] = _phase_ms(name, step, opt, inputs, args.device)
-            if args.profile:        # whole training steps: forward, backward and optimizer kernels
-                _profile(name, variant, lambda *_: step(inputs), (), args)
-            if args.device == "cuda":   # CUDA graphs keep their memory in pools of their own
-                row["peak_reserved_mb"] = round(torch.cuda.max_memory_reserved() / 2**20, 1)
-            # every variant has taken the same steps on the same batch: the losses must agree
-            # (steps that replayed CUDA graphs included, not just the first one)
-            last = float(step(inputs).detach())
-            row["last_loss"] = last
-            ref_last = last if variant == "eager" else ref_last
-            if ref_last is not None:
-                row["last_loss_rel_err"] = abs(last - ref_last) / max(abs(ref_last), 1e-12)
-        except Exception as e:
-            row["error"] = f"{type(e).__name__}: {e}"[:300]
-        finally:
-            counter.close()
+        with _caches(args):     # its own empty on-disk caches: the first step is a cold compile
+            try:
+                step = _train_step_fn(variant, name, base, opt, args.autocast)
+                before = _compile_stats()
+                # every variant draws its dropout masks from the same generator state: variants
+                # with the same random ops (ours and ours_ro) take the very same steps
+                torch.manual_seed(1)
+                with _first_call_profile(args, name, variant):
+                    t0 = time.perf_counter()
+                    first = float(step(inputs))
+                    _sync(args.device)
+                    row["first_step_s"] = round(time.perf_counter() - t0, 3)
+                row["triton_compiles"] = _since(before)
+                ref_loss = first if variant == "eager" else ref_loss
+                if ref_loss is not None:
+                    row["first_loss_rel_err"] = abs(first - ref_loss) / max(abs(ref_loss), 1e-12)
+                for _ in range(2):
+                    step(inputs)
+                row["ms"] = round(_time(lambda: step(inputs), args.device, args.repeat), 3)
+                if args.device == "cuda":
+                    row["peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+                row["graphs_run_eagerly"] = counter.get("graph_runs_eagerly", "aot_runs_eagerly")
+                if args.phases:
+                    row["phase_ms"] = _phase_ms(name, step, opt, inputs, args.device)
+                if args.profile:        # whole training steps: forward, backward and optimizer kernels
+                    _profile(name, variant, lambda *_: step(inputs), (), args)
+                if args.device == "cuda":   # CUDA graphs keep their memory in pools of their own
+                    row["peak_reserved_mb"] = round(torch.cuda.max_memory_reserved() / 2**20, 1)
+                # every variant has taken the same steps on the same batch: the losses must agree
+                # (steps that replayed CUDA graphs included, not just the first one)
+                last = float(step(inputs).detach())
+                row["last_loss"] = last
+                ref_last = last if variant == "eager" else ref_last
+                if ref_last is not None:
+                    row["last_loss_rel_err"] = abs(last - ref_last) / max(abs(ref_last), 1e-12)
+            except Exception as e:
+                row["error"] = f"{type(e).__name__}: {e}"[:300]
+            finally:
+                counter.close()
         rows[variant] = row
         print(f"  train {name:<9} {variant:<13} {json.dumps(row)}", flush=True)
     return rows
@@ -405,6 +452,23 @@ def table(results, variants) -> str:
         cells = [name] + [str(r.get(v, {}).get("ms", r.get(v, {}).get("error", "-")))[:24] for v in variants]
         cells += [speed(r, i, v) for i, v in pairs]
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\n" + cold_table(results, variants)
+
+
+def cold_table(results, variants) -> str:
+    """First call (training: first step) seconds per variant, and each of ours over inductor's
+    (below 1: we compile faster; the goal is 0.5 or less)."""
+    ours = [v for v in variants if v.startswith("ours")] if "inductor" in variants else []
+    head = ["model", *[f"{v} first s" for v in variants], *[f"{v}/inductor" for v in ours]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def first(row):
+        return row.get("first_call_s", row.get("first_step_s"))
+    for name, r in results.items():
+        cells = [name] + [str(first(r.get(v, {})) or "-") for v in variants]
+        ind = first(r.get("inductor", {}))
+        cells += [f"{first(r[v]) / ind:.2f}" if ind and first(r.get(v, {})) else "-" for v in ours]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -424,6 +488,11 @@ def main(argv=None):
                    help="with --train: also each phase's median wall ms (forward, backward, optimizer)")
     p.add_argument("--autocast", default=None, choices=("bfloat16", "float16"),
                    help="with --train: mixed precision, torch.autocast to this dtype around the forward")
+    p.add_argument("--cprofile-first", type=int, default=0, metavar="N",
+                   help="cProfile our variants' first call (cold compile); print the N costliest functions")
+    p.add_argument("--warm-caches", action="store_true",
+                   help="keep the on-disk caches (Triton's, inductor's, ours); by default the run uses "
+                        "empty ones of its own, so that first calls are cold compiles")
     args = p.parse_args(argv)
     names = [n for n in args.only.split(",") if n] or list(TRAIN_MODELS if args.train else
                                                           [m for m in MODELS if m != "vit_s16"])

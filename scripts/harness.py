@@ -12,8 +12,12 @@ torch is imported inside the functions that need it: run_suite.py's parent proce
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import shutil
 import statistics
+import tempfile
 import time
 from collections import Counter
 
@@ -107,6 +111,31 @@ def geomean(xs) -> float:
     """Geometric mean of the positive, finite values (NaN when there are none)."""
     xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+@contextlib.contextmanager
+def cold_caches():
+    """Every compiler's on-disk cache in a new empty folder for the duration (Triton's kernels,
+    inductor's FX graphs and kernels, our compiled graphs, kernel files and autotuning results):
+    a first call inside is a cold compile however often the machine ran the same models before.
+    The environment and our config are restored and the folder removed afterwards."""
+    from tracetorch.compiler import config
+    root = tempfile.mkdtemp(prefix="bench_caches_")
+    env = {"TRITON_CACHE_DIR": os.path.join(root, "triton"),
+           "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor")}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        with config.patch(**{"backend.cache_dir": os.path.join(root, "tracetorch"),
+                             "triton.kernel_dir": os.path.join(root, "kernels")}):
+            yield root
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(root, ignore_errors=True)
 
 
 class EventCounter:

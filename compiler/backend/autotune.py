@@ -17,6 +17,7 @@ import json
 import os
 import tempfile
 import threading
+import time
 
 import torch
 
@@ -148,6 +149,11 @@ def _store_disk(src_hash: str, bucket: tuple, cfg: LaunchConfig) -> None:
     os.replace(tmp, path)
 
 
+#: sweeps run in this process and the seconds they took (compiles of the candidates included):
+#: what a first call spends on autotuning (scripts/bench_real_models.py reports it per variant)
+STATS = {"sweeps": 0, "sweep_s": 0.0}
+
+
 def choose_config(kernel: TritonKernel, candidates: list[LaunchConfig], args: list,
                   size_args: list, *, clone_args: tuple[int, ...] = ()) -> LaunchConfig:
     """Pick the launch config for `kernel` at these sizes; may run the kernel several times.
@@ -172,7 +178,10 @@ def choose_config(kernel: TritonKernel, candidates: list[LaunchConfig], args: li
         _remember(key, disk)
         _log(kernel, bucket, disk, "on-disk autotune cache hit", [])
         return disk
+    t0 = time.perf_counter()
     best, timings = _sweep(kernel, candidates, args, size_args, clone_args)
+    STATS["sweeps"] += 1
+    STATS["sweep_s"] += time.perf_counter() - t0
     _remember(key, best)
     try:
         _store_disk(src_hash, bucket, best)
