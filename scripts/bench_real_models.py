@@ -102,15 +102,25 @@ class VariantEvents(harness.EventCounter):
     #: events whose reason goes into the row (why CUDA graphs were not used, why a graph ran eagerly)
     REASONS = ("cudagraph_skipped", "cudagraph_disabled", "graph_runs_eagerly", "aot_runs_eagerly")
 
+    #: events whose timing fields are summed per variant (where a first call's seconds go):
+    #: our backend per graph, Triton compiles in the worker pool (wall from submission to the
+    #: last result, and the workers' own seconds), kernels the main process compiled itself
+    TIMED = {"graph_compiled": ("seconds",), "aot_traced": ("seconds",),
+             "triton_precompile_done": ("wall_s", "worker_compile_s", "compiled_in_main")}
+
     def __init__(self):
         super().__init__()
         self.reasons: list[str] = []
+        self.timings: dict[str, float] = {}
         from tracetorch import logs
         self._logs = logs
         self._sink = logs.add_sink(self, level=logging.INFO)
 
     def __call__(self, event):
         super().__call__(event)
+        for field in self.TIMED.get(event.name, ()):
+            key = f"{event.name}.{field}"
+            self.timings[key] = round(self.timings.get(key, 0) + float(event.fields.get(field) or 0), 3)
         if event.name in self.REASONS and len(self.reasons) < 4:
             self.reasons.append(f"{event.name}: {event.fields.get('reason', '')}"[:200])
 
@@ -241,6 +251,7 @@ def _measure(row, name, variant, model, inputs, reference, counter, args) -> Non
             _sync(args.device)
             row["first_call_s"] = round(time.perf_counter() - t0, 3)
         row["triton_compiles"] = _since(before)
+        row["first_call_timings"] = dict(counter.timings)
         for _ in range(3):                       # warm-up (CUDA graphs record on the 2nd)
             out = _call(fn, inputs)
         got = _main_tensor(out).float()
@@ -398,6 +409,7 @@ def run_training(name, args):
                     _sync(args.device)
                     row["first_step_s"] = round(time.perf_counter() - t0, 3)
                 row["triton_compiles"] = _since(before)
+                row["first_step_timings"] = dict(counter.timings)
                 ref_loss = first if variant == "eager" else ref_loss
                 if ref_loss is not None:
                     row["first_loss_rel_err"] = abs(first - ref_loss) / max(abs(ref_loss), 1e-12)
