@@ -376,3 +376,41 @@ def test_sparse_gradient_falls_back_before_anything_is_updated(with_closure):
         torch.testing.assert_close(p, rp, rtol=0, atol=0)
     assert any(e.name == "optimizer_step_fallback" and "sparse gradient" in e.fields["reason"]
                for e in events)
+
+
+def test_the_update_is_recorded_without_tracing_tensors(monkeypatch):
+    """The update is recorded symbolically (the aot stage's fake-tensor trace is the only one):
+    recording never runs an op on a tensor, and the recorded graph run on real tensors writes
+    what eager's step writes."""
+    from tracetorch.compiler import optim as optim_mod
+    from torch.fx.experimental import proxy_tensor
+
+    def no_make_fx(*a, **k):
+        raise AssertionError("the optimizer update was traced with make_fx")
+    monkeypatch.setattr(proxy_tensor, "make_fx", no_make_fx)
+    model = _model()
+    ref = copy.deepcopy(model)
+    params, ref_params = list(model.parameters()), list(ref.parameters())
+    for seed in (1, 2):
+        _grads(model, seed)
+        _grads(ref, seed)
+    grads = [p.grad for p in params]
+    bufs = [torch.randn_like(p) for p in params]
+    ref_bufs = [b.clone() for b in bufs]
+
+    def fn(params, grads, bufs):
+        return optim_mod._sgd_update(params, grads, bufs, has_buf=(True,) * len(params), lr=0.1,
+                                     momentum=0.9, dampening=0.0, weight_decay=0.0,
+                                     nesterov=False, maximize=False)
+    gm = optim_mod._record(fn, [params, grads, bufs])
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    assert len(placeholders) == 3 * len(params)
+    assert all(isinstance(n.target, torch._ops.OpOverload)
+               for n in gm.graph.nodes if n.op == "call_function")
+    with torch.no_grad():
+        gm(*[p.detach() for p in params], *grads, *bufs)
+        for p, g, b in zip(ref_params, [p.grad for p in ref_params], ref_bufs):
+            b.mul_(0.9).add_(g)
+            p.add_(b, alpha=-0.1)
+    for a, b in zip(params + bufs, ref_params + ref_bufs):
+        torch.testing.assert_close(a, b)
