@@ -60,6 +60,10 @@ SECTIONS: dict[str, dict[str, Option]] = {
         "decompose": _opt(True, "decompose ATen ops into the primitive set before lowering"),
         "partitioner": _opt("min_cut", "joint-graph partitioner", choices=("min_cut", "default")),
         "recompute_pointwise": _opt(True, "recompute cheap pointwise ops in backward, not save"),
+        "compile_backward_ahead": _opt(True, "compile a training graph's backward with its forward, "
+                                             "before the first call (as AOTAutograd does for static "
+                                             "sizes): its code generation overlaps the forward's "
+                                             "Triton compiles; off = at the first backward"),
     },
     "backend": {
         "fusion": _opt(True, "fuse compatible loops into one kernel"),

@@ -1,9 +1,14 @@
-"""Wire a compiled forward graph and a (lazily compiled) backward graph into autograd.
+"""Wire a compiled forward graph and its backward graph into autograd.
 
 One `TrainingRuntime` per captured graph holds both graphs; `CompiledFunction` is the
-torch.autograd.Function that calls them. The backward graph is compiled the first time a
-gradient flows through it (many forwards are never differentiated: evaluation loops, or
-code under torch.no_grad that shares a cache entry), under the forward's compile id with
+torch.autograd.Function that calls them. The backward graph is compiled right after the
+forward (`compile_backward_ahead`, as AOTAutograd does when no size is symbolic), on fake
+inputs in the layouts the compiled forward returns: its code generation runs while the worker
+pool compiles the forward's Triton kernels, and its own kernels compile while the forward runs.
+The first backward checks its real inputs against those layouts and compiles again where one
+differs; where nothing could be predicted (symbolic sizes, repro or debug modes that want real
+example inputs, aot.compile_backward_ahead off) the backward is compiled the first time a
+gradient flows through it. Either way it compiles under the forward's compile id with
 `is_backward=True` on every event, so logs, the trace and the debug folder show it as that
 graph's backward.
 
@@ -45,6 +50,8 @@ class TrainingRuntime:
         self.compile_id = compile_id
         self.backward_log = backward_log
         self._compiled_backward = None
+        # (compiled backward, the input layouts it was compiled for): compile_backward_ahead
+        self._ahead = None
         self._lock = threading.Lock()
         # precomputed for the per-call paths (CompiledFunction.forward/backward)
         self.call_forward = boxed_caller(forward)
@@ -74,18 +81,48 @@ class TrainingRuntime:
 
     _call_backward = None
 
+    def compile_backward_ahead(self, predicted: list) -> None:
+        """Compile the backward now, for inputs like `predicted` (fake tensors: the saved
+        values as the compiled forward returns them, then the tangents as traced)."""
+        with self._lock:
+            if self._call_backward is not None or self._ahead is not None:
+                return
+            with self._context():
+                compiled = self._compile_for(predicted, lazy=False)
+            self._ahead = (compiled, [_layout(t) for t in predicted])
+
+    def _compile_for(self, inputs: list, *, lazy: bool):
+        log.info("compile_backward", graph=self.name, is_backward=True, lazy=lazy, num_inputs=len(inputs))
+        if self.backward_log is not None:
+            self.backward_log()
+            self.backward_log = None            # the graph's text, once
+        _sync_input_layouts(self.backward_graph, inputs, self.name)
+        compiled = self.bw_compiler(self.backward_graph, inputs)
+        log.debug("compiled_backward", graph=self.name, is_backward=True,
+                  boxed=hasattr(compiled, "call_boxed"))
+        return compiled
+
+    def _take_ahead(self, inputs: list):
+        """The backward compiled ahead, if the real inputs have the layouts it was compiled for."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return None
+        compiled, layouts = ahead
+        for i, (t, want) in enumerate(zip(inputs, layouts)):
+            got = _layout(t)
+            if got != want:
+                log.info("backward_recompiled", graph=self.name, is_backward=True,
+                         reason=f"input {i} arrived as {_describe(got)}, compiled ahead for {_describe(want)}")
+                return None
+        return compiled
+
     def _compile_backward(self, inputs: list):
         with self._lock:
             if self._call_backward is None:
-                with self._context():
-                    log.info("compile_backward", graph=self.name, is_backward=True,
-                             lazy=True, num_inputs=len(inputs))
-                    if self.backward_log is not None:
-                        self.backward_log()
-                    _sync_input_layouts(self.backward_graph, inputs, self.name)
-                    compiled = self.bw_compiler(self.backward_graph, inputs)
-                    log.debug("compiled_backward", graph=self.name, is_backward=True,
-                              boxed=hasattr(compiled, "call_boxed"))
+                compiled = self._take_ahead(inputs)
+                if compiled is None:
+                    with self._context():
+                        compiled = self._compile_for(inputs, lazy=True)
                 self._compiled_backward = compiled
                 if self.graphs is not None:
                     n_saved = len(inputs) - len(self.tangent_positions)
@@ -93,6 +130,20 @@ class TrainingRuntime:
                     self._graph_backward = runner.call_boxed if runner is not None else None
                 self._call_backward = boxed_caller(compiled)
         return self._call_backward
+
+
+def _layout(t):
+    """What a compiled backward assumes of one input: sizes, strides, dtype, device."""
+    if not isinstance(t, torch.Tensor):
+        return None
+    return tuple(t.shape), tuple(t.stride()), t.dtype, t.device.type
+
+
+def _describe(layout) -> str:
+    if layout is None:
+        return "a non-tensor"
+    shape, stride, dtype, device = layout
+    return f"{str(dtype).removeprefix('torch.')}{list(shape)} strides {list(stride)} on {device}"
 
 
 def boxed_caller(compiled: Callable) -> Callable[[list], object]:

@@ -280,7 +280,48 @@ def _compile(gm, example_inputs, fw_compiler, bw_compiler, decompositions, name,
         backward_log=lambda: logs.artifact(
             "aot_graphs", lambda: _readable(part.backward, name), graph="backward", graph_name=name,
             filename="aot_backward.py", is_backward=True))
+    _compile_backward_ahead(runtime, part.forward, part.backward, name)
     return _make_runner(gm, joint, runtime, access, tensor_pos)
+
+
+def _compile_backward_ahead(runtime: TrainingRuntime, fw: fx.GraphModule, bw: fx.GraphModule,
+                            name: str) -> None:
+    """Compile the backward now (TrainingRuntime.compile_backward_ahead) where its inputs can be
+    predicted: the saved values as the compiled forward returns them (its output nodes' values
+    after the backend's layout passes, channels_last activations included), the tangents as
+    traced. Otherwise, or if this fails, the first backward compiles it (the reason logged)."""
+    from tracetorch.compiler.aot.output_layouts import graph_outputs
+    why = _why_not_ahead()
+    predicted = []
+    if why is None:
+        saved = graph_outputs(fw.graph)[1][runtime.saved_start:]
+        placeholders = [n for n in bw.graph.nodes if n.op == "placeholder"]
+        tangents = placeholders[len(saved):]
+        if len(placeholders) != len(saved) + len(runtime.tangent_positions):
+            why = "the backward's inputs do not line up with the forward's saved values"
+        else:
+            predicted = [n.meta.get("val") if isinstance(n, fx.Node) else None for n in saved] + \
+                [n.meta.get("val") for n in tangents]
+            if not all(isinstance(v, torch.Tensor) for v in predicted):
+                why = "a saved value or tangent without a traced tensor value"
+            elif any(isinstance(d, torch.SymInt) for v in predicted for d in (*v.shape, *v.stride())):
+                why = "symbolic sizes: the backward compiles for the sizes of its first call"
+    if why is not None:
+        log.debug("backward_compiled_lazily", graph=name, reason=why)
+        return
+    try:
+        runtime.compile_backward_ahead(predicted)
+    except Exception as e:       # never fatal: the first backward compiles it as before
+        log.info("backward_compiled_lazily", graph=name,
+                 reason=f"compiling ahead failed: {type(e).__name__}: {e}"[:300])
+
+
+def _why_not_ahead() -> str | None:
+    if not config.aot.compile_backward_ahead:
+        return "aot.compile_backward_ahead is off"
+    if config.repro.after == "backend":
+        return "repro mode records the backward's real example inputs when it compiles"
+    return None
 
 
 def _write_back_in_graph(fw: fx.GraphModule, num_user_outputs: int, mutated: list[int]) -> bool:

@@ -8,6 +8,7 @@ differences from decomposed ops vanish) with very tight ones.
 from __future__ import annotations
 
 import copy
+import logging
 
 import pytest
 import torch
@@ -15,7 +16,10 @@ import torch.fx as fx
 import torch.nn as nn
 import torch.nn.functional as F
 
+from tracetorch.compiler import config
+from tracetorch.compiler.aot.autograd_function import TrainingRuntime
 from tracetorch.compiler.aot.training import aot_module_training, needs_autograd
+from tracetorch.logs.testing import capture as capture_logs
 
 
 def run_as_is(gm, example_inputs):
@@ -207,7 +211,10 @@ def test_unused_output_gets_zero_tangent():
     torch.testing.assert_close(model.fc.weight.grad, ref.fc.weight.grad)
 
 
-def test_backward_compiled_lazily_once():
+@pytest.mark.parametrize("ahead", [True, False])
+def test_backward_compiled_once_ahead_or_lazily(ahead):
+    """Ahead (the default): with the forward, on fake inputs; the real first backward reuses
+    it. Lazily: at the first backward, never for a forward that is not differentiated."""
     compiled = []
 
     def counting(gm, example_inputs):
@@ -216,14 +223,58 @@ def test_backward_compiled_lazily_once():
 
     torch.manual_seed(0)
     model = MLP()
+    ref = copy.deepcopy(model)
     x = torch.randn(4, 16)
-    f = aot_module_training(capture(model), [x], counting)
-    assert compiled == ["ForwardGraph"]
+    with config.patch(**{"aot.compile_backward_ahead": ahead}):
+        f = aot_module_training(capture(model), [x], counting)
+    first = ["ForwardGraph", "BackwardGraph"] if ahead else ["ForwardGraph"]
+    assert compiled == first
     f(x).sum()                                   # forward only: no backward compile
-    assert compiled == ["ForwardGraph"]
+    assert compiled == first
     f(x).sum().backward()
     f(x).sum().backward()
     assert compiled == ["ForwardGraph", "BackwardGraph"]
+    ref(x).sum().backward()
+    ref(x).sum().backward()
+    for a, b in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
+
+
+def test_backward_compiled_ahead_is_recompiled_when_an_input_layout_differs(monkeypatch):
+    """The prediction is checked, never trusted: a saved value arriving in other strides than
+    it was compiled for (here: the recorded prediction is changed after the ahead compile)
+    makes the first backward compile again, with the reason logged; gradients stay right."""
+    compiled = []
+    changed = []
+    ahead = TrainingRuntime.compile_backward_ahead
+
+    def mispredicting(self, predicted):
+        ahead(self, predicted)
+        layouts = self._ahead[1]
+        i = next(i for i, lay in enumerate(layouts) if lay is not None and len(lay[0]) == 2)
+        shape, _, dtype, device = layouts[i]
+        layouts[i] = (shape, (1, shape[0]), dtype, device)      # "predicted" column-major
+        changed.append(i)
+    monkeypatch.setattr(TrainingRuntime, "compile_backward_ahead", mispredicting)
+
+    def counting(gm, example_inputs):
+        compiled.append(gm.__class__.__name__)
+        return gm
+
+    torch.manual_seed(0)
+    model = MLP()
+    ref = copy.deepcopy(model)
+    x = torch.randn(4, 16)
+    f = aot_module_training(capture(model), [x], counting)
+    assert compiled == ["ForwardGraph", "BackwardGraph"]
+    with capture_logs(["backward_recompiled"], level=logging.DEBUG) as events:
+        f(x).sum().backward()
+    assert compiled == ["ForwardGraph", "BackwardGraph", "BackwardGraph"]
+    assert [e.name for e in events] == ["backward_recompiled"]
+    assert f"input {changed[0]} arrived as" in events[0].fields["reason"]
+    ref(x).sum().backward()
+    for a, b in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
 
 
 def test_double_backward_raises_clear_error_only_when_attempted():

@@ -109,9 +109,13 @@ def test_both_strategies_give_eager_gradients(strategy):
         torch.testing.assert_close(p.grad, rp.grad, rtol=1e-5, atol=1e-6)
 
 
-def test_events_joint_graph_partition_decision_and_lazy_backward_compile_id():
+@pytest.mark.parametrize("ahead", [False, True])
+def test_events_joint_graph_partition_decision_and_backward_compile_id(ahead):
+    """The backward's events carry the forward's compile id, whether it compiles with the
+    forward (ahead) or lazily at the first backward, outside the compile context."""
     with logs.testing.capture(level=logging.DEBUG,
-                              artifacts=["aot_joint_graph", "aot_graphs", "partition_decision"]) as events:
+                              artifacts=["aot_joint_graph", "aot_graphs", "partition_decision"]) as events, \
+            config.patch(**{"aot.compile_backward_ahead": ahead}):
         torch.manual_seed(0)
         model = GeluMLP()
         x = torch.randn(4, 16)
@@ -124,7 +128,8 @@ def test_events_joint_graph_partition_decision_and_lazy_backward_compile_id():
         assert set(decision) >= {"saved", "recomputed", "bytes_saved_vs_baseline"}
         fw = [e for e in events if e.name == "aot_graphs" and e.fields.get("graph") == "forward"]
         assert fw and "def forward" in fw[0].payload
-        assert not any(e.fields.get("is_backward") for e in events)   # not compiled yet
+        # compiled with the forward, or not yet
+        assert any(e.fields.get("is_backward") for e in events) == ahead
         f(x).sum().backward()                  # outside the compile context
         bw = [e for e in events if e.fields.get("is_backward")]
         assert bw and all(str(e.compile_id) == "7/2" for e in bw)
