@@ -100,7 +100,8 @@ class VariantEvents(harness.EventCounter):
     """harness.EventCounter registered as a logs sink for one variant (close() removes it)."""
 
     #: events whose reason goes into the row (why CUDA graphs were not used, why a graph ran eagerly)
-    REASONS = ("cudagraph_skipped", "cudagraph_disabled", "graph_runs_eagerly", "aot_runs_eagerly")
+    REASONS = ("cudagraph_skipped", "cudagraph_disabled", "graph_runs_eagerly", "aot_runs_eagerly",
+               "backward_recompiled")
 
     #: events whose timing fields are summed per variant (where a first call's seconds go):
     #: our backend per graph, Triton compiles in the worker pool (wall from submission to the
@@ -410,6 +411,8 @@ def run_training(name, args):
                     row["first_step_s"] = round(time.perf_counter() - t0, 3)
                 row["triton_compiles"] = _since(before)
                 row["first_step_timings"] = dict(counter.timings)
+                if counter.reasons:
+                    row["reasons"] = counter.reasons
                 ref_loss = first if variant == "eager" else ref_loss
                 if ref_loss is not None:
                     row["first_loss_rel_err"] = abs(first - ref_loss) / max(abs(ref_loss), 1e-12)
