@@ -133,17 +133,20 @@ class TrainingRuntime:
 
 
 def _layout(t):
-    """What a compiled backward assumes of one input: sizes, strides, dtype, device."""
+    """What a backward compiled for input `t` assumes of it: what the lazy compile takes from a
+    real input (_sync_input_layouts: sizes and strides) and its dtype. Not the device: both
+    compiles take it from the traced value, and PyTorch's own meta functions trace some CPU
+    results as CUDA ones (flash attention's philox seed and offset, 0-d int64 CPU tensors)."""
     if not isinstance(t, torch.Tensor):
         return None
-    return tuple(t.shape), tuple(t.stride()), t.dtype, t.device.type
+    return tuple(t.shape), tuple(t.stride()), t.dtype
 
 
 def _describe(layout) -> str:
     if layout is None:
         return "a non-tensor"
-    shape, stride, dtype, device = layout
-    return f"{str(dtype).removeprefix('torch.')}{list(shape)} strides {list(stride)} on {device}"
+    shape, stride, dtype = layout
+    return f"{str(dtype).removeprefix('torch.')}{list(shape)} strides {list(stride)}"
 
 
 def boxed_caller(compiled: Callable) -> Callable[[list], object]:

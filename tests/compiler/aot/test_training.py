@@ -252,8 +252,8 @@ def test_backward_compiled_ahead_is_recompiled_when_an_input_layout_differs(monk
         ahead(self, predicted)
         layouts = self._ahead[1]
         i = next(i for i, lay in enumerate(layouts) if lay is not None and len(lay[0]) == 2)
-        shape, _, dtype, device = layouts[i]
-        layouts[i] = (shape, (1, shape[0]), dtype, device)      # "predicted" column-major
+        shape, _, dtype = layouts[i]
+        layouts[i] = (shape, (1, shape[0]), dtype)      # "predicted" column-major
         changed.append(i)
     monkeypatch.setattr(TrainingRuntime, "compile_backward_ahead", mispredicting)
 
