@@ -25,6 +25,7 @@ runs the eager step, logged with the reason.
 from __future__ import annotations
 
 import functools
+import itertools
 import operator
 import weakref
 from typing import Callable
@@ -361,7 +362,7 @@ def _record(fn, inputs: list) -> fx.GraphModule:
     graph = fx.Graph()
     graph._codegen = fx.graph.CodeGen()            # flat positional inputs and outputs
     tracer = fx.proxy.GraphAppendingTracer(graph)
-    count = iter(range(1 << 30))
+    count = itertools.count()
 
     def proxy(_):
         return fx.Proxy(graph.placeholder(f"arg{next(count)}"), tracer)

@@ -411,8 +411,6 @@ def run_training(name, args):
                     row["first_step_s"] = round(time.perf_counter() - t0, 3)
                 row["triton_compiles"] = _since(before)
                 row["first_step_timings"] = dict(counter.timings)
-                if counter.reasons:
-                    row["reasons"] = counter.reasons
                 ref_loss = first if variant == "eager" else ref_loss
                 if ref_loss is not None:
                     row["first_loss_rel_err"] = abs(first - ref_loss) / max(abs(ref_loss), 1e-12)
@@ -435,6 +433,8 @@ def run_training(name, args):
                 ref_last = last if variant == "eager" else ref_last
                 if ref_last is not None:
                     row["last_loss_rel_err"] = abs(last - ref_last) / max(abs(ref_last), 1e-12)
+                if counter.reasons:         # every step's, as an inference row's (a recompiled backward, ...)
+                    row["reasons"] = counter.reasons
             except Exception as e:
                 row["error"] = f"{type(e).__name__}: {e}"[:300]
             finally:

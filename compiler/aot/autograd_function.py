@@ -6,9 +6,10 @@ forward (`compile_backward_ahead`, as AOTAutograd does when no size is symbolic)
 inputs in the layouts the compiled forward returns: its code generation runs while the worker
 pool compiles the forward's Triton kernels, and its own kernels compile while the forward runs.
 The first backward checks its real inputs against those layouts and compiles again where one
-differs; where nothing could be predicted (symbolic sizes, repro or debug modes that want real
-example inputs, aot.compile_backward_ahead off) the backward is compiled the first time a
-gradient flows through it. Either way it compiles under the forward's compile id with
+differs; where nothing could be predicted (symbolic sizes, a saved value without a traced
+tensor value), in backend repro mode (it records real example inputs) or with
+aot.compile_backward_ahead off, the backward is compiled the first time a gradient flows
+through it. Either way it compiles under the forward's compile id with
 `is_backward=True` on every event, so logs, the trace and the debug folder show it as that
 graph's backward.
 

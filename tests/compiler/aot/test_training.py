@@ -211,10 +211,10 @@ def test_unused_output_gets_zero_tangent():
     torch.testing.assert_close(model.fc.weight.grad, ref.fc.weight.grad)
 
 
-@pytest.mark.parametrize("ahead", [True, False])
-def test_backward_compiled_once_ahead_or_lazily(ahead):
-    """Ahead (the default): with the forward, on fake inputs; the real first backward reuses
-    it. Lazily: at the first backward, never for a forward that is not differentiated."""
+def _mlp_compiled_counting(**options):
+    """(compiled MLP, the kinds of graph its inner compiler was given so far, the model, its
+    eager twin, an input): compiled under config `options` with an inner compiler that records
+    each graph it compiles."""
     compiled = []
 
     def counting(gm, example_inputs):
@@ -225,8 +225,16 @@ def test_backward_compiled_once_ahead_or_lazily(ahead):
     model = MLP()
     ref = copy.deepcopy(model)
     x = torch.randn(4, 16)
-    with config.patch(**{"aot.compile_backward_ahead": ahead}):
+    with config.patch(**options):
         f = aot_module_training(capture(model), [x], counting)
+    return f, compiled, model, ref, x
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_backward_compiled_once_ahead_or_lazily(ahead):
+    """Ahead (the default): with the forward, on fake inputs; the real first backward reuses
+    it. Lazily: at the first backward, never for a forward that is not differentiated."""
+    f, compiled, model, ref, x = _mlp_compiled_counting(**{"aot.compile_backward_ahead": ahead})
     first = ["ForwardGraph", "BackwardGraph"] if ahead else ["ForwardGraph"]
     assert compiled == first
     f(x).sum()                                   # forward only: no backward compile
@@ -244,7 +252,6 @@ def test_backward_compiled_ahead_is_recompiled_when_an_input_layout_differs(monk
     """The prediction is checked, never trusted: a saved value arriving in other strides than
     it was compiled for (here: the recorded prediction is changed after the ahead compile)
     makes the first backward compile again, with the reason logged; gradients stay right."""
-    compiled = []
     changed = []
     ahead = TrainingRuntime.compile_backward_ahead
 
@@ -256,16 +263,7 @@ def test_backward_compiled_ahead_is_recompiled_when_an_input_layout_differs(monk
         layouts[i] = (shape, (1, shape[0]), dtype)      # "predicted" column-major
         changed.append(i)
     monkeypatch.setattr(TrainingRuntime, "compile_backward_ahead", mispredicting)
-
-    def counting(gm, example_inputs):
-        compiled.append(gm.__class__.__name__)
-        return gm
-
-    torch.manual_seed(0)
-    model = MLP()
-    ref = copy.deepcopy(model)
-    x = torch.randn(4, 16)
-    f = aot_module_training(capture(model), [x], counting)
+    f, compiled, model, ref, x = _mlp_compiled_counting()
     assert compiled == ["ForwardGraph", "BackwardGraph"]
     with capture_logs(["backward_recompiled"], level=logging.DEBUG) as events:
         f(x).sum().backward()
