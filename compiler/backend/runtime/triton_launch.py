@@ -356,13 +356,17 @@ class TritonLauncher:
             elif nf:
                 ptrs = call_args[:n + nf]         # the pointers, then the float scalars
             if compiled is not None:
-                ck, run, function, packed = compiled
+                ck, run, function, packed, launch, cooperative, pdl = compiled
                 stream = current_stream(device)
                 enter, leave = launch_hooks()
                 if enter is None:
                     args = addrs + list(ptrs[n:]) if len(ptrs) > n else addrs
-                    run(plan.gx, plan.gy, plan.gz, stream, function, packed, None, enter, leave,
-                        *args, *plan.tail)
+                    if launch is not None:
+                        launch(plan.gx, plan.gy, plan.gz, stream, function, cooperative, pdl, None, None,
+                               packed, None, None, leave, *args, *plan.tail)
+                    else:
+                        run(plan.gx, plan.gy, plan.gz, stream, function, packed, None, enter, leave,
+                            *args, *plan.tail)
                 else:
                     # what JITFunction.run passes: metadata for the hooks, made from the tensors
                     meta = ck.launch_metadata(plan.grid, stream, *ptrs, *plan.tail)
@@ -496,7 +500,52 @@ class LaunchPlan:
         if run is None or function is None or packed is None:
             self.fast = None       # an unknown Triton: stay on the slow path
             return
-        self.fast[align] = (compiled, run, function, packed)
+        launch = direct_launch(run)
+        self.fast[align] = (compiled, run, function, packed, launch,
+                            getattr(run, "launch_cooperative_grid", None), getattr(run, "launch_pdl", None))
+
+
+#: Triton launcher classes -> does calling them only pass their arguments on to `launch`?
+_PASS_THROUGH: dict = {}
+
+# What a pass-through launcher's __call__ may read besides its arguments: its compiled `launch`,
+# the two launch flags it forwards, and the scratch-memory bookkeeping that does nothing for a
+# kernel without scratch memory.
+_PASS_THROUGH_NAMES = {"launch", "launch_cooperative_grid", "launch_pdl", "global_scratch_size",
+                       "global_scratch_align", "profile_scratch_size", "profile_scratch_align",
+                       "num_ctas", "_allocation", "_allocator", "_profile_allocator", "get"}
+_PASS_THROUGH_PARAMS = ("self", "gridX", "gridY", "gridZ", "stream", "function")
+
+
+def direct_launch(run) -> Callable | None:
+    """The compiled launch function behind Triton's launcher object `run`, or None.
+
+    Triton's CUDA launcher is a Python object whose __call__ allocates scratch memory for kernels
+    that need it and then calls its compiled `launch` with two launch flags and the two scratch
+    pointers inserted after the function handle. That Python frame (a closure and two calls)
+    costs 1-2 us per launch, and a training step makes hundreds of launches. For a kernel with
+    no scratch memory, the direct call `launch(gx, gy, gz, stream, function, cooperative, pdl,
+    None, None, *rest)` does the same. Used only where the launcher's __call__ has that shape:
+    exactly these parameters plus *args, and reading nothing but `launch`, the flags and the
+    scratch bookkeeping (checked once per class, so another Triton's launcher, whose arguments
+    may differ, keeps the call through its object)."""
+    cls = type(run)
+    ok = _PASS_THROUGH.get(cls)
+    if ok is None:
+        code = getattr(getattr(cls, "__call__", None), "__code__", None)
+        ok = _PASS_THROUGH[cls] = bool(
+            code is not None
+            and code.co_varnames[:code.co_argcount] == _PASS_THROUGH_PARAMS
+            and code.co_flags & 0x04                         # *args
+            and not code.co_kwonlyargcount
+            and set(code.co_names) <= _PASS_THROUGH_NAMES
+            and "launch" in code.co_names)
+    if not ok:
+        return None
+    if getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1) \
+            or not hasattr(run, "launch_cooperative_grid") or not hasattr(run, "launch_pdl"):
+        return None
+    return run.launch
 
 
 def launch_hooks() -> tuple:

@@ -196,3 +196,59 @@ def test_the_sweep_writes_into_a_copy_in_the_outputs_own_layout(monkeypatch):
     copy = autotune.scratch_copy(out)
     assert (copy.size(), copy.stride(), copy.storage_offset()) == (out.size(), out.stride(), out.storage_offset())
     assert copy.untyped_storage().data_ptr() != out.untyped_storage().data_ptr()
+
+
+class _PassThroughLauncher:
+    """Shaped like Triton's CUDA launcher object: __call__ sets up scratch memory (none here) and
+    passes everything on to the compiled `launch`, with the launch flags and scratch pointers
+    inserted after the function handle."""
+
+    def __init__(self, global_scratch_size=0):
+        self.calls = []
+        self.launch = lambda *a: self.calls.append(a)
+        self.launch_cooperative_grid, self.launch_pdl = False, True
+        self.global_scratch_size, self.profile_scratch_size = global_scratch_size, 0
+
+    def __call__(self, gridX, gridY, gridZ, stream, function, *args):
+        scratch = None if self.global_scratch_size == 0 else "scratch"
+        self.launch(gridX, gridY, gridZ, stream, function, self.launch_cooperative_grid, self.launch_pdl,
+                    scratch, None, *args)
+
+
+class _OtherLauncher(_PassThroughLauncher):
+    """A launcher whose call does more than pass its arguments on (another Triton's form)."""
+
+    def __call__(self, gridX, gridY, gridZ, stream, function, *args):
+        self.launch(gridX, gridY, gridZ, stream, function, len(args), *args)
+
+
+def test_direct_launch_is_taken_only_where_it_does_what_the_launcher_object_does():
+    """A launch through direct_launch passes the compiled launch function exactly what the
+    launcher object's own call passes; launchers of another shape, or with scratch memory, keep
+    the call through the object."""
+    run = _PassThroughLauncher()
+    launch = tl_launch.direct_launch(run)
+    assert launch is run.launch
+    run(4, 1, 1, "stream", "fn", "packed", None, None, None, 0x1000, 7, 128)
+    launch(4, 1, 1, "stream", "fn", run.launch_cooperative_grid, run.launch_pdl, None, None,
+           "packed", None, None, None, 0x1000, 7, 128)
+    assert run.calls[0] == run.calls[1]
+    assert tl_launch.direct_launch(_PassThroughLauncher(global_scratch_size=64)) is None
+    assert tl_launch.direct_launch(_OtherLauncher()) is None
+    assert tl_launch.direct_launch(lambda *a: None) is None
+
+
+def test_plans_remember_the_direct_launch_with_the_launchers_flags():
+    """LaunchPlan.remember keeps the launcher object (hooks need it) and, where allowed, the
+    direct launch function with the flags the object would have inserted."""
+
+    class Compiled:
+        run = _PassThroughLauncher()
+        function, packed_metadata = "fn", "packed"
+
+    plan = tl_launch.LaunchPlan.__new__(tl_launch.LaunchPlan)
+    plan.fast = {}
+    plan.remember(3, Compiled)
+    _, run, function, packed, launch, cooperative, pdl = plan.fast[3]
+    assert (run, function, packed, launch, cooperative, pdl) == (
+        Compiled.run, "fn", "packed", Compiled.run.launch, False, True)
