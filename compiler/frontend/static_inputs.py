@@ -33,15 +33,23 @@ log = logs.get_logger(__name__)
 
 
 def chain_of(source):
-    """(root source, [(kind, key), ...]) for an attribute/item chain from a local or global with at
-    least one step; None for any other source."""
+    """(root source, [(kind, key), ...]) for an attribute/item chain from a local or global (and
+    the item reads that start it) with at least one step; None for any other source."""
     steps = []
     while isinstance(source, (AttrSource, GetItemSource)):
         steps.append((".", source.attr) if isinstance(source, AttrSource) else ("[]", source.index))
         source = source.base
     if not steps or not isinstance(source, (LocalSource, GlobalSource)):
         return None
-    return source, steps[::-1]
+    steps.reverse()
+    # Leading item reads belong to the root: a decorator's wrapper (`def wrapped(*args, **kwargs)`,
+    # as transformers puts around many forwards) reaches the module through `args[0]`, and the
+    # *args tuple is a new object every call, so with it as the root no chain would be cached.
+    # The root `L['args'][0]` is read every call (as the whole chain was) and, when it is a
+    # module, checked by identity like `self`.
+    while len(steps) > 1 and steps[0][0] == "[]":
+        source = GetItemSource(source, steps.pop(0)[1])
+    return source, steps
 
 
 def split_sources(sources):

@@ -133,3 +133,33 @@ def test_default_backend_and_train_eval_switch():
     torch.testing.assert_close(out, ref)
     model.eval()
     _check(opt, model, x)
+
+
+def test_a_module_reached_through_a_wrappers_args_is_read_once(walks):
+    """A forward behind a decorator's `wrapped(*args, **kwargs)` (transformers wraps many): the
+    parameters come from `args[0]`, a new tuple each call; the module it holds is the root, so
+    its chains are walked once, and a replaced parameter or another module is still seen."""
+    import functools
+    compiler.reset()
+    torch.manual_seed(0)
+
+    def passes_through(fn):
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            return fn(*args, **kwargs)
+        return wrapped
+
+    forward = passes_through(Net.forward)
+    model, other = Net().eval(), Net().eval()
+    opt = compiler.compile(forward, backend="eager")
+    x = torch.randn(3, 4)
+    for _ in range(4):
+        with torch.no_grad():
+            torch.testing.assert_close(opt(model, x=x), model(x))
+    assert len(walks) == 1, "the parameter chains were walked more than once without a mutation"
+    assert walks[0].fields["resolved"] == walks[0].fields["inputs"] - 1, "only x should be read per call"
+    model.fc.weight = nn.Parameter(torch.randn(4, 4))
+    with torch.no_grad():
+        torch.testing.assert_close(opt(model, x=x), model(x))
+        torch.testing.assert_close(opt(other, x=x), other(x))
+        torch.testing.assert_close(opt(model, x=x), model(x))
