@@ -60,7 +60,7 @@ def _compile_with(target, *, opts: CompileOptions, backend):
             target = target._orig_mod
         return CompiledModule(target, opts)
     if _is_optimizer_step(target):
-        step = _compile_optimizer_step(target, backend)
+        step = _compile_optimizer_step(target, backend, opts.config_overrides)
         if step is not None:
             return step
     if isinstance(target, (types.FunctionType, types.MethodType)):
@@ -177,14 +177,14 @@ def _is_optimizer_step(target) -> bool:
             and getattr(target.__func__, "__name__", "") == "step")
 
 
-def _compile_optimizer_step(step, backend):
+def _compile_optimizer_step(step, backend, options=None):
     try:
         from tracetorch.compiler.optim import compile_optimizer_step
     except ImportError as e:
         log.debug("optimizer_step_generic_path", reason=f"compiler.optim unavailable: {e}")
         return None
     log.debug("optimizer_step_dispatch", optimizer=type(step.__self__).__name__)
-    return compile_optimizer_step(step, backend=backend)
+    return compile_optimizer_step(step, backend=backend, options=options)
 
 
 def _short(v, n=80):

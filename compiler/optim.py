@@ -62,13 +62,15 @@ def is_optimizer_step(fn) -> bool:
     return optimizer_of(fn) is not None and not isinstance(fn, torch.optim.Optimizer)
 
 
-def compile_optimizer_step(step, backend="default") -> Callable:
+def compile_optimizer_step(step, backend="default", options: dict | None = None) -> Callable:
     """step: `optimizer.step` (bound, or wrapped by an LR scheduler), or the optimizer itself.
-    Returns a drop-in replacement for step."""
+    `options`: config overrides the update graphs are compiled under (compiler.compile's
+    options= and mode=: "reduce-overhead" records them as CUDA graphs). Returns a drop-in
+    replacement for step."""
     opt = optimizer_of(step)
     if opt is None:
         raise TypeError(f"compile_optimizer_step needs a bound optimizer.step, got {step!r}")
-    return CompiledOptimizerStep(opt, backend)
+    return CompiledOptimizerStep(opt, backend, options)
 
 
 # -- the functional updates (traced) -------------------------------------------------------------
@@ -131,9 +133,10 @@ class _Fallback(Exception):
 
 
 class CompiledOptimizerStep:
-    def __init__(self, optimizer: torch.optim.Optimizer, backend):
+    def __init__(self, optimizer: torch.optim.Optimizer, backend, options: dict | None = None):
         self.optimizer = optimizer
         self.backend = backend
+        self.options = dict(options or {})
         self.cache: dict = {}
         self.counters: dict = {}         # (group, device, dtype) -> _StepCounters
         self.__wrapped__ = optimizer.step
@@ -234,7 +237,7 @@ class CompiledOptimizerStep:
         flat = [t.detach() for group in inputs for t in (group if isinstance(group, list) else [group])]
         # same-shaped parameters share nothing but their loops: one kernel updates several; and
         # the kernels of different shapes share nothing at all: one launch runs several
-        with config.patch(**{"backend.fuse_independent": True, "backend.combo_kernels": True}):
+        with config.patch(**{**self.options, "backend.fuse_independent": True, "backend.combo_kernels": True}):
             compiled = self._backend()(gm, flat)
         self.cache[(kind,) + key[:1]] = (key, compiled)
         return compiled

@@ -341,17 +341,18 @@ def _train_step_fn(variant, name, model, opt, autocast=None, part="both"):
     model_too, step_too = part != "optimizer", part != "model"
     if variant in ("inductor", "inductor_ro"):
         # reduce-overhead: CUDA graphs for the model's forward and backward (cudagraph trees)
+        # and for the optimizer step
         if model_too:
             fwd = torch.compile(model, mode="reduce-overhead" if variant == "inductor_ro" else None)
-        if step_too:
-            step = torch.compile(opt.step)
+        if step_too:   # (reduce-overhead: the optimizer's update graph is recorded too)
+            step = torch.compile(opt.step, mode="reduce-overhead" if variant == "inductor_ro" else None)
     elif variant in ("ours", "ours_ro", "ours_backend"):
         from tracetorch import compiler
         if model_too:
             fwd = torch.compile(model, backend=compiler.backend) if variant == "ours_backend" else \
                 compiler.compile(model, mode="reduce-overhead" if variant == "ours_ro" else None)
         if step_too:
-            step = compiler.compile(opt.step)
+            step = compiler.compile(opt.step, mode="reduce-overhead" if variant == "ours_ro" else None)
     elif variant != "eager":
         raise ValueError(f"variant {variant} has no training mode")
 

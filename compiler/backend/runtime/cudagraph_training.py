@@ -14,8 +14,10 @@ What differs from inference graphs (cudagraphs.py, whose bookkeeping is reused):
   event `cudagraph_skipped` with the reason): two forwards before one backward stay right.
 - The backward replays only for a context whose forward replayed (its saved values are the
   recording's); after a forward that ran as compiled, its backward runs as compiled too.
-- User outputs, values written back into inputs, and gradients are copied out of the recordings'
-  memory: autograd accumulates gradients into .grad, which the next replay would overwrite.
+- User outputs and gradients are copied out of the recordings' memory (one batched copy each
+  way): autograd accumulates gradients into .grad, which the next replay would overwrite. Inputs
+  the forward writes (batch-norm statistics) are written in place where they persist, as for
+  inference graphs (cudagraphs.py).
 - Random ops (dropout) as for inference: refused unless backend.cudagraph_random_ops is on;
   then they draw from the default CUDA generator, which each replay advances, and the
   backward reads the masks the forward saved.
@@ -149,12 +151,13 @@ class BackwardGraphs:
         return self._replay(rec, args)
 
     def _replay(self, rec, args: list):
-        for i in range(self.n_saved, len(args)):
-            rec.static_inputs[i].copy_(args[i])
+        pairs = [(d, a) for d, a in zip(rec.static_inputs[self.n_saved:], args[self.n_saved:])
+                 if isinstance(a, torch.Tensor)]
+        cudagraphs.copy_into([d for d, _ in pairs], [a for _, a in pairs])
         args.clear()
         self.recorder.replay(rec)
         rec.replays += 1
-        return [o.clone() if isinstance(o, torch.Tensor) else o for o in rec.outputs]
+        return cudagraphs.copy_out(rec.outputs, None)
 
     def _record(self, args: list) -> cudagraphs.Recording | None:
         static = [a if i < self.n_saved or not isinstance(a, torch.Tensor) else a.clone()

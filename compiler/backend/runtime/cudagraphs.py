@@ -18,8 +18,13 @@ reason (the graph then runs as compiled, never wrong):
   inputs are copied into static buffers before each replay. If other memory arrives in a slot
   read in place, the graph is re-recorded (logged), never written through; a slot other than a
   parameter's is copied from then on.
-- Inputs the graph mutates (functionalized write-backs) are copied back after each replay.
-- Outputs are copied out of the recording's memory, which the next replay overwrites.
+- Inputs the graph mutates (functionalized write-backs) are written in place when they persist
+  (parameters, buffers, optimizer state: an optimizer step writes every parameter and its state,
+  and copying each one in and out cost two kernels per tensor per step); their version counters
+  are bumped after each replay, as the compiled graph's own code bumps them. Mutated inputs that
+  do not persist are copied in and copied back after each replay.
+- Outputs are copied out of the recording's memory, which the next replay overwrites. Copies
+  in and out are batched (`copy_into`: one foreach copy, a few launches for hundreds of tensors).
 - Random ops are refused unless `backend.cudagraph_random_ops` is on (experimental: a GPT-2
   training step with dropout crashed inside autograd's backward on the H100, cause not yet
   found). With it, ops that draw from the default CUDA generator are recorded: a recording
@@ -57,7 +62,7 @@ class CudaRecorder:
         self.share_pool = share_pool
         self.pool = None
 
-    def record(self, run):
+    def record(self, run, written=()):
         graph = torch.cuda.CUDAGraph()
         torch.cuda.synchronize()
         with torch.cuda.graph(graph, pool=self.pool):
@@ -75,12 +80,17 @@ class EagerRecorder:
     writes into the recorded output tensors, as a real replay does (CPU tests of the
     bookkeeping; config testing.cudagraph_stand_in)."""
 
-    def record(self, run):
-        # a real recording executes nothing, so it draws no random numbers: the generator's state
-        # is put back, and the replay that follows draws what the call would draw eagerly
+    def record(self, run, written=()):
+        # a real recording executes nothing, so it draws no random numbers and writes no input:
+        # the generator's state and the inputs written in place (`written`) are put back, and
+        # the replay that follows draws and writes what the call would eagerly
         state = torch.random.get_rng_state()
+        before = [t.clone() for t in written]
         outputs = run()
         torch.random.set_rng_state(state)
+        with torch.no_grad():
+            for t, old in zip(written, before):
+                t.copy_(old)
         return None, outputs
 
     def replay(self, rec: "Recording") -> None:
@@ -175,6 +185,46 @@ class Recording:
     outputs: list                # the tensors the recording writes
     run: object = None
     replays: int = field(default=0)
+    copied_in: list = field(default_factory=list)      # slots copied into static_inputs per replay
+    copied_back: list = field(default_factory=list)    # mutated slots copied back after a replay
+    written_in_place: list = field(default_factory=list)   # mutated slots the replay writes itself
+
+
+def copy_into(dsts: list, srcs: list) -> None:
+    """dst.copy_(src) for each pair, as one foreach copy where the tensors allow it: on CUDA a
+    few launches for hundreds of tensors (a training step's gradients, an optimizer's state)
+    instead of one launch per tensor."""
+    if not dsts:
+        return
+    try:
+        torch._foreach_copy_(dsts, srcs)
+    except (RuntimeError, TypeError, AttributeError):    # mixed devices, an older torch
+        for d, src in zip(dsts, srcs):
+            d.copy_(src)
+
+
+def clone_all(tensors: list) -> list:
+    """Each tensor cloned (its layout kept, as Tensor.clone keeps it), with one batched copy."""
+    out = [torch.empty_like(t) for t in tensors]
+    copy_into(out, tensors)
+    return out
+
+
+def copy_out(outputs: list, n: int | None) -> list:
+    """The recording's outputs as the caller gets them: the first n (all when None) tensors
+    cloned out of the recording's memory, the rest as they are."""
+    n = len(outputs) if n is None else n
+    which = [k for k, o in enumerate(outputs[:n]) if isinstance(o, torch.Tensor)]
+    result = list(outputs)
+    for k, t in zip(which, clone_all([outputs[k] for k in which])):
+        result[k] = t
+    return result
+
+
+def _bump_versions(tensors: list) -> None:
+    if tensors:
+        from tracetorch.compiler.backend.runtime.wrapper_support import increment_version
+        increment_version(tensors)
 
 
 class CudaGraphRunner:
@@ -247,15 +297,16 @@ class CudaGraphRunner:
         return [i for i in rec.in_place if _pointer(args[i]) != _pointer(rec.static_inputs[i])]
 
     def _record(self, sig, args) -> Recording | None:
-        # inputs that persist and that the graph does not write are read where they are (module
-        # docstring); anything written is copied
+        # inputs that persist are read and written where they are (module docstring); the others
+        # are copied in (and back, when written)
         seen = self.warm.get(sig) or [None] * len(args)
         in_place = {i for i, a in enumerate(args)
-                    if isinstance(a, torch.Tensor) and i not in self.mutated and i not in self.copied
+                    if isinstance(a, torch.Tensor) and i not in self.copied
                     and (isinstance(a, torch.nn.Parameter) or _pointer(a) == seen[i])}
         static = [a if i in in_place else a.clone() for i, a in enumerate(args)]
+        written = [i for i in self.mutated if i in in_place]
         run = lambda: list(self.compiled(*static))  # noqa: E731  (the recorded launches)
-        recorded = record_or_disable(self, run)
+        recorded = record_or_disable(self, run, written=[static[i] for i in written])
         if recorded is None:
             return None
         handle, outputs = recorded
@@ -265,29 +316,30 @@ class CudaGraphRunner:
             self.disabled = "an output aliases an input"
             log.warning("cudagraph_disabled", reason=self.disabled)
             return None
-        rec = Recording(handle, static, in_place, outputs, run)
+        rec = Recording(handle, static, in_place, outputs, run,
+                        copied_in=[i for i in range(len(args)) if i not in in_place],
+                        copied_back=[i for i in self.mutated if i not in in_place],
+                        written_in_place=written)
         self.recordings[sig] = rec
         return rec
 
     def _replay(self, rec: Recording, args):
-        for i, a in enumerate(args):
-            if i not in rec.in_place:
-                rec.static_inputs[i].copy_(a)
+        static = rec.static_inputs
+        copy_into([static[i] for i in rec.copied_in], [args[i] for i in rec.copied_in])
         self.recorder.replay(rec)
         rec.replays += 1
         self.replayed = True
-        for i in self.mutated:
-            if i not in rec.in_place:
-                args[i].copy_(rec.static_inputs[i])
-        n = len(rec.outputs) if self.copied_outputs is None else self.copied_outputs
-        return [o.clone() if isinstance(o, torch.Tensor) and k < n else o for k, o in enumerate(rec.outputs)]
+        copy_into([args[i] for i in rec.copied_back], [static[i] for i in rec.copied_back])
+        _bump_versions([args[i] for i in rec.written_in_place])
+        return copy_out(rec.outputs, self.copied_outputs)
 
 
-def record_or_disable(runner, run, **fields):
+def record_or_disable(runner, run, written=(), **fields):
     """runner.recorder.record(run), or None with graphs turned off for `runner` (its `disabled`
-    reason, logged) where recording fails: e.g. a host synchronisation inside the graph."""
+    reason, logged) where recording fails: e.g. a host synchronisation inside the graph.
+    `written`: the inputs the graph writes in place (the stand-in recorder puts them back)."""
     try:
-        return runner.recorder.record(run)
+        return runner.recorder.record(run, written)
     except Exception as e:
         runner.disabled = f"recording failed: {type(e).__name__}: {e}"[:300]
         log.warning("cudagraph_disabled", reason=runner.disabled, **fields)

@@ -237,7 +237,7 @@ def test_a_failed_recording_turns_graphs_off_with_its_reason_and_stays_right(eve
     graphs off for that graph, logged with the error; every step still equals eager's."""
     from tracetorch.compiler.backend.runtime import cudagraphs
 
-    def refuse(self, run):
+    def refuse(self, run, written=()):
         raise RuntimeError("operation not permitted when stream is capturing")
     monkeypatch.setattr(cudagraphs.EagerRecorder, "record", refuse)
     eager, ours, compiled = _pair()
@@ -250,3 +250,28 @@ def test_a_failed_recording_turns_graphs_off_with_its_reason_and_stays_right(eve
         ours.zero_grad(set_to_none=True)
     reasons = [e.fields["reason"] for e in named(events, "cudagraph_disabled")]
     assert reasons and all("recording failed: RuntimeError" in r for r in reasons), reasons
+
+
+def test_an_optimizer_step_compiled_with_reduce_overhead_is_recorded_and_matches_eager(events):
+    """mode="reduce-overhead" reaches a compiled optimizer step too: its update graph is recorded
+    and replayed, writing the parameters and the optimizer's state in place, and every step
+    equals eager AdamW's. (No batch norm after a biased layer here: that bias's gradient is
+    rounding noise, which Adam's normalisation turns into steps of full size either way.)"""
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.GELU(), torch.nn.Linear(16, 3))
+    ours = copy.deepcopy(eager)
+    opt_e = torch.optim.AdamW(eager.parameters(), lr=0.05)
+    opt_o = torch.optim.AdamW(ours.parameters(), lr=0.05)
+    step = compiler.compile(opt_o.step, mode="reduce-overhead", options=STAND_IN)
+    for i in range(5):
+        x, y = _batch(i)
+        for model, fn in ((eager, opt_e.step), (ours, step)):
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            fn()
+            model.zero_grad(set_to_none=True)
+        _same_state(eager, ours)
+        for p_e, p_o in zip(eager.parameters(), ours.parameters()):
+            for key in ("exp_avg", "exp_avg_sq"):
+                torch.testing.assert_close(opt_o.state[p_o][key], opt_e.state[p_e][key])
+    assert named(events, "cudagraph_enabled")
+    assert named(events, "cudagraph_record")

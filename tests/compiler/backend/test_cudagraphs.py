@@ -172,3 +172,50 @@ def test_unknown_mode_is_a_clear_error():
 
 def test_config_default_is_off():
     assert config.backend.cudagraphs is False
+
+
+def test_persistent_inputs_the_graph_writes_are_written_in_place(events):
+    """A slot the graph writes that holds the same memory at the warm-up and the recording call
+    (a batch-norm statistic, an optimizer's state) is written by the replay itself: no copy in
+    or back, and its version counter still moves at every call, as after the compiled graph.
+    Other memory arriving there records again and is copied from then on; the old tensor is
+    never written through."""
+    def compiled(x, acc):
+        acc.add_(x)
+        return [acc * 2]
+
+    acc, acc_eager = torch.zeros(5), torch.zeros(5)
+    runner = cudagraphs.CudaGraphRunner(compiled, [1], cudagraphs.EagerRecorder())
+    for _ in range(4):
+        x = torch.randn(5)
+        version = acc._version
+        torch.testing.assert_close(runner(x, acc)[0], compiled(x, acc_eager)[0])
+        torch.testing.assert_close(acc, acc_eager)
+        assert acc._version > version
+    rec = next(iter(runner.recordings.values()))
+    assert 1 in rec.in_place and rec.static_inputs[1] is acc
+    assert rec.written_in_place == [1] and rec.copied_back == []
+    other, other_eager = torch.ones(5), torch.ones(5)
+    kept = acc.clone()
+    for _ in range(2):
+        x = torch.randn(5)
+        torch.testing.assert_close(runner(x, other)[0], compiled(x, other_eager)[0])
+        torch.testing.assert_close(other, other_eager)
+    rec = next(iter(runner.recordings.values()))
+    assert 1 not in rec.in_place and rec.copied_back == [1]
+    torch.testing.assert_close(acc, kept)                   # never written through
+
+
+def test_copies_in_and_out_are_batched_and_keep_layouts():
+    """copy_out clones the recording's outputs (a channels-last one stays channels-last, as
+    Tensor.clone keeps it) and leaves non-tensors and outputs past n as they are."""
+    a = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    b = torch.randn(7)
+    out = cudagraphs.copy_out([a, 3, b], 2)
+    assert out[0] is not a and out[0].stride() == a.stride()
+    torch.testing.assert_close(out[0], a)
+    assert out[1] == 3 and out[2] is b
+    dst = [torch.empty(7), torch.empty(2, 2)]
+    cudagraphs.copy_into(dst, [b, torch.ones(2, 2)])
+    torch.testing.assert_close(dst[0], b)
+    torch.testing.assert_close(dst[1], torch.ones(2, 2))
