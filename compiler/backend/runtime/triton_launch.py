@@ -539,13 +539,33 @@ def direct_launch(run) -> Callable | None:
             and code.co_flags & 0x04                         # *args
             and not code.co_kwonlyargcount
             and set(code.co_names) <= _PASS_THROUGH_NAMES
-            and "launch" in code.co_names)
+            and {"launch", "global_scratch_size", "profile_scratch_size"} <= set(code.co_names)
+            and _verified_triton(cls))
     if not ok:
         return None
     if getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1) \
             or not hasattr(run, "launch_cooperative_grid") or not hasattr(run, "launch_pdl"):
         return None
     return run.launch
+
+
+#: Triton releases whose CUDA launcher was read against direct_launch's call (3.5 and 3.6 insert
+#: exactly the two flags and two scratch pointers); an older one inserts one scratch pointer
+#: with the same parameter names, a newer one may change anything.
+_VERIFIED_TRITON = {(3, 5), (3, 6)}
+
+
+def _verified_triton(cls) -> bool:
+    """Is `cls` Triton's own launcher from a verified release? (Other classes, such as the
+    tests' stand-ins, are judged by their shape alone.)"""
+    if not cls.__module__.startswith("triton"):
+        return True
+    try:
+        import triton
+        version = tuple(int(p) for p in triton.__version__.split(".")[:2])
+    except (ImportError, ValueError):
+        return False
+    return version in _VERIFIED_TRITON
 
 
 def launch_hooks() -> tuple:

@@ -211,8 +211,9 @@ class _PassThroughLauncher:
 
     def __call__(self, gridX, gridY, gridZ, stream, function, *args):
         scratch = None if self.global_scratch_size == 0 else "scratch"
+        profile = None if self.profile_scratch_size == 0 else "profile"
         self.launch(gridX, gridY, gridZ, stream, function, self.launch_cooperative_grid, self.launch_pdl,
-                    scratch, None, *args)
+                    scratch, profile, *args)
 
 
 class _OtherLauncher(_PassThroughLauncher):
