@@ -146,10 +146,14 @@ def test_optimizer_step_dispatch(monkeypatch):
     opt = torch.optim.SGD([p], lr=0.1)
     calls = []
     fake = types.ModuleType("tracetorch.compiler.optim")
-    fake.compile_optimizer_step = lambda step, backend: calls.append((step, backend)) or "compiled-step"
+    fake.compile_optimizer_step = lambda step, backend, options: calls.append((step, backend, options)) \
+        or "compiled-step"
     monkeypatch.setitem(sys.modules, "tracetorch.compiler.optim", fake)
     assert compiler.compile(opt.step, backend="eager") == "compiled-step"
-    assert calls[0][1] == "eager" and calls[0][0] == opt.step
+    assert calls[0][1] == "eager" and calls[0][0] == opt.step and calls[0][2] is None
+    # mode= and options= reach the optimizer step (its update graphs compile under them)
+    compiler.compile(opt.step, mode="reduce-overhead", options={"backend.cache_enabled": False})
+    assert calls[1][2] == {"backend.cudagraphs": True, "backend.cache_enabled": False}
 
 
 def test_optimizer_step_falls_back_without_compiler_optim(monkeypatch, capture):
