@@ -429,10 +429,58 @@ class ComputedBuffer(Buffer):
         order = dense_order(self.layout.size, self.layout.stride)
         if order is None:
             return self
-        outer_first = list(reversed(order))
+        outer_first = self._coalescing_order(list(reversed(order)))
         if outer_first == sorted(outer_first):
             return self
         return self.permuted(outer_first) or self
+
+    # An innermost loop that strides through a tensor costs a memory transaction per element
+    # instead of one per 32 bytes; a strided store costs a little more than a strided load.
+    _STORE_WEIGHT = 1.5
+
+    def _coalescing_order(self, store_order: list[int]) -> list[int]:
+        """The loop order (outermost first) for this pointwise node: its result's storage order,
+        unless the loads agree on another order under which fewer accesses stride along the
+        innermost loop (each load and the store weighed by how often they stride there). The
+        backward of a max pool read twelve NCHW values (the pooled gradients and indices of four
+        windows) per channels-last result: nested in the result's order every one of them
+        strided across channels (4.7 ms on an H100, against 0.2 ms nested as the loads are)."""
+        if len(store_order) < 2:
+            return store_order
+        loads = [idx for _, idx in self.read_deps()]
+        if len(loads) < 2:
+            return store_order
+        vars_ = self.data.index_vars()
+        if len(vars_) != len(store_order):
+            return store_order
+
+        def strides(expr) -> Optional[list]:
+            zero = {v: 0 for v in vars_}
+            try:
+                base = expr.subs(zero)
+                out = [expr.subs({**zero, v: 1}) - base for v in vars_]
+            except (TypeError, ValueError):
+                return None
+            return out if all(s.is_number for s in out) else None
+
+        access = [(st, 1.0) for st in map(strides, loads) if st is not None]
+        out_strides = [self.layout.stride[d] if self.layout.size[d] != 1 else 0 for d in range(len(vars_))]
+        if not all(getattr(s, "is_number", False) for s in out_strides):
+            return store_order
+        access.append((out_strides, self._STORE_WEIGHT))
+
+        def cost(order):
+            inner = order[-1]
+            return sum(w for st, w in access if abs(st[inner]) > 1)
+
+        candidates = [store_order]
+        for st, _ in access[:-1]:
+            if all(s != 0 for s in st) and len(set(map(abs, st))) == len(st):
+                cand = sorted(range(len(st)), key=lambda d: -abs(st[d]))
+                if cand not in candidates:
+                    candidates.append(cand)
+        best = min(candidates, key=cost)          # ties: the store's order (listed first)
+        return best
 
     def read_deps(self) -> list[tuple[str, Expr]]:
         """(buffer, index) of every load, over the node's own index vars i*/r* (cached)."""

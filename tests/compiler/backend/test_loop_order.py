@@ -73,3 +73,47 @@ def test_storage_order_of_a_layout():
     assert ir.dense_order(size, [sympy.Integer(s) for s in cl]) == [1, 3, 2, 0]
     assert ir.dense_order(size, [sympy.Integer(s) for s in (240, 30, 6, 1)]) == [3, 2, 1, 0]
     assert ir.dense_order(size, [sympy.Integer(s) for s in (480, 30, 6, 1)]) is None   # a gap: not dense
+
+
+def _cl_result_of_mostly_nchw_loads(x_cl, a, b, c):
+    return x_cl * 2 + a * b - c          # eager: channels-last result (the first operand's layout)
+
+
+def _max_pool_backward_into_cl(x_cl, grad, idx):
+    # a max pool's backward (reads the pooled gradient and indices of each window: NCHW) feeding
+    # a channels-last ReLU backward, as in ResNet-50's stem
+    g = torch.ops.aten.max_pool2d_with_indices_backward(grad, x_cl, [3, 3], [2, 2], [1, 1], [1, 1], False, idx)
+    return torch.where(x_cl <= 0, 0.0, g)
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_loops_follow_the_loads_when_most_of_them_disagree_with_the_result(codegen):
+    """A channels-last result computed from several NCHW loads is nested as the loads are (the
+    store then strides, once, instead of every load striding): values and strides as eager's;
+    in the Triton kernel the NCHW loads read at consecutive addresses."""
+    x = torch.randn(2, 8, 6, 6).to(memory_format=torch.channels_last)
+    a, b, c = (torch.randn(2, 8, 6, 6) for _ in range(3))
+    out, code = _compiled(_cl_result_of_mostly_nchw_loads, (x, a, b, c), codegen)
+    ref = _cl_result_of_mostly_nchw_loads(x, a, b, c)
+    torch.testing.assert_close(out, ref)
+    assert out.stride() == ref.stride()
+    if codegen == "triton":
+        loads = re.findall(r"tl\.load\(\w+ \+ \((.*?)\), ", code)
+        assert sum(idx == "xindex" for idx in loads) == 3, loads
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_a_max_pool_backward_feeding_a_channels_last_result_reads_its_windows_in_order(codegen):
+    x = torch.randn(2, 8, 12, 12).to(memory_format=torch.channels_last)
+    pooled, idx = torch.ops.aten.max_pool2d_with_indices(x.contiguous(), [3, 3], [2, 2], [1, 1])
+    grad = torch.randn_like(pooled)
+    out, code = _compiled(_max_pool_backward_into_cl, (x, grad, idx), codegen)
+    ref = _max_pool_backward_into_cl(x, grad, idx)
+    torch.testing.assert_close(out, ref)
+    assert out.stride() == ref.stride()
+    if codegen == "triton":
+        # the gathers index the pooled tensors with the innermost loop (the width) at unit stride:
+        # no load multiplies the channel by the pooled plane's size on the innermost variable
+        kernel = code[code.index("@triton.jit"):]
+        inner = re.search(r"\n    (x\d+) = \(xindex % (\d+)\)", kernel)
+        assert inner is None or int(inner.group(2)) != 8, "loops nested channels innermost"
