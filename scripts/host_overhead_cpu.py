@@ -4,6 +4,7 @@ them: guards, input checks, the wrapper's calls, the optimizer's bookkeeping).
 
     python scripts/host_overhead_cpu.py --models resnet,bert,gpt2 --mode inference
     python scripts/host_overhead_cpu.py --models resnet --mode training
+    python scripts/host_overhead_cpu.py --models llama --mode inference --variants eager,ours,ours_backend
 
 A proxy for the GPU machine's host, not a speed figure of the GPU: the models keep their real depth
 (ResNet-50's 16 blocks, 12 transformer layers) with widths of 8-16, so a call has as many
@@ -38,7 +39,12 @@ def build(name):
         model = T.GPT2LMHeadModel(T.GPT2Config(n_embd=16, n_layer=12, n_head=2, vocab_size=64, n_positions=32))
         ids = torch.randint(0, 64, (2, 16))
         return model, {"input_ids": ids, "labels": ids}
-    raise SystemExit(f"unknown model {name!r}: choose from resnet, bert, gpt2")
+    if name == "llama":        # a forward behind a decorator's wrapper (transformers' deprecate_kwarg)
+        model = T.LlamaForCausalLM(T.LlamaConfig(hidden_size=16, num_hidden_layers=8, num_attention_heads=2,
+                                                 num_key_value_heads=2, intermediate_size=32, vocab_size=64))
+        ids = torch.randint(0, 64, (2, 16))
+        return model, {"input_ids": ids, "labels": ids}
+    raise SystemExit(f"unknown model {name!r}: choose from resnet, bert, gpt2, llama")
 
 
 def variant(name, model, training):
