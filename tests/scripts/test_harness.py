@@ -31,16 +31,3 @@ def test_cold_caches_compile_into_an_empty_folder_and_restore_everything(monkeyp
     assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
     assert (config.backend.cache_dir, config.triton.kernel_dir) == before
 
-
-def test_step_host_profile_says_what_it_needs_without_a_gpu(capsys, monkeypatch):
-    """scripts/step_host_profile.py compares host and wall time per step: without a CUDA device it
-    stops with a one-line reason (no traceback); an unknown model names the valid ones."""
-    import pytest
-    from scripts import step_host_profile
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(SystemExit) as exc:
-        step_host_profile.main(["resnet50"])
-    assert exc.value.code == 2 and "needs a CUDA device" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        step_host_profile.main(["no_such_model"])
-    assert "invalid choice" in capsys.readouterr().err
