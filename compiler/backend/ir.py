@@ -453,15 +453,24 @@ class ComputedBuffer(Buffer):
         vars_ = self.data.index_vars()
         if len(vars_) != len(store_order):
             return store_order
+        zero = {v: sympy.Integer(0) for v in vars_}
 
-        def strides(expr) -> Optional[list]:
-            zero = {v: 0 for v in vars_}
+        def stride(expr, d):
+            """How far the address moves when loop d steps from 0 to 1 (the others at 0)."""
             try:
-                base = expr.subs(zero)
-                out = [expr.subs({**zero, v: 1}) - base for v in vars_]
+                s = expr.xreplace({**zero, vars_[d]: sympy.Integer(1)}) - expr.xreplace(zero)
             except (TypeError, ValueError):
                 return None
-            return out if all(s.is_number for s in out) else None
+            return s if s.is_number else None
+
+        # the usual case, decided cheaply: no load strides along the result's innermost loop
+        inner = store_order[-1]
+        if all(s is not None and abs(s) <= 1 for s in (stride(e, inner) for e in loads)):
+            return store_order
+
+        def strides(expr) -> Optional[list]:
+            out = [stride(expr, d) for d in range(len(vars_))]
+            return None if any(s is None for s in out) else out
 
         access = [(st, 1.0) for st in map(strides, loads) if st is not None]
         out_strides = [self.layout.stride[d] if self.layout.size[d] != 1 else 0 for d in range(len(vars_))]
