@@ -515,7 +515,7 @@ def loop_pieces(ranges, dims, exact_first: bool = False) -> list[list[int]] | No
                 continue
             if sympy.expand(rem - d) == 0:
                 rem = sympy.Integer(1)
-            elif rem.is_Integer and sympy.sympify(d).is_Integer and int(rem) % int(d) == 0:
+            elif rem.is_Integer and sympy.sympify(d).is_Integer and int(d) != 0 and int(rem) % int(d) == 0:
                 rem = sympy.Integer(int(rem) // int(d))
             else:
                 continue

@@ -44,6 +44,12 @@ def setitem_then_write_into_expand(a):     # fuzz 3623: the slice assignment was
     return v6, v5
 
 
+def product_of_an_empty_slice(a0, a1, a2):   # fuzz 6423: fusion paired loops with a dim of size 0
+    v2 = a2[1:] + 1e+20                          # (`n % 0`); the backend raised and the graph ran
+    v7 = (v2.prod() != a0) == a1.argmin()        # eagerly as a whole
+    return torch.div(v7, 1e+20 + a1, rounding_mode="floor"),
+
+
 def bf16_subnormals(x, s):                  # the Triton interpreter's bfloat16 casts flushed
     m = F.mish(x)                            # subnormals to 0 (fuzz 370497: mish(-96) is -1.8e-40,
     return m, m.to(torch.bool), s * 0.5, s + 0 # a True where the flushed value gave False)
@@ -452,6 +458,9 @@ CASES = {
     "clamp_signed_zeros": (clamp_signed_zeros,
                            lambda: [torch.tensor([-0.0, 0.0, float("nan"), -3.0, 5.0, 0.5, -0.5] * 3)]),
     "returned_views_of_intermediates": (returned_views_of_intermediates, lambda: [torch.randn(5, 7)]),
+    "product_of_an_empty_slice": (product_of_an_empty_slice,
+                                  lambda: [torch.randn(1, 3), torch.randn(1),
+                                           torch.randint(0, 9, (1, 3), dtype=torch.uint8)]),
     "bf16_subnormals": (bf16_subnormals, lambda: [torch.tensor([-96.0, -90.0, 3.0, -1e3]).bfloat16(),
                                                   torch.tensor([1e-39, -5e-40, 2e-40, 1.0]).bfloat16()]),
 }
