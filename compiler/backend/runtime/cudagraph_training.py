@@ -151,9 +151,7 @@ class BackwardGraphs:
         return self._replay(rec, args)
 
     def _replay(self, rec, args: list):
-        pairs = [(d, a) for d, a in zip(rec.static_inputs[self.n_saved:], args[self.n_saved:])
-                 if isinstance(a, torch.Tensor)]
-        cudagraphs.copy_into([d for d, _ in pairs], [a for _, a in pairs])
+        cudagraphs.copy_into([rec.static_inputs[i] for i in rec.copied_in], [args[i] for i in rec.copied_in])
         args.clear()
         self.recorder.replay(rec)
         rec.replays += 1
@@ -167,7 +165,9 @@ class BackwardGraphs:
         if recorded is None:
             return None
         handle, outputs = recorded
-        return cudagraphs.Recording(handle, static, set(range(self.n_saved)), outputs, run)
+        return cudagraphs.Recording(handle, static, set(range(self.n_saved)), outputs, run,
+                                    copied_in=[i for i in range(self.n_saved, len(args))
+                                               if isinstance(args[i], torch.Tensor)])
 
 
 def maybe_wrap(compiled, gm: torch.fx.GraphModule, example_inputs, n_copied_outputs: int):
