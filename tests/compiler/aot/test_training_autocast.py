@@ -15,6 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from tests.compiler.aot.test_training import Block as TransformerBlock
 from tracetorch import compiler
 
 
@@ -34,13 +35,12 @@ class ConvNet(nn.Module):
         return F.cross_entropy(logits, target)
 
 
-class Block(nn.Module):
+class Block(TransformerBlock):
+    """test_training's transformer block with its attention through scaled_dot_product_attention
+    (causal) and a classification loss: autocast picks each op's dtype inside fused attention too."""
+
     def __init__(self, d=16, heads=2):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        super().__init__(d, heads)
         self.head = nn.Linear(d, 7)
 
     def forward(self, x, target):
@@ -48,7 +48,7 @@ class Block(nn.Module):
         q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
         a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
-        x = x + self.mlp(self.ln2(x))
+        x = x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
         return F.cross_entropy(self.head(x).flatten(0, 1), target.flatten())
 
 
