@@ -25,6 +25,10 @@ from typing import Any, Callable, Optional, Sequence
 import sympy
 import torch
 
+from tracetorch import logs
+
+log = logs.get_logger(__name__)
+
 Expr = sympy.Expr
 
 # Index arithmetic and the op vocabulary live in their own modules; re-exported here so that
@@ -489,6 +493,9 @@ class ComputedBuffer(Buffer):
                 if cand not in candidates:
                     candidates.append(cand)
         best = min(candidates, key=cost)          # ties: the store's order (listed first)
+        if best != store_order:
+            log.debug("loop_order_from_loads", buffer=self.name, order=best, store_order=store_order,
+                      strided_accesses=cost(best), strided_in_store_order=cost(store_order))
         return best
 
     def read_deps(self) -> list[tuple[str, Expr]]:

@@ -93,10 +93,13 @@ def test_loops_follow_the_loads_when_most_of_them_disagree_with_the_result(codeg
     in the Triton kernel the NCHW loads read at consecutive addresses."""
     x = torch.randn(2, 8, 6, 6).to(memory_format=torch.channels_last)
     a, b, c = (torch.randn(2, 8, 6, 6) for _ in range(3))
-    out, code = _compiled(_cl_result_of_mostly_nchw_loads, (x, a, b, c), codegen)
+    with capture(names={"loop_order_from_loads"}, level=logging.DEBUG) as decisions:
+        out, code = _compiled(_cl_result_of_mostly_nchw_loads, (x, a, b, c), codegen)
     ref = _cl_result_of_mostly_nchw_loads(x, a, b, c)
     torch.testing.assert_close(out, ref)
     assert out.stride() == ref.stride()
+    # the decision is logged: the loads' order [N, C, H, W] over the result's [N, H, W, C]
+    assert [(e.fields["order"], e.fields["store_order"]) for e in decisions] == [([0, 1, 2, 3], [0, 2, 3, 1])]
     if codegen == "triton":
         loads = re.findall(r"tl\.load\(\w+ \+ \((.*?)\), ", code)
         assert sum(idx == "xindex" for idx in loads) == 3, loads
