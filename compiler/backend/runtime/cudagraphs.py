@@ -305,6 +305,8 @@ class CudaGraphRunner:
                     and (isinstance(a, torch.nn.Parameter) or _pointer(a) == seen[i])}
         static = [a if i in in_place else a.clone() for i, a in enumerate(args)]
         written = [i for i in self.mutated if i in in_place]
+        log.debug("cudagraph_inputs", read_in_place=len(in_place), written_in_place=len(written),
+                  copied_in=len(args) - len(in_place), copied_back=len(self.mutated) - len(written))
         run = lambda: list(self.compiled(*static))  # noqa: E731  (the recorded launches)
         recorded = record_or_disable(self, run, written=[static[i] for i in written])
         if recorded is None:

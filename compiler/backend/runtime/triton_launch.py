@@ -541,6 +541,9 @@ def direct_launch(run) -> Callable | None:
             and set(code.co_names) <= _PASS_THROUGH_NAMES
             and {"launch", "global_scratch_size", "profile_scratch_size"} <= set(code.co_names)
             and _verified_triton(cls))
+        log.debug("triton_direct_launch", launcher=f"{cls.__module__}.{cls.__qualname__}", used=ok,
+                  reason="its call only passes arguments on" if ok else
+                  "another launcher shape or an unverified Triton: launched through the object")
     if not ok:
         return None
     if getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1) \

@@ -195,6 +195,8 @@ def test_persistent_inputs_the_graph_writes_are_written_in_place(events):
     rec = next(iter(runner.recordings.values()))
     assert 1 in rec.in_place and rec.static_inputs[1] is acc
     assert rec.written_in_place == [1] and rec.copied_back == []
+    inputs = named(events, "cudagraph_inputs")
+    assert (inputs[0].fields["written_in_place"], inputs[0].fields["copied_back"]) == (1, 0)
     other, other_eager = torch.ones(5), torch.ones(5)
     kept = acc.clone()
     for _ in range(2):

@@ -223,10 +223,12 @@ class _OtherLauncher(_PassThroughLauncher):
         self.launch(gridX, gridY, gridZ, stream, function, len(args), *args)
 
 
-def test_direct_launch_is_taken_only_where_it_does_what_the_launcher_object_does():
+def test_direct_launch_is_taken_only_where_it_does_what_the_launcher_object_does(events):
     """A launch through direct_launch passes the compiled launch function exactly what the
     launcher object's own call passes; launchers of another shape, or with scratch memory, keep
-    the call through the object."""
+    the call through the object (the decision logged once per launcher class)."""
+    for cls in (_PassThroughLauncher, _OtherLauncher):
+        tl_launch._PASS_THROUGH.pop(cls, None)
     run = _PassThroughLauncher()
     launch = tl_launch.direct_launch(run)
     assert launch is run.launch
@@ -237,6 +239,9 @@ def test_direct_launch_is_taken_only_where_it_does_what_the_launcher_object_does
     assert tl_launch.direct_launch(_PassThroughLauncher(global_scratch_size=64)) is None
     assert tl_launch.direct_launch(_OtherLauncher()) is None
     assert tl_launch.direct_launch(lambda *a: None) is None
+    decided = {e.fields["launcher"].rsplit(".", 1)[-1]: e.fields["used"]
+               for e in events if e.name == "triton_direct_launch"}
+    assert decided["_PassThroughLauncher"] is True and decided["_OtherLauncher"] is False
 
 
 def test_plans_remember_the_direct_launch_with_the_launchers_flags():
