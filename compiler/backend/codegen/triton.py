@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import torch
 
+from tracetorch import logs
 from tracetorch.compiler.backend import indexing, ir
 from tracetorch.compiler.backend.codegen.common import (CodegenUnsupported, ComboPart, GeneratedKernel, KernelCodegen,
                                              compute_dtype, provenance_comment)
@@ -29,6 +30,16 @@ from tracetorch.compiler.backend.codegen.triton_kernel import (R, X, TritonKerne
                                                     _print)
 from tracetorch.compiler.backend.codegen.triton_ops import TVar, tl_type
 from tracetorch.compiler.backend.runtime.triton_compile import ptr_type
+
+log = logs.get_logger(__name__)
+
+
+def persistent_max(outer: bool) -> int:
+    """Longest reduction done as one block (persistent): rows, or for an outer reduction (loads
+    strided along the rows) the shorter outer limit."""
+    if outer:
+        return _opt("persistent_outer_reduction_max", 256)
+    return _opt("persistent_reduction_max", 4096)
 
 
 # ---------------------------------------------------------------------------------- nodes
@@ -75,15 +86,25 @@ class TritonCodegen(KernelCodegen):
                 raise CodegenUnsupported("Triton kernels for CPU tensors need TRITON_INTERPRET=1 "
                                          "set before triton is first imported")
         k = self._build(group, interpret)
+        rnumel = ir.product(group.reduction_ranges)
+        if k.persistent and k.outer and int(rnumel) > persistent_max(outer=True):
+            # An outer reduction (loads contiguous along the outputs) needs >= 32 outputs per
+            # block to coalesce, so a long row per output makes a tile too large for registers:
+            # compiled for sm_90, ResNet-50's relu/BN-backward kernel used 110 registers and no
+            # spills with 32x256 tiles, but 255 registers and 208 bytes of spills with 32x1024
+            # (a 1568-row one spilled 5 KB). Past the limit, loop over short chunks of rows.
+            k = self._build(group, interpret, persistent=False)
+            log.debug("outer_reduction_looped", kernel=group.name, rnumel=int(rnumel),
+                      persistent_max=persistent_max(outer=True))
         alt = None
-        if k.reduction and not k.persistent and not _is_int(ir.product(group.reduction_ranges)):
+        if k.reduction and not k.persistent and not _is_int(rnumel):
             # A symbolic reduction size: also a persistent variant, which the launcher picks
             # (RBLOCK = next_pow2(rnumel)) when the size at run time is small enough.
-            alt = self._build(group, interpret, force_persistent=True)
+            alt = self._build(group, interpret, persistent=True)
         return self._finish(k, alt)
 
-    def _build(self, group, interpret, force_persistent=False):
-        k = TritonKernelBuilder(group, interpret, force_persistent)
+    def _build(self, group, interpret, persistent=None):
+        k = TritonKernelBuilder(group, interpret, persistent)
         k.int64 = self._needs_int64(group)   # indices past 2**31 (or symbolic sizes): int64 math
         with ir.set_ops_handler(k.handler):
             if not k.reduction:
@@ -337,7 +358,7 @@ class TritonCodegen(KernelCodegen):
         if alt is not None:
             alt_source = self._source(alt, ptrs, sizes, floats)
             define += (f", persistent_source='''{alt_source}''', "
-                       f"persistent_max={_opt('persistent_reduction_max', 4096)}")
+                       f"persistent_max={persistent_max(outer=alt.outer)}")
             source += "\n# persistent variant, used when rnumel <= persistent_max at run time\n" + alt_source
         define += ")"
         return GeneratedKernel(

@@ -33,7 +33,7 @@ def _is_int(e) -> bool:
 class TritonKernelBuilder:
     """State of one kernel being generated: lines, temporaries, CSE scopes, masks, locals."""
 
-    def __init__(self, group: ir.KernelGroup, interpret: bool, force_persistent: bool = False):
+    def __init__(self, group: ir.KernelGroup, interpret: bool, persistent: bool | None = None):
         self.group = group
         self.interpret = interpret
         self.status = False       # the kernel takes a tt_status pointer (testing.inject_relu_bug)
@@ -45,8 +45,9 @@ class TritonKernelBuilder:
         self.rranges = [sympy.sympify(r) for r in group.reduction_ranges]
         self.reduction = bool(self.rranges)
         rnumel = ir.product(self.rranges)
-        self.persistent = self.reduction and (force_persistent or (
-            _is_int(rnumel) and int(rnumel) <= _opt("persistent_reduction_max", 4096)))
+        if persistent is None:      # by size: the whole row fits one block
+            persistent = _is_int(rnumel) and int(rnumel) <= _opt("persistent_reduction_max", 4096)
+        self.persistent = self.reduction and persistent
         self.prologue: list[str] = []       # index variables derived from xindex (kernel top)
         self.lines: list[str] = []          # the current block
         self.n_tmp = 0

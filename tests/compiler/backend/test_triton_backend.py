@@ -315,3 +315,26 @@ def test_tiny_independent_updates_share_one_triton_kernel():
     rt = compile_fn(fn, make(0))
     check_with_mutations(rt, fn, make, range(2))
     assert triton_kernels(rt) == 3, compiled_graph(rt).code
+
+
+def test_wide_outer_reductions_loop_over_rows_and_short_ones_stay_persistent():
+    """Reductions across rows of a row-major matrix (loads contiguous along the outputs) coalesce
+    only with >= 32 outputs per block, so a whole row per output makes a tile too large for the
+    registers: past persistent_outer_reduction_max rows the kernel loops over short chunks of rows
+    (the decision is logged). A softmax over dim 0 re-reads its input after the loops; both
+    agree with eager, as does a short reduction that stays one block."""
+    import logging
+    from tracetorch import logs
+    torch.manual_seed(0)
+    wide, short = torch.randn(400, 96), torch.randn(40, 96)
+    with logs.testing.capture(level=logging.DEBUG, artifacts=None) as events:
+        with config.patch(**{"backend.cache_enabled": False}):
+            rt_sum = check(lambda x: (x.relu() * 2).sum(0), [wide], kernels=1)
+            rt_softmax = check(lambda x: torch.softmax(x, 0), [wide])
+            rt_short = check(lambda x: (x.relu() * 2).sum(0), [short], kernels=1)
+    for rt in (rt_sum, rt_softmax):
+        code = compiled_graph(rt).code
+        assert "kind='looped'" in code and "outer=True" in code and "kind='persistent'" not in code, code
+    assert "kind='persistent'" in compiled_graph(rt_short).code
+    looped = [e.fields for e in events if e.name == "outer_reduction_looped"]
+    assert looped and {f["rnumel"] for f in looped} == {400} and looped[0]["persistent_max"] == 256, looped
