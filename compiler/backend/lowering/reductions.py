@@ -4,7 +4,7 @@ Iteration: `ranges` are the kept dims, `reduction_ranges` the reduced dims, both
 so a reduction over the last dims has the same (outer, reduction) split as the pointwise ops on
 its input: that is what lets the scheduler fuse a whole softmax or layernorm into one kernel.
 mean and var are sums; var reads the realized (shifted) mean in a second reduction (no welford),
-or, over long rows, takes one pass of shifted sums (_var_one_pass).
+or, over long rows and rows a split reduction cuts, takes one pass of shifted sums (_var_one_pass).
 """
 
 from __future__ import annotations
@@ -29,6 +29,22 @@ def _dims(x, dim):
 
 def make_reduction(ctx, x, dims, reduction_type, *, out_dtype, src_dtype=None, keepdim=False, value_fn=None):
     """Realized reduction of x over dims; `value_fn(v, full_index)` transforms each loaded value."""
+    red = reduction_node(ctx, x, dims, reduction_type, out_dtype=out_dtype, src_dtype=src_dtype,
+                         value_fn=value_fn)
+    if not isinstance(red, ir.Reduction):      # nothing reduced: the values themselves, unrealized
+        return red
+    plan = split_reduction.plan(red) if uses_triton(x.get_device()) else None
+    if plan is not None:
+        split_reduction.log.debug("split_reduction", **plan.describe(red))
+        red = split_reduction.split(red, plan, lambda first: ctx.graph.realize(first, ctx.node))
+    buf = ctx.graph.realize(red, ctx.node)
+    if keepdim:
+        return keepdim_view(ctx, buf, len(x.get_size()), dims)
+    return buf
+
+
+def reduction_node(ctx, x, dims, reduction_type, *, out_dtype, src_dtype=None, value_fn=None):
+    """The unrealized reduction of x over dims (a Pointwise where nothing is reduced)."""
     size = x.get_size()
     n = len(size)
     kept = [d for d in range(n) if d not in dims]
@@ -62,15 +78,8 @@ def make_reduction(ctx, x, dims, reduction_type, *, out_dtype, src_dtype=None, k
             return ops.to_dtype(v, out_dtype) if out_dtype != src_dtype else v
         return ir.Pointwise(ranges, point, out_dtype, x.get_device(), origins=ctx.origins | inlined_origins(x),
                             cost=x.op_count() + 1)
-    red = ir.Reduction(ranges, rranges, inner_fn, reduction_type, out_dtype, src_dtype, x.get_device(),
-                       origins=ctx.origins | inlined_origins(x), cost=x.op_count() + 1)
-    plan = split_reduction.plan(red) if uses_triton(x.get_device()) else None
-    if plan is not None:
-        red = split_reduction.split(red, plan, lambda first: ctx.graph.realize(first, ctx.node))
-    buf = ctx.graph.realize(red, ctx.node)
-    if keepdim:
-        return keepdim_view(ctx, buf, n, dims)
-    return buf
+    return ir.Reduction(ranges, rranges, inner_fn, reduction_type, out_dtype, src_dtype, x.get_device(),
+                        origins=ctx.origins | inlined_origins(x), cost=x.op_count() + 1)
 
 
 def keepdim_view(ctx, buf, n, dims):
@@ -155,7 +164,7 @@ def _var(ctx, x, dims, correction, keepdim, out, sqrt=False, with_mean=False):
     def to_acc(v):
         return ops.to_dtype(v, acc) if x.get_dtype() != acc else v
 
-    if _one_pass(n):
+    if _one_pass(n) or _split_sum(ctx, x, dims, acc):
         return _var_one_pass(ctx, x, dims, n, denom, keepdim, out, acc, to_acc, sqrt, with_mean)
 
     def at_start(v, full):
@@ -242,6 +251,17 @@ def _one_pass(n):
     return n.is_number and int(n) >= _ONE_PASS_MIN
 
 
+def _split_sum(ctx, x, dims, acc) -> bool:
+    """Whether a sum of x over dims would be split (split_reduction.plan). Split, the sums never
+    share a kernel with x's producer, which is what the two-pass form's in-row first element is
+    for, and each of its passes is one more read of x and two more launches: ResNet-50's last
+    stage (2048 channels over 32x7x7) took six launches per batch norm's statistics for two."""
+    if not uses_triton(x.get_device()):
+        return False
+    probe = reduction_node(ctx, x, dims, "sum", out_dtype=acc, src_dtype=acc)
+    return isinstance(probe, ir.Reduction) and split_reduction.plan(probe) is not None
+
+
 def _var_one_pass(ctx, x, dims, n, denom, keepdim, out, acc, to_acc, sqrt, with_mean):
     """var (and mean) of long rows in one read of x: the sums of d = x - k and of d*d, where k is
     the row's first element, loaded directly. A training batch norm's statistics over N, H, W
@@ -251,7 +271,7 @@ def _var_one_pass(ctx, x, dims, n, denom, keepdim, out, acc, to_acc, sqrt, with_
     value of the row itself, the cancellation is bounded by how far k lies from the mean in
     standard deviations, not by the mean's size (the textbook sum-of-squares formula's failure),
     and equal values still give exactly 0 (every d is 0). The direct load of k keeps this kernel
-    out of x's producer's; long rows have their own kernels anyway."""
+    out of x's producer's; long and split rows have their own kernels anyway."""
     size = x.get_size()
     loader = x.make_loader()
 

@@ -55,10 +55,20 @@ class SplitPlan:
     chunk: int
     lead: int = 0
     factor: int = 1
+    outputs_per_program: int = 1     # lead > 0: outputs one first-stage program covers
+
+    def describe(self, red: ir.Reduction) -> dict:
+        """The decision's fields for the `split_reduction` event."""
+        fields = dict(reduction_type=red.reduction_type, outputs=int(indexing.product(red.ranges)),
+                      rnumel=self.splits * self.chunk, splits=self.splits, chunk=self.chunk)
+        if self.lead:
+            fields.update(lead_dims=self.lead, factor=self.factor, outputs_per_program=self.outputs_per_program)
+        return fields
 
 
 def plan(red: ir.Reduction) -> SplitPlan | None:
-    """How to split this reduction, or None to keep it whole."""
+    """How to split this reduction, or None to keep it whole (a question only: the caller logs
+    the plan it carries out with `SplitPlan.describe`)."""
     if red.reduction_type not in _SPLITTABLE:
         return None
     outer, rnumel = indexing.product(red.ranges), indexing.product(red.reduction_ranges)
@@ -79,8 +89,6 @@ def _flat(red, splits, rnumel, outer) -> SplitPlan | None:
     splits = math.ceil(rnumel / chunk)
     if splits <= 1:
         return None
-    log.debug("split_reduction", reduction_type=red.reduction_type, outputs=outer, rnumel=rnumel,
-              splits=splits, chunk=chunk)
     return SplitPlan(splits, chunk)
 
 
@@ -105,17 +113,13 @@ def _leading_dims(red, outer) -> SplitPlan | None:
                 continue
             if chunk * per_program < _MIN_PROGRAM_WORK:
                 break
-            best = SplitPlan(splits, chunk, lead, factor)
+            best = SplitPlan(splits, chunk, lead, factor, per_program)
             if programs * splits >= _FILL:
                 break
         # the next dimension's cuts are finer still: stop once the GPU is filled, or once this
         # dimension's pieces are already within twice the least work a program should get
         if best is not None and (programs * best.splits >= _FILL or best.chunk * per_program < 2 * _MIN_PROGRAM_WORK):
             break
-    if best is not None:
-        log.debug("split_reduction", reduction_type=red.reduction_type, outputs=outer,
-                  rnumel=best.splits * best.chunk, splits=best.splits, chunk=best.chunk,
-                  lead_dims=best.lead, factor=best.factor, outputs_per_program=per_program)
     return best
 
 

@@ -80,3 +80,33 @@ def test_statistics_read_the_input_once():
     # partial sums of (x - k) and (x - k)**2 in one kernel, their totals and the finished
     # statistics in a second
     assert code.count("@triton.jit") == 2, code
+
+
+@pytest.mark.parametrize("kind", ["plain", "large_mean", "constant"])
+def test_short_rows_a_split_cuts_take_one_pass_too(kind):
+    """Rows shorter than the long-row floor that a split reduction still cuts (many channels over a
+    small N*H*W, channels_last: ResNet-50's last stage) take the one-pass form as well: two split
+    sums, two kernels, where the two-pass form took six launches for three reads of x."""
+    import logging
+    from tracetorch import logs
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(16, 512, 8, 16, generator=g)        # rows of 16 * 8 * 16 = 2048 elements
+    if kind == "large_mean":
+        x = x * 0.5 + 3e4
+    elif kind == "constant":
+        x = torch.full_like(x, 0.1)
+    x = x.to(memory_format=torch.channels_last)
+
+    def f(x):
+        return torch.var_mean(x, dim=(0, 2, 3), correction=0)
+
+    with config.patch(**{"backend.cpu_codegen": "triton", "backend.cache_enabled": False}), \
+            logs.testing.capture(level=logging.DEBUG, artifacts=None) as events:
+        rt = compile_fn(f, [x])
+        out = rt(x)
+    assert_same(out, f(x))
+    if kind == "constant":
+        assert torch.equal(out[0], torch.zeros_like(out[0]))
+    splits = [e.fields for e in events if e.name == "split_reduction"]
+    assert len(splits) == 2 and all(s["rnumel"] == 2048 and s["lead_dims"] for s in splits), splits
+    assert compiled_graph(rt).code.count("@triton.jit") == 2, compiled_graph(rt).code
