@@ -138,6 +138,30 @@ def cold_caches():
         shutil.rmtree(root, ignore_errors=True)
 
 
+#: what the compiler does on CUDA, asked of it on CPU tensors: Triton kernels (run by the
+#: interpreter, or not at all under `kernels_not_run`), channels_last convolutions, biases added
+#: in our kernels. (One difference stays: var's CPU accumulation is float64, float32 on CUDA.)
+AS_ON_CUDA = {"backend.cpu_codegen": "triton", "backend.conv_layout": "channels_last",
+              "backend.conv_bias": "kernel", "backend.cache_enabled": False}
+
+
+@contextlib.contextmanager
+def kernels_not_run(on_launch=None, **options):
+    """Compile on the CPU as for CUDA (AS_ON_CUDA plus `options`), with every Triton launch
+    skipped: `on_launch(launcher)` is called instead. The structure (graphs, kernels, launches) is
+    what a GPU gets at the same sizes; the values are garbage. Needs TRITON_INTERPRET=1 set before
+    triton is imported. The launcher's __call__ is restored afterwards."""
+    from tracetorch.compiler import config
+    from tracetorch.compiler.backend.runtime.triton_launch import TritonLauncher
+    launch = TritonLauncher.__call__
+    TritonLauncher.__call__ = (lambda self, *a: on_launch(self)) if on_launch else (lambda self, *a: None)
+    try:
+        with config.patch(**{**AS_ON_CUDA, **options}):
+            yield
+    finally:
+        TritonLauncher.__call__ = launch
+
+
 class EventCounter:
     """A logs sink (`logs.add_sink(counter, ...)`) that counts the compiler's own decisions by
     event name: breaks, recompiles, fallbacks, kernels, graphs run eagerly."""

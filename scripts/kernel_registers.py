@@ -6,7 +6,8 @@ than its loads and stores alone would (session 23: ResNet-50's relu/batch-norm-b
 Triton's compiled binary, so they can be found without the GPU: this script compiles each
 kernel's launch configurations (the default and the autotuning candidates its first call would
 compile: TritonLauncher.precompile_items) for `--arch` with Triton's bundled ptxas, and reads the
-registers and stack bytes per thread with cuobjdump.
+registers and stack bytes per thread with cuobjdump, and counts the PTX's vector and scalar
+global loads and stores.
 
     # the kernels of one compiled graph (a TRACE_COMPILE_DEBUG folder or an output_code.py)
     python scripts/kernel_registers.py trace_debug/latest
@@ -16,7 +17,9 @@ registers and stack bytes per thread with cuobjdump.
     python scripts/kernel_registers.py --model llama8 --dtype bfloat16
 
 Kernels generated for CPU tensors import the Triton interpreter's libdevice; the GPU one is put
-in its place. Kernels with symbolic sizes are listed as skipped (no sizes to specialise on).
+in its place. --model compiles as for CUDA (harness.AS_ON_CUDA), except that var accumulates in
+float64 on the CPU (ATen's rule there) where CUDA uses float32. Kernels with symbolic sizes are
+listed as skipped (no sizes to specialise on).
 Exit status 1 when a kernel spills and --fail-on-spill is given.
 """
 import argparse
@@ -78,6 +81,18 @@ def resource_usage(compiled, tool: str) -> tuple[int, int]:
     return int(regs.group(1)) if regs else -1, int(stack.group(1)) if stack else -1
 
 
+def memory_ops(compiled) -> str:
+    """Global loads and stores in the PTX, vector (v2/v4) and scalar: a kernel over contiguous data
+    with scalar accesses lost its vectorization (alignment or contiguity Triton could not prove)."""
+    ptx = compiled.asm["ptx"]
+    counts = []
+    for op in ("ld", "st"):
+        found = re.findall(rf"\b{op}\.global((?:\.\w+)*)", ptx)
+        vector = sum(1 for f in found if ".v2" in f or ".v4" in f)
+        counts.append(f"{op} {vector}v/{len(found) - vector}s")
+    return " ".join(counts)
+
+
 def config_text(spec, fn) -> str:
     names = fn.arg_names
     consts = ", ".join(f"{names[i]}={v}" for i, v in spec.constexprs if names[i].endswith("BLOCK"))
@@ -104,7 +119,7 @@ def scan(files: list[str], arch: int) -> tuple[list[tuple], int]:
                                                dict(spec.options), target)
                 regs, stack = resource_usage(compiled, tool)
                 rows.append((launcher.name, launcher.kind + (" outer" if launcher.outer else ""),
-                             config_text(spec, kernel.fn), regs, stack))
+                             config_text(spec, kernel.fn), regs, stack, memory_ops(compiled)))
     return rows, skipped
 
 
@@ -124,16 +139,11 @@ def dump_model_child(name: str, train: bool, dtype: str) -> None:
     """Compile and call the model with kernel launches skipped: the code is what CUDA would get
     (channels_last convolutions, biases in our kernels); the values are not computed."""
     import torch
-    from unittest import mock
-    from scripts import bench_real_models as bench
+    from scripts import bench_real_models as bench, harness
     from tracetorch import compiler
-    from tracetorch.compiler import config
-    from tracetorch.compiler.backend.runtime.triton_launch import TritonLauncher
     model, inputs = bench.build_real(name, "cpu", getattr(torch, dtype))
     model.train(train)
-    options = {"backend.cpu_codegen": "triton", "backend.conv_layout": "channels_last",
-               "backend.conv_bias": "kernel", "backend.cache_enabled": False}
-    with config.patch(**options), mock.patch.object(TritonLauncher, "__call__", lambda self, *a: None):
+    with harness.kernels_not_run():
         compiled = compiler.compile(model)
         if train:
             out = bench._main_tensor(bench._call(compiled, inputs))
@@ -164,9 +174,9 @@ def main(argv=None) -> int:
     path = dump_model(args) if args.model else args.path
     rows, skipped = scan(output_code_files(path), args.arch)
     rows = sorted(set(rows), key=lambda r: (-r[4], -r[3], r[0]))   # one row per kernel and config
-    print(f"{'kernel':<56} {'kind':<16} {'config':<34} {'regs':>5} {'spill B':>8}")
-    for name, kind, cfg, regs, stack in rows:
-        print(f"{name[:56]:<56} {kind:<16} {cfg:<34} {regs:>5} {stack:>8}")
+    print(f"{'kernel':<56} {'kind':<16} {'config':<34} {'regs':>5} {'spill B':>8}  global loads/stores")
+    for name, kind, cfg, regs, stack, mem in rows:
+        print(f"{name[:56]:<56} {kind:<16} {cfg:<34} {regs:>5} {stack:>8}  {mem}")
     spilling = sorted({r[0] for r in rows if r[4] > 0})
     print(f"\n{len(rows)} configs of {len({r[0] for r in rows})} kernels compiled for sm_{args.arch}; "
           f"{len(spilling)} kernels spill; {skipped} kernels skipped (symbolic sizes or no pointer types)")

@@ -3,7 +3,7 @@
 A host-bound GPU step costs about its launch count times the host cost of one launch, so the
 count is the number to move when the GPU is not at hand. The model runs at the bench's real sizes
 (scripts/bench_real_models.py) through compiler.compile with the Triton code generator on CPU
-tensors (backend.cpu_codegen=triton, the interpreter) and the GPU's channels-last layout, but no
+tensors as for CUDA (harness.AS_ON_CUDA: channels-last convolutions, biases in our kernels), but no
 kernel is run: each launch is counted instead (structure only; the outputs are garbage). ATen
 calls (matmuls, convolutions) still run on the CPU, so a step takes seconds to minutes.
 
@@ -24,7 +24,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from scripts import bench_real_models as bench  # noqa: E402
+from scripts import bench_real_models as bench, harness  # noqa: E402
 
 
 def main(argv=None):
@@ -36,11 +36,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     import torch
     from tracetorch import compiler
-    from tracetorch.compiler import config
-    from tracetorch.compiler.backend.runtime import triton_launch
 
-    opts = {"backend.cpu_codegen": "triton", "backend.conv_layout": "channels_last",
-            "backend.cache_enabled": False}
+    opts = {}
     for kv in args.config:
         key, sep, value = kv.partition("=")
         if not sep:
@@ -51,17 +48,12 @@ def main(argv=None):
     model = build().train()
     inputs = make_inputs("cpu")
     counts = collections.Counter()
-    launch = triton_launch.TritonLauncher.__call__
-    triton_launch.TritonLauncher.__call__ = lambda self, *a: counts.update([self.name])
-    try:
-        with config.patch(**opts):
-            out = bench._main_tensor(bench._call(compiler.compile(model), inputs))
-            forward = dict(counts)
-            counts.clear()
-            out.float().sum().backward()
-            backward = dict(counts)
-    finally:
-        triton_launch.TritonLauncher.__call__ = launch
+    with harness.kernels_not_run(lambda launcher: counts.update([launcher.name]), **opts):
+        out = bench._main_tensor(bench._call(compiler.compile(model), inputs))
+        forward = dict(counts)
+        counts.clear()
+        out.float().sum().backward()
+        backward = dict(counts)
     for name, launched in (("forward", forward), ("backward", backward)):
         kinds = collections.Counter()
         for kernel, n in launched.items():

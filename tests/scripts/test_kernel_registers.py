@@ -4,6 +4,7 @@ an outer reduction (column sums of a row-major matrix) over 2048 rows as one per
 32x2048 tile spills, the looped kernel the code generator now makes does not; both compiled
 graphs agree with eager."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -47,7 +48,7 @@ def kernel_rows(stdout):
     rows = []
     for line in stdout.splitlines():
         if line.startswith("kernel") and not line.startswith("kernel "):
-            *_, regs, spill = line.split()
+            regs, spill = re.search(r"(\d+) +(\d+)  ld \d+v/\d+s st \d+v/\d+s$", line).groups()
             rows.append((" ".join(line[57:73].split()), int(regs), int(spill)))
     return rows
 
