@@ -46,7 +46,7 @@ EXTRA = _ops("_softmax", "_log_softmax", "native_layer_norm", "gelu", "native_gr
              "selu", "threshold", "log_sigmoid_forward", "glu", "nll_loss_forward",
              "mse_loss", "huber_loss", "smooth_l1_loss", "rsub", "xlogy", "logit", "sinc", "frac", "deg2rad",
              "rad2deg", "linalg_vector_norm", "_log_softmax_backward_data", "_adaptive_avg_pool2d",
-             "max_pool2d_with_indices", "unfold", "upsample_nearest2d", "upsample_bilinear2d", "repeat",
+             "unfold", "upsample_nearest2d", "upsample_bilinear2d", "repeat",
              "addmv", "dist", "ldexp", "_native_batch_norm_legit_functional", "_batch_norm_with_update_functional",
              "native_batch_norm", "_native_batch_norm_legit", "narrow_copy",
              "permute_copy", "view_copy", "unbind_copy", "as_strided_copy", "aminmax",
@@ -55,7 +55,9 @@ EXTRA = _ops("_softmax", "_log_softmax", "native_layer_norm", "gelu", "native_gr
 # (not: the *_scatter decompositions write into a view with copy_, which the traced graph keeps
 # as an in-place op; fmin/fmax/round/special functions decompose into prims we do not lower;
 # bucketize's reference decomposition has data-dependent sizes, which would make aot tracing of the
-# whole graph fail; max_pool2d_with_indices_backward's unrolls into a huge graph. index_put,
+# whole graph fail; max_pool2d_with_indices_backward's unrolls into a huge graph;
+# max_pool2d_with_indices is lowered whole (lowering/pooling.py: its outputs keep eager's
+# channels_last layout, which the decomposition's contiguous max lost). index_put,
 # which index_add/index_copy/index_fill become, is lowered: compiler/backend/lowering/scatter.py)
 
 #: never decomposed: called as extern kernels (or kept as one op we lower ourselves)

@@ -412,7 +412,11 @@ class GraphLowering:
 
     def _after_lowering(self, result, node):
         if isinstance(result, tuple):
-            return tuple(self._after_lowering(r, None) for r in result)
+            # each element stands for the getitem node that takes it: its fake value gives the
+            # stored layout (max_pool2d's values and indices keep a channels_last input's layout)
+            # and its users the inlining decision
+            parts = {u.args[1]: u for u in node.users if u.target is operator.getitem} if node is not None else {}
+            return tuple(self._after_lowering(r, parts.get(i)) for i, r in enumerate(result))
         if isinstance(result, ir.Reduction):
             return self.realize(result, node)
         if isinstance(result, (ir.Pointwise, ir.View)):

@@ -1,6 +1,5 @@
 """Windowed ops with small constant windows, unrolled into one Pointwise: avg_pool2d/3d,
-adaptive avg/max pooling (static sizes) and max_pool2d's backward. (max_pool2d itself reaches the
-backend already decomposed by the aot stage.)"""
+adaptive avg/max pooling (static sizes), max_pool2d with its indices and its backward."""
 
 from __future__ import annotations
 
@@ -192,6 +191,69 @@ def adaptive_max_pool(ctx, x, output_size):
         return best, where_
 
     cost = 4 * math.prod(k for _, _, k in dims)
+    return (ir.Pointwise(ctx.size, lambda idx: scan(idx)[0], dtype, ctx.device, origins=ctx.origins, cost=cost),
+            ir.Pointwise(ctx.size, lambda idx: scan(idx)[1], torch.int64, ctx.device, origins=ctx.origins,
+                         cost=cost))
+
+
+def _scan_max(candidates):
+    """(max, flat index) over (value, flat index, valid or None) candidates in ATen's order: the
+    first valid one is taken, a later one replaces it when greater or NaN (first maximum wins a
+    tie; the last NaN wins)."""
+    best = where_ = have = None
+    for v, flat, valid in candidates:
+        if best is None:
+            best, where_ = v, flat
+            have = valid
+            continue
+        take = ops.logical_or(ops.gt(v, best), ops.isnan(v))
+        if have is not None:           # nothing valid seen yet: the first valid value is taken
+            take = ops.logical_or(take, ops.logical_not(have))
+        if valid is not None:
+            take = ops.logical_and(valid, take)
+            have = None if have is None else ops.logical_or(have, valid)
+        best, where_ = ops.where(take, v, best), ops.where(take, flat, where_)
+    return best, where_
+
+
+@register_lowering(aten.max_pool2d_with_indices.default)
+def max_pool2d_with_indices(ctx, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """(values, flat input indices h * W + w), each window unrolled and scanned in ATen's order,
+    positions in the padding (or past the edge, ceil_mode) skipped. Lowered whole rather than
+    decomposed (an index gather, a contiguous clone of the windows, a max over them) so that its
+    outputs take eager's layout: channels_last after a channels_last convolution. The
+    decomposition's contiguous result made ResNet-50's stem write its pooled values, indices
+    and their gradients NCHW between channels_last tensors, so the max-pool backward kernel read
+    or wrote one of them across channels at every element."""
+    ks = _tuple(kernel_size, 2)
+    st = _tuple(stride, 2, ks)
+    pad = _tuple(padding, 2, (0, 0))
+    dil = _tuple(dilation, 2, (1, 1))
+    if ks[0] * ks[1] > MAX_WINDOW:
+        raise NotLowerable(f"window of {ks[0] * ks[1]} elements")
+    dtype = x.get_dtype()
+    if not dtype.is_floating_point:
+        raise NotLowerable("integer max pool")
+    in_size = x.get_size()[-2:]
+    width = in_size[1]
+    edges = pad != (0, 0) or ceil_mode        # else every window lies inside the input
+    loader = x.make_loader()
+
+    def scan(idx):
+        lead, (oh, ow) = idx[:-2], idx[-2:]
+        candidates = []
+        for i, j in itertools.product(range(ks[0]), range(ks[1])):
+            pos = [oh * st[0] - pad[0] + i * dil[0], ow * st[1] - pad[1] + j * dil[1]]
+            flat = _iv(pos[0] * width + pos[1])
+            if not edges:
+                candidates.append((loader([*lead, *pos]), flat, None))
+                continue
+            valid = _inside(pos, in_size)
+            v = ops.masked(valid, lambda pos=pos: loader([*lead, *pos]), float("-inf"))
+            candidates.append((v, flat, valid))
+        return _scan_max(candidates)
+
+    cost = 4 * ks[0] * ks[1]
     return (ir.Pointwise(ctx.size, lambda idx: scan(idx)[0], dtype, ctx.device, origins=ctx.origins, cost=cost),
             ir.Pointwise(ctx.size, lambda idx: scan(idx)[1], torch.int64, ctx.device, origins=ctx.origins,
                          cost=cost))

@@ -311,3 +311,34 @@ def test_a_filter_two_convolutions_share_is_converted_once():
         assert p.grad.stride() == q.grad.stride(), name
     forward = [e.fields for e in events][0]
     assert forward["filters_saved_channels_last"] == 2, forward     # stem and the shared filter
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_a_max_pool_between_convolutions_stays_channels_last(codegen):
+    """ResNet's stem (convolution, batch norm, ReLU, 3x3 / stride-2 max pool) before a block:
+    the pool's values and indices keep the channels_last layout (lowered whole, as eager lays
+    them out), so only the first convolution's input is converted; the decomposed pool's
+    contiguous max needed a second conversion, and its gradients crossed layouts in the
+    backward. A training step's loss, gradients and running statistics equal eager's."""
+    import copy
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.MaxPool2d(3, 2, 1), Block(8), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(8, 5)).train()
+    ref = copy.deepcopy(model)
+    x = torch.randn(2, 3, 32, 32)
+    compiler.reset()
+    with config.patch(**{"backend.conv_layout": "channels_last", "backend.cpu_codegen": codegen,
+                         "backend.fallback_on_error": False}), \
+            logs.testing.capture(names={"conv_layout_channels_last"}, level=logging.DEBUG, artifacts=None) as events:
+        out = compiler.compile(model)(x)
+        out.square().sum().backward()
+    expected = ref(x)
+    expected.square().sum().backward()
+    torch.testing.assert_close(out, expected)
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, msg=name)
+    for b, c in zip(model.buffers(), ref.buffers()):
+        torch.testing.assert_close(b, c)
+    converted = [e.fields["converted_inputs"] for e in events if e.name == "conv_layout_channels_last"]
+    assert converted and converted[0] == 1, converted

@@ -203,6 +203,50 @@ def test_max_pool2d_backward_lowered(codegen, kernel, stride, padding, ceil_mode
     assert fallback_count(_run(codegen, fn, [xc, g])) == 0
 
 
+def _max_pool(x, kernel, stride, padding, dilation, ceil_mode):
+    return torch.nn.functional.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode=ceil_mode,
+                                          return_indices=True)
+
+
+@pytest.mark.parametrize("codegen", CODEGENS)
+@pytest.mark.parametrize("kernel,stride,padding,dilation,ceil_mode", [
+    (3, 2, 1, 1, False),      # ResNet's stem: the first window starts in the padding
+    (2, 2, 0, 1, False), (3, 1, 1, 1, False), (3, 2, 0, 1, True), (3, 2, 1, 2, True),
+    ((3, 2), (2, 1), (1, 0), 1, False)])
+def test_max_pool2d_lowered_with_eager_values_indices_and_layout(codegen, kernel, stride, padding, dilation,
+                                                                 ceil_mode):
+    """max_pool2d with its indices, lowered whole: eager's values and indices with NaN (the last
+    NaN of a window wins), -inf (a window of -inf and padding picks its first element inside the
+    input) and ties (the first maximum), no ATen fallback, and eager's layout: a channels_last
+    input gives channels_last outputs, as the convolutions around a pool in a CNN want."""
+    x = torch.randn(2, 3, 9, 10)
+    x[0, 0, :4, :4] = 1.0                      # ties
+    x[0, 1, 2, 3] = x[0, 1, 3, 2] = float("nan")
+    x[1, 2, :3, :3] = float("-inf")
+    fn = lambda x: _max_pool(x, kernel, stride, padding, dilation, ceil_mode)  # noqa: E731
+    for inp in (x, x.to(memory_format=torch.channels_last)):
+        rt = _run(codegen, fn, [inp])
+        assert fallback_count(rt) == 0
+        for got, want in zip(rt(inp), fn(inp)):
+            assert got.stride() == want.stride(), (got.stride(), want.stride())
+
+
+def test_max_pool2d_half_types_and_integers():
+    """bfloat16 pools exactly (a max rounds nothing); an integer input falls back to ATen for
+    that op alone, as ATen's own integer support decides."""
+    x = torch.randn(2, 4, 8, 8, dtype=torch.bfloat16)
+    fn = lambda x: _max_pool(x, 3, 2, 1, 1, False)  # noqa: E731
+    assert fallback_count(_run("cpp", fn, [x])) == 0
+    xi = torch.randint(-50, 50, (2, 4, 8, 8))
+    try:
+        want = fn(xi)
+    except RuntimeError:
+        return                                 # this ATen build has no integer max pool
+    with config.patch(**{"backend.cpu_codegen": "cpp"}):
+        rt = compile_fn(fn, [xi])
+        assert_same(rt(xi), want)
+
+
 def test_max_pool2d_backward_half_types():
     x = torch.randn(2, 4, 8, 8, dtype=torch.bfloat16)
     g = torch.randn(2, 4, 8, 8, dtype=torch.bfloat16)
