@@ -140,7 +140,8 @@ def cold_caches():
 
 #: what the compiler does on CUDA, asked of it on CPU tensors: Triton kernels (run by the
 #: interpreter, or not at all under `kernels_not_run`), channels_last convolutions, biases added
-#: in our kernels. (One difference stays: var's CPU accumulation is float64, float32 on CUDA.)
+#: in our kernels. (var's accumulation type, float64 on the CPU as ATen's, float32 on CUDA, is
+#: CUDA's only under `kernels_not_run`.)
 AS_ON_CUDA = {"backend.cpu_codegen": "triton", "backend.conv_layout": "channels_last",
               "backend.conv_bias": "kernel", "backend.cache_enabled": False}
 
@@ -152,14 +153,18 @@ def kernels_not_run(on_launch=None, **options):
     what a GPU gets at the same sizes; the values are garbage. Needs TRITON_INTERPRET=1 set before
     triton is imported. The launcher's __call__ is restored afterwards."""
     from tracetorch.compiler import config
+    from tracetorch.compiler.backend.lowering import reductions
     from tracetorch.compiler.backend.runtime.triton_launch import TritonLauncher
-    launch = TritonLauncher.__call__
+    launch, var_acc = TritonLauncher.__call__, reductions._var_acc
     TritonLauncher.__call__ = (lambda self, *a: on_launch(self)) if on_launch else (lambda self, *a: None)
+    # var accumulates as on CUDA (float32 for float32 data; float64 is the CPU's rule): the
+    # kernels' registers and loads are the GPU's. Nothing is computed here, so nothing is lost.
+    reductions._var_acc = lambda dtype, device: reductions._acc(dtype)
     try:
         with config.patch(**{**AS_ON_CUDA, **options}):
             yield
     finally:
-        TritonLauncher.__call__ = launch
+        TritonLauncher.__call__, reductions._var_acc = launch, var_acc
 
 
 class EventCounter:

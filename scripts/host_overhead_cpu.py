@@ -44,7 +44,12 @@ def build(name):
                                                  num_key_value_heads=2, intermediate_size=32, vocab_size=64))
         ids = torch.randint(0, 64, (2, 16))
         return model, {"input_ids": ids, "labels": ids}
-    raise SystemExit(f"unknown model {name!r}: choose from resnet, bert, gpt2, llama")
+    if name == "vit":
+        model = T.ViTForImageClassification(T.ViTConfig(hidden_size=16, num_hidden_layers=12, num_attention_heads=2,
+                                                         intermediate_size=32, image_size=32, patch_size=8,
+                                                         num_labels=10))
+        return model, {"pixel_values": torch.randn(2, 3, 32, 32), "labels": torch.tensor([1, 2])}
+    raise SystemExit(f"unknown model {name!r}: choose from resnet, bert, gpt2, llama, vit")
 
 
 def variant(name, model, training):

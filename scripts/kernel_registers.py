@@ -17,9 +17,10 @@ global loads and stores.
     python scripts/kernel_registers.py --model llama8 --dtype bfloat16
 
 Kernels generated for CPU tensors import the Triton interpreter's libdevice; the GPU one is put
-in its place. --model compiles as for CUDA (harness.AS_ON_CUDA), except that var accumulates in
-float64 on the CPU (ATen's rule there) where CUDA uses float32. Kernels with symbolic sizes are
-listed as skipped (no sizes to specialise on).
+in its place. --model compiles as for CUDA (harness.kernels_not_run: channels_last convolutions,
+float32 var accumulation); a folder given as a path holds what its run generated (a CPU run's
+var statistics in float64). Kernels with symbolic sizes are listed as skipped (no sizes to
+specialise on).
 Exit status 1 when a kernel spills and --fail-on-spill is given.
 """
 import argparse
