@@ -37,12 +37,17 @@ def main(argv=None):
     import torch
     from tracetorch import compiler
 
+    from tracetorch.compiler import config
     opts = {}
     for kv in args.config:
         key, sep, value = kv.partition("=")
-        if not sep:
-            p.error(f"--config {kv!r}: expected SECTION.OPTION=VALUE")
-        opts[key] = value
+        section, _, name = key.partition(".")
+        if not sep or name not in config.SECTIONS.get(section, {}):
+            p.error(f"--config {kv!r}: expected SECTION.OPTION=VALUE with an option of compiler/config.py")
+        try:   # typed as the environment variable's text is (TRACE_<SECTION>_<OPTION>)
+            opts[key] = config.parse_text(section, name, value, f"--config {key}")
+        except config.ConfigError as e:
+            p.error(str(e))
     torch.manual_seed(0)
     build, make_inputs = bench.MODELS[args.model]
     model = build().train()
