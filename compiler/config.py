@@ -125,8 +125,12 @@ SECTIONS: dict[str, dict[str, Option]] = {
                                "empty means <tmp>/tracetorch_<user>/triton"),
         "persistent_reduction_max": _opt(4096, "largest reduction size done in one block "
                                                "(persistent); larger ones loop over RBLOCK chunks", low=1),
-        "persistent_outer_reduction_max": _opt(256, "the same for an outer reduction (loads contiguous "
-                                                   "along the outputs, strided along the rows)", low=1),
+        "persistent_outer_reduction_max": _opt(64, "the same for an outer reduction (loads contiguous "
+                                                  "along the outputs, strided along the rows; "
+                                                  "inductor's limit)", low=1),
+        "persistent_outer_small_max": _opt(256, "the same for an outer reduction of at most 8192 outputs "
+                                                "(a latency-bound one: split reductions' second "
+                                                "passes; longer tiles spill)", low=1),
         "autotune_pointwise": _opt(False, "also sweep pointwise and persistent-reduction kernels "
                                           "(their candidates timed within 1% on H100; looped "
                                           "reductions are always swept when autotune is on)"),

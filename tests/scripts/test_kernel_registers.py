@@ -55,7 +55,8 @@ def kernel_rows(stdout):
 
 def test_a_wide_outer_reduction_spills_as_one_tile_and_not_when_looped(tmp_path):
     looped = write_output_code(tmp_path, "looped", {})
-    tile = write_output_code(tmp_path, "tile", {"triton.persistent_outer_reduction_max": 4096})
+    tile = write_output_code(tmp_path, "tile", {"triton.persistent_outer_reduction_max": 4096,
+                                                "triton.persistent_outer_small_max": 4096})
 
     ok = run_script(looped, "--fail-on-spill")
     assert ok.returncode == 0, ok.stderr[-2000:]

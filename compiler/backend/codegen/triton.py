@@ -34,12 +34,25 @@ from tracetorch.compiler.backend.runtime.triton_compile import ptr_type
 log = logs.get_logger(__name__)
 
 
-def persistent_max(outer: bool) -> int:
-    """Longest reduction done as one block (persistent): rows, or for an outer reduction (loads
-    strided along the rows) the shorter outer limit."""
-    if outer:
-        return _opt("persistent_outer_reduction_max", 256)
-    return _opt("persistent_reduction_max", 4096)
+#: an outer reduction with at most this many outputs runs in at most two waves of 32-output
+#: programs on a 132-SM GPU: latency-bound, where a whole row per tile helps
+SMALL_OUTER_OUTPUTS = 8192
+
+
+def persistent_max(outer: bool, xnumel=None) -> int:
+    """Longest reduction done as one block (persistent). An outer reduction (loads contiguous
+    along the outputs, strided along the rows) needs >= 32 outputs per tile to coalesce, so its
+    rows must be short: compiled for sm_90, ResNet-50's relu/BN-backward kernel took 110
+    registers with 32x256 tiles, 255 and 208 bytes of spills with 32x1024 (a 1568-row one spilled
+    5 KB), and ViT-S's LayerNorm-weight gradient 160 registers with 32x256 (one 8-warp program per
+    SM). Large ones stop at inductor's 64 rows (`persistent_outer_reduction_max`); small ones
+    (second passes of split reductions, which then share combined launches) at the spill-free
+    `persistent_outer_small_max`."""
+    if not outer:
+        return _opt("persistent_reduction_max", 4096)
+    if _is_int(xnumel) and int(xnumel) <= SMALL_OUTER_OUTPUTS:
+        return _opt("persistent_outer_small_max", 256)
+    return _opt("persistent_outer_reduction_max", 64)
 
 
 # ---------------------------------------------------------------------------------- nodes
@@ -86,16 +99,13 @@ class TritonCodegen(KernelCodegen):
                 raise CodegenUnsupported("Triton kernels for CPU tensors need TRITON_INTERPRET=1 "
                                          "set before triton is first imported")
         k = self._build(group, interpret)
-        rnumel = ir.product(group.reduction_ranges)
-        if k.persistent and k.outer and int(rnumel) > persistent_max(outer=True):
-            # An outer reduction (loads contiguous along the outputs) needs >= 32 outputs per
-            # block to coalesce, so a long row per output makes a tile too large for registers:
-            # compiled for sm_90, ResNet-50's relu/BN-backward kernel used 110 registers and no
-            # spills with 32x256 tiles, but 255 registers and 208 bytes of spills with 32x1024
-            # (a 1568-row one spilled 5 KB). Past the limit, loop over short chunks of rows.
+        rnumel, xnumel = ir.product(group.reduction_ranges), ir.product(group.ranges)
+        limit = persistent_max(True, xnumel)
+        if k.persistent and k.outer and int(rnumel) > limit:
+            # too long a row for one outer tile (persistent_max): loop over short chunks of rows
             k = self._build(group, interpret, persistent=False)
             log.debug("outer_reduction_looped", kernel=group.name, rnumel=int(rnumel),
-                      persistent_max=persistent_max(outer=True))
+                      outputs=str(xnumel), persistent_max=limit)
         alt = None
         if k.reduction and not k.persistent and not _is_int(rnumel):
             # A symbolic reduction size: also a persistent variant, which the launcher picks
@@ -358,7 +368,7 @@ class TritonCodegen(KernelCodegen):
         if alt is not None:
             alt_source = self._source(alt, ptrs, sizes, floats)
             define += (f", persistent_source='''{alt_source}''', "
-                       f"persistent_max={persistent_max(outer=alt.outer)}")
+                       f"persistent_max={persistent_max(alt.outer, ir.product(g.ranges))}")
             source += "\n# persistent variant, used when rnumel <= persistent_max at run time\n" + alt_source
         define += ")"
         return GeneratedKernel(

@@ -338,3 +338,22 @@ def test_wide_outer_reductions_loop_over_rows_and_short_ones_stay_persistent():
     assert "kind='persistent'" in compiled_graph(rt_short).code
     looped = [e.fields for e in events if e.name == "outer_reduction_looped"]
     assert looped and {f["rnumel"] for f in looped} == {400} and looped[0]["persistent_max"] == 256, looped
+
+
+def test_outer_reductions_with_many_outputs_loop_past_inductors_64_rows():
+    """Past 8192 outputs (more than two waves of 32-output programs) an outer reduction keeps a
+    whole row per tile only up to 64 rows, as inductor does: 32x128 tiles of many programs hold
+    too many registers for more than one program per SM. Fewer outputs keep up to 256 rows
+    (the previous test). Both agree with eager."""
+    import logging
+    from tracetorch import logs
+    torch.manual_seed(0)
+    many, short = torch.randn(100, 9000), torch.randn(48, 9000)
+    with logs.testing.capture(level=logging.DEBUG, artifacts=None) as events:
+        with config.patch(**{"backend.cache_enabled": False}):
+            rt_many = check(lambda x: (x * 3).sum(0), [many], kernels=1)
+            rt_short = check(lambda x: (x * 3).sum(0), [short], kernels=1)
+    assert "kind='looped'" in compiled_graph(rt_many).code
+    assert "kind='persistent'" in compiled_graph(rt_short).code
+    looped = [e.fields for e in events if e.name == "outer_reduction_looped"]
+    assert [(f["rnumel"], f["outputs"], f["persistent_max"]) for f in looped] == [(100, "9000", 64)], looped
