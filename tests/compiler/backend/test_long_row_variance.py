@@ -26,9 +26,9 @@ def stats(x):
     return v, m, s, vk, mk, torch.var(x)
 
 
-def _inputs(kind, dtype=torch.float32):
+def _inputs(kind, dtype=torch.float32, shape=(8, 6, 32, 32)):    # rows of 8 * 32 * 32 = 8192 elements
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(8, 6, 32, 32, generator=g)          # rows of 8 * 32 * 32 = 8192 elements
+    x = torch.randn(shape, generator=g)
     if kind == "large_mean":
         x = x * 0.5 + 3e4
     elif kind == "constant":
@@ -89,12 +89,7 @@ def test_short_rows_a_split_cuts_take_one_pass_too(kind):
     sums, two kernels, where the two-pass form took six launches for three reads of x."""
     import logging
     from tracetorch import logs
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(16, 512, 8, 16, generator=g)        # rows of 16 * 8 * 16 = 2048 elements
-    if kind == "large_mean":
-        x = x * 0.5 + 3e4
-    elif kind == "constant":
-        x = torch.full_like(x, 0.1)
+    x = _inputs(kind, shape=(16, 512, 8, 16))           # rows of 16 * 8 * 16 = 2048 elements
     x = x.to(memory_format=torch.channels_last)
 
     def f(x):
