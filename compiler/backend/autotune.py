@@ -64,6 +64,10 @@ def pointwise_configs(xnumel: int) -> list[LaunchConfig]:
     return _dedup(out)
 
 
+#: a grid of fewer programs leaves most SMs of a 132-SM GPU idle
+FEW_PROGRAMS = 132
+
+
 def reduction_configs(xnumel: int, rnumel: int, persistent: bool, outer: bool = False) -> list[LaunchConfig]:
     """Persistent: the whole row in one block (RBLOCK = next_pow2(rnumel)), vary rows per program.
     Looped: RBLOCK-wide chunks, vary chunk width and rows per program. `outer` (loads contiguous
@@ -73,7 +77,14 @@ def reduction_configs(xnumel: int, rnumel: int, persistent: bool, outer: bool = 
     warps = _opt("num_warps_choices", [2, 4, 8])
     out = []
     if outer and not persistent:
-        for xb, rb in ((64, 8), (32, 16), (128, 4), (64, 32)):
+        blocks = ((64, 8), (32, 16), (128, 4), (64, 32))
+        if -(-xnumel // 64) < FEW_PROGRAMS:
+            # Few outputs (a split reduction's second pass: 64 channels over 896 partials): one
+            # 64-wide program would loop 112 times, each iteration waiting for its loads. Narrow
+            # blocks (8 outputs: a 32-byte sector of float32 per row) over 2048-element tiles let
+            # several programs share the rows, each looping a few times; wider ones follow.
+            blocks = ((8, 256), (32, 64), (16, 128), (64, 32))
+        for xb, rb in blocks:
             xb = max(1, min(xb, next_pow2(xnumel)))
             rb = max(2, min(rb, next_pow2(rnumel)))
             out.append(LaunchConfig({"XBLOCK": xb, "RBLOCK": rb},

@@ -109,6 +109,25 @@ def test_candidates_respect_config():
     assert autotune.size_bucket([1, 3, 1000]) == (1, 4, 1024)
 
 
+def test_outer_reductions_with_few_outputs_spread_their_rows_over_programs():
+    """An outer reduction (loads contiguous along the outputs) with many outputs keeps the
+    inductor-style blocks (64 outputs x 8 rows first). With few, a split reduction's second pass
+    (64 channels over 896 partials), one 64-wide program would loop 112 times. Blocks of 8 outputs
+    over 256-row chunks give 8 programs of 4 iterations, 8 contiguous float32 per row; the sweep
+    also weighs a wider block."""
+    def grid_and_loops(c, xnumel, rnumel):
+        return -(-xnumel // c.meta["XBLOCK"]), -(-rnumel // c.meta["RBLOCK"])
+    many = autotune.reduction_configs(32768, 784, persistent=False, outer=True)
+    assert many[0].meta == {"XBLOCK": 64, "RBLOCK": 8}
+    for xnumel, rnumel in ((64, 896), (512, 1568), (1024, 400)):
+        few = autotune.reduction_configs(xnumel, rnumel, persistent=False, outer=True)
+        programs, loops = grid_and_loops(few[0], xnumel, rnumel)       # the default
+        assert few[0].meta["XBLOCK"] == 8 and programs == xnumel // 8 and loops <= 7, (xnumel, rnumel, few[0])
+        assert len(few) >= 2                     # a wider block for the sweep to weigh against it
+        for c in few:
+            assert c.meta["RBLOCK"] * c.meta["XBLOCK"] <= 16 * 32 * c.num_warps
+
+
 def test_launcher_sweeps_looped_reductions_only_by_default(kdir):
     launcher = tl_launch.TritonLauncher("add_kernel", ADD_SRC, kind="pointwise", n_ptrs=3,
                                         numel=lambda: (10, 1), interpret=INTERPRET)
