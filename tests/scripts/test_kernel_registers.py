@@ -75,3 +75,30 @@ def test_bad_arguments_say_what_is_expected(tmp_path):
     assert empty.returncode != 0 and "no output_code.py" in empty.stderr and "Traceback" not in empty.stderr
     neither = run_script()
     assert neither.returncode == 2 and "give either a path or --model" in neither.stderr
+
+
+def merge_heads(q, k):
+    """Attention-shaped values [B, H, T, 64] back to [B, T, H * 64], two of them concatenated (the
+    q/k gradients into the fused projection's): each output row of 64 is contiguous in q."""
+    b, h, t, d = q.shape
+    return torch.cat([q.transpose(1, 2).reshape(b, t, h * d), k.transpose(1, 2).reshape(b, t, h * d) * 2], -1)
+
+
+def test_a_head_merge_indexes_its_digits_from_the_flat_index_and_loads_vectors(tmp_path):
+    """The merged index of the head dim is a div and a mod of one output variable; taken from
+    the flat index itself (`xindex % 64`, `(xindex // 64) % 4`) Triton proves 4 contiguous
+    elements per load, where the same digits of `xindex % 256` came out as single loads."""
+    torch.manual_seed(0)
+    inputs = [torch.randn(2, 4, 8, 64) for _ in range(2)]
+    with config.patch(**{"backend.cpu_codegen": "triton", "backend.cache_enabled": False}):
+        rt = compile_fn(merge_heads, inputs)
+    assert_same(rt(*inputs), merge_heads(*inputs))
+    code = compiled_graph(rt).code
+    assert "% 64)" in code and "x2_mod64" in code, code
+    folder = tmp_path / "heads"
+    folder.mkdir()
+    (folder / "output_code.py").write_text(code)
+    res = run_script(folder)
+    assert res.returncode == 0, res.stderr[-2000:]
+    loads = [re.search(r"ld (\d+)v/(\d+)s", line) for line in res.stdout.splitlines() if "_cat" in line]
+    assert loads and all(m and int(m.group(1)) >= 2 for m in loads), res.stdout

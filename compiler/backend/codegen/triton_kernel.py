@@ -154,6 +154,7 @@ class TritonKernelBuilder:
         strides = ir.contiguous_strides(ranges)
         coeffs, rest = _affine(expr, vs)
         if coeffs is None:            # views folded into div/mod: one variable per dimension
+            expr = self._digits_of_flat(expr, vs, ranges, strides, flat)
             return expr.subs({v: self._run_var(flat, k, k, ranges, strides) for k, v in enumerate(vs)
                               if expr.has(v)})
         out, k, n = rest, 0, len(vs)
@@ -168,6 +169,58 @@ class TritonKernelBuilder:
             out = out + coeffs[j] * self._run_var(flat, k, j, ranges, strides)
             k = j + 1
         return out
+
+    def _digits_of_flat(self, expr, vs, ranges, strides, flat):
+        """`(v + b) // d` and `((v + b) // d) % m` of a loop variable v whose static range d
+        (d * m) divides, with b a multiple of d (of d * m), taken straight from the flat index:
+        `(xindex // (stride_v * d)) % (range_v // d)`. Written as a div or mod of v, itself
+        `xindex % range_v`, Triton's alignment analysis lost the contiguity: a cat of attention
+        gradients ([B, H, T, 64] read as [B, T, H * 64]) loaded every element alone, where the
+        same index from xindex loads 4 at a time."""
+        def digits(k, d, m):
+            whole = m * d == ranges[k]
+            name = f"{flat[0]}{k}_" + (f"mod{m}" if d == 1 else f"div{d}" if whole else f"div{d}_mod{m}")
+            sym = sympy.Symbol(name, integer=True, nonnegative=True)
+            key = (name, self.in_rloop and flat == "rindex")
+            text = f"(({flat} // {_print(strides[k] * d)}) % {m})" if strides[k] * d != 1 else f"({flat} % {m})"
+            stmt = f"{name} = {text}"
+            if flat == "rindex" and self.in_rloop:
+                if stmt not in self.cse[-1]:
+                    self.cse[-1][stmt] = None
+                    self.lines.append(stmt)
+            elif key not in self.defined_runs:
+                self.defined_runs.add(key)
+                self.prologue.append(stmt)
+            return sym
+
+        def split(arg, d, m):
+            """(k, offset // d) when arg is v_k + offset with d * m | range_k and d | offset."""
+            hit = [k for k, v in enumerate(vs) if arg.has(v)]
+            if len(hit) != 1:
+                return None
+            k = hit[0]
+            offset = sympy.expand(arg - vs[k])
+            size = ranges[k]
+            if offset.free_symbols or not (_is_int(size) and _is_int(strides[k])) or \
+                    int(size) % (d * m) or int(offset) % d:
+                return None
+            return k, int(offset) // d
+
+        def rewrite(e):
+            if isinstance(e, ir.FloorDiv) and _is_int(e.args[1]):
+                d = int(e.args[1])
+                hit = split(e.args[0], d, 1)
+                if hit is not None:
+                    k, shift = hit
+                    return digits(k, d, int(ranges[k]) // d) + shift
+            if isinstance(e, ir.ModularIndexing) and all(_is_int(a) for a in e.args[1:]):
+                d, m = int(e.args[1]), int(e.args[2])
+                hit = split(e.args[0], d, m)
+                if hit is not None and hit[1] % m == 0:
+                    return digits(hit[0], d, m)
+            return None
+
+        return expr.replace(lambda e: rewrite(e) is not None, rewrite)
 
     def _run_var(self, flat, a, b, ranges, strides) -> sympy.Symbol:
         """A symbol for dims a..b of `flat` merged: (flat // stride_b) % prod(ranges[a..b])."""
