@@ -4,7 +4,8 @@ Kernel shapes (why: one program handles a block of outer points; reductions keep
 registers when they fit, which is what makes a fused softmax/layernorm one pass over memory):
 
   pointwise   xindex = pid*XBLOCK + arange(XBLOCK); every node straight-line, masked by xmask.
-  persistent  reduction with rnumel <= config.triton.persistent_reduction_max: a tile
+  persistent  reduction with rnumel <= config.triton.persistent_reduction_max (an outer one,
+              strided along its rows: a shorter limit, `persistent_max`): a tile
               [XBLOCK, RBLOCK >= rnumel]; each reduction is one tl.reduce over axis 1, and later
               nodes read its result from registers.
   looped      larger (or symbolic) rnumel: `for roffset in range(0, rnumel, RBLOCK)` loops; each
