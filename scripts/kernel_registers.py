@@ -6,8 +6,8 @@ than its loads and stores alone would (session 23: ResNet-50's relu/batch-norm-b
 Triton's compiled binary, so they can be found without the GPU: this script compiles each
 kernel's launch configurations (the default and the autotuning candidates its first call would
 compile: TritonLauncher.precompile_items) for `--arch` with Triton's bundled ptxas, and reads the
-registers and stack bytes per thread with cuobjdump, and counts the PTX's vector and scalar
-global loads and stores.
+registers and stack bytes per thread with cuobjdump (and the warps an SM can hold at that
+register count), and counts the PTX's vector and scalar global loads and stores.
 
     # the kernels of one compiled graph (a TRACE_COMPILE_DEBUG folder or an output_code.py)
     python scripts/kernel_registers.py trace_debug/latest
@@ -94,6 +94,17 @@ def memory_ops(compiled) -> str:
     return " ".join(counts)
 
 
+def resident_warps(regs: int, warps: int) -> int:
+    """Warps of this kernel an sm_90 SM holds at once as far as registers allow (64 at most;
+    shared memory, which reductions also use, may allow fewer): registers are allocated per warp
+    in units of 256, from 65536 per SM. Few resident warps hide memory latency poorly."""
+    if regs <= 0:
+        return 0
+    per_warp = -(-regs * 32 // 256) * 256
+    blocks = min(32, 65536 // (per_warp * warps))
+    return min(64, blocks * warps)
+
+
 def config_text(spec, fn) -> str:
     names = fn.arg_names
     consts = ", ".join(f"{names[i]}={v}" for i, v in spec.constexprs if names[i].endswith("BLOCK"))
@@ -119,8 +130,9 @@ def scan(files: list[str], arch: int) -> tuple[list[tuple], int]:
                 compiled = worker.compile_spec(kernel.fn, spec.types, spec.descs, spec.constexprs,
                                                dict(spec.options), target)
                 regs, stack = resource_usage(compiled, tool)
+                warps = resident_warps(regs, dict(spec.options)["num_warps"])
                 rows.append((launcher.name, launcher.kind + (" outer" if launcher.outer else ""),
-                             config_text(spec, kernel.fn), regs, stack, memory_ops(compiled)))
+                             config_text(spec, kernel.fn), regs, stack, warps, memory_ops(compiled)))
     return rows, skipped
 
 
@@ -175,9 +187,10 @@ def main(argv=None) -> int:
     path = dump_model(args) if args.model else args.path
     rows, skipped = scan(output_code_files(path), args.arch)
     rows = sorted(set(rows), key=lambda r: (-r[4], -r[3], r[0]))   # one row per kernel and config
-    print(f"{'kernel':<56} {'kind':<16} {'config':<34} {'regs':>5} {'spill B':>8}  global loads/stores")
-    for name, kind, cfg, regs, stack, mem in rows:
-        print(f"{name[:56]:<56} {kind:<16} {cfg:<34} {regs:>5} {stack:>8}  {mem}")
+    print(f"{'kernel':<56} {'kind':<16} {'config':<34} {'regs':>5} {'spill B':>8} {'warps/SM':>8}  "
+          "global loads/stores")
+    for name, kind, cfg, regs, stack, warps, mem in rows:
+        print(f"{name[:56]:<56} {kind:<16} {cfg:<34} {regs:>5} {stack:>8} {warps:>5}/64  {mem}")
     spilling = sorted({r[0] for r in rows if r[4] > 0})
     print(f"\n{len(rows)} configs of {len({r[0] for r in rows})} kernels compiled for sm_{args.arch}; "
           f"{len(spilling)} kernels spill; {skipped} kernels skipped (symbolic sizes or no pointer types)")

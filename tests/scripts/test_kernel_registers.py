@@ -48,7 +48,7 @@ def kernel_rows(stdout):
     rows = []
     for line in stdout.splitlines():
         if line.startswith("kernel") and not line.startswith("kernel "):
-            regs, spill = re.search(r"(\d+) +(\d+)  ld \d+v/\d+s st \d+v/\d+s$", line).groups()
+            regs, spill = re.search(r"(\d+) +(\d+) +\d+/64  ld \d+v/\d+s st \d+v/\d+s$", line).groups()
             rows.append((" ".join(line[57:73].split()), int(regs), int(spill)))
     return rows
 
@@ -102,3 +102,15 @@ def test_a_head_merge_indexes_its_digits_from_the_flat_index_and_loads_vectors(t
     assert res.returncode == 0, res.stderr[-2000:]
     loads = [re.search(r"ld (\d+)v/(\d+)s", line) for line in res.stdout.splitlines() if "_cat" in line]
     assert loads and all(m and int(m.group(1)) >= 2 for m in loads), res.stdout
+
+
+def test_resident_warps_follow_the_register_file():
+    """65536 registers per SM, allocated per warp in units of 256: session 22's spilling
+    32x1024 tile (255 registers, 8 warps) left one program of 8 warps per SM; the looped kernel
+    that replaced it (40 registers, 4 warps) fits 12 programs, 48 warps."""
+    sys.path.insert(0, str(ROOT))
+    from scripts.kernel_registers import resident_warps
+    assert resident_warps(255, 8) == 8
+    assert resident_warps(40, 4) == 48
+    assert resident_warps(32, 8) == 64
+    assert resident_warps(0, 4) == 0
