@@ -180,18 +180,8 @@ class TritonKernelBuilder:
         def digits(k, d, m):
             whole = m * d == ranges[k]
             name = f"{flat[0]}{k}_" + (f"mod{m}" if d == 1 else f"div{d}" if whole else f"div{d}_mod{m}")
-            sym = sympy.Symbol(name, integer=True, nonnegative=True)
-            key = (name, self.in_rloop and flat == "rindex")
             text = f"(({flat} // {_print(strides[k] * d)}) % {m})" if strides[k] * d != 1 else f"({flat} % {m})"
-            stmt = f"{name} = {text}"
-            if flat == "rindex" and self.in_rloop:
-                if stmt not in self.cse[-1]:
-                    self.cse[-1][stmt] = None
-                    self.lines.append(stmt)
-            elif key not in self.defined_runs:
-                self.defined_runs.add(key)
-                self.prologue.append(stmt)
-            return sym
+            return self._index_symbol(name, text, flat)
 
         def split(arg, d, m):
             """(k, offset // d) when arg is v_k + offset with d * m | range_k and d | offset."""
@@ -227,27 +217,25 @@ class TritonKernelBuilder:
         if all(ranges[i] == 1 for i in range(len(ranges)) if i < a or i > b):
             return sympy.Symbol(flat, integer=True, nonnegative=True)   # the run is the whole space
         name = f"{flat[0]}{a}" if a == b else f"{flat[0]}{a}_{b}"
-        sym = sympy.Symbol(name, integer=True, nonnegative=True)
-        key = (name, self.in_rloop and flat == "rindex")
-        if flat == "rindex" and self.in_rloop:
-            self.emit_index_def(name, flat, a, b, ranges, strides, self.lines)
-        elif key not in self.defined_runs:
-            self.defined_runs.add(key)
-            self.emit_index_def(name, flat, a, b, ranges, strides, self.prologue)
-        return sym
-
-    def emit_index_def(self, name, flat, a, b, ranges, strides, target):
         text = flat
         if strides[b] != 1:
             text = f"({text} // {_print(strides[b])})"
         if a != 0:
             text = f"({text} % {_print(ir.product(ranges[a:b + 1]))})"
+        return self._index_symbol(name, text, flat)
+
+    def _index_symbol(self, name, text, flat) -> sympy.Symbol:
+        """The symbol `name`, defined once as `name = text`: at the kernel's top, or for rindex
+        inside a reduction loop, in the loop body (once per scope)."""
         stmt = f"{name} = {text}"
-        if target is self.lines:
-            if stmt in self.cse[-1]:
-                return
-            self.cse[-1][stmt] = None
-        target.append(stmt)
+        if flat == "rindex" and self.in_rloop:
+            if stmt not in self.cse[-1]:
+                self.cse[-1][stmt] = None
+                self.lines.append(stmt)
+        elif name not in self.defined_runs:
+            self.defined_runs.add(name)
+            self.prologue.append(stmt)
+        return sympy.Symbol(name, integer=True, nonnegative=True)
 
     # loads, stores, masked ------------------------------------------------------------------
     def load(self, name, index):

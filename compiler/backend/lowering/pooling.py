@@ -162,40 +162,6 @@ def adaptive_avg_pool(ctx, x, output_size):
         k for _, _, k in dims))
 
 
-@register_lowering(aten.adaptive_max_pool2d.default, aten.adaptive_max_pool3d.default)
-def adaptive_max_pool(ctx, x, output_size):
-    """(values, flat spatial indices), scanning each window in ATen's order: a value replaces the
-    running max when it is greater or NaN (first max wins ties; the last NaN wins)."""
-    nd = len(output_size)
-    dims = _adaptive_windows(x, output_size)
-    dtype = x.get_dtype()
-    if not dtype.is_floating_point:
-        raise NotLowerable("integer adaptive max pool")
-    loader = x.make_loader()
-    strides = ir.contiguous_strides([i for i, _, _ in dims])
-
-    def scan(idx):
-        lead, out = idx[:-nd], idx[-nd:]
-        best, where_ = None, None
-        for pos, valid, _ in _adaptive_positions(out, dims):
-            v = loader([*lead, *pos]) if valid is None else ops.masked(valid, lambda pos=pos: loader([*lead, *pos]),
-                                                                        float("-inf"))
-            flat = _iv(sum((p * s for p, s in zip(pos, strides)), sympy.Integer(0)))
-            if best is None:
-                best, where_ = v, flat
-                continue
-            take = ops.logical_or(ops.gt(v, best), ops.isnan(v))
-            if valid is not None:
-                take = ops.logical_and(valid, take)
-            best, where_ = ops.where(take, v, best), ops.where(take, flat, where_)
-        return best, where_
-
-    cost = 4 * math.prod(k for _, _, k in dims)
-    return (ir.Pointwise(ctx.size, lambda idx: scan(idx)[0], dtype, ctx.device, origins=ctx.origins, cost=cost),
-            ir.Pointwise(ctx.size, lambda idx: scan(idx)[1], torch.int64, ctx.device, origins=ctx.origins,
-                         cost=cost))
-
-
 def _scan_max(candidates):
     """(max, flat index) over (value, flat index, valid or None) candidates in ATen's order: the
     first valid one is taken, a later one replaces it when greater or NaN (first maximum wins a
@@ -214,6 +180,37 @@ def _scan_max(candidates):
             have = None if have is None else ops.logical_or(have, valid)
         best, where_ = ops.where(take, v, best), ops.where(take, flat, where_)
     return best, where_
+
+
+def _values_and_indices(ctx, scan, dtype, cost):
+    """A max pool's two results as Pointwise nodes: scan(idx) -> (max, flat index)."""
+    return (ir.Pointwise(ctx.size, lambda idx: scan(idx)[0], dtype, ctx.device, origins=ctx.origins, cost=cost),
+            ir.Pointwise(ctx.size, lambda idx: scan(idx)[1], torch.int64, ctx.device, origins=ctx.origins,
+                         cost=cost))
+
+
+@register_lowering(aten.adaptive_max_pool2d.default, aten.adaptive_max_pool3d.default)
+def adaptive_max_pool(ctx, x, output_size):
+    """(values, flat spatial indices), scanning each window in ATen's order: a value replaces the
+    running max when it is greater or NaN (first max wins ties; the last NaN wins)."""
+    nd = len(output_size)
+    dims = _adaptive_windows(x, output_size)
+    dtype = x.get_dtype()
+    if not dtype.is_floating_point:
+        raise NotLowerable("integer adaptive max pool")
+    loader = x.make_loader()
+    strides = ir.contiguous_strides([i for i, _, _ in dims])
+
+    def scan(idx):
+        lead, out = idx[:-nd], idx[-nd:]
+        candidates = []
+        for pos, valid, _ in _adaptive_positions(out, dims):     # the first is always valid
+            v = loader([*lead, *pos]) if valid is None else ops.masked(valid, lambda pos=pos: loader([*lead, *pos]),
+                                                                        float("-inf"))
+            candidates.append((v, _iv(sum((p * s for p, s in zip(pos, strides)), sympy.Integer(0))), valid))
+        return _scan_max(candidates)
+
+    return _values_and_indices(ctx, scan, dtype, cost=4 * math.prod(k for _, _, k in dims))
 
 
 @register_lowering(aten.max_pool2d_with_indices.default)
@@ -253,10 +250,7 @@ def max_pool2d_with_indices(ctx, x, kernel_size, stride=(), padding=0, dilation=
             candidates.append((v, flat, valid))
         return _scan_max(candidates)
 
-    cost = 4 * ks[0] * ks[1]
-    return (ir.Pointwise(ctx.size, lambda idx: scan(idx)[0], dtype, ctx.device, origins=ctx.origins, cost=cost),
-            ir.Pointwise(ctx.size, lambda idx: scan(idx)[1], torch.int64, ctx.device, origins=ctx.origins,
-                         cost=cost))
+    return _values_and_indices(ctx, scan, dtype, cost=4 * ks[0] * ks[1])
 
 
 @register_lowering(aten.max_pool2d_with_indices_backward.default)
