@@ -36,9 +36,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-INTERP_LIBDEVICE = "from tracetorch.compiler.backend.runtime import triton_interp_libdevice as libdevice"
-GPU_LIBDEVICE = "from triton.language.extra import libdevice"
-
 
 def output_code_files(path: str) -> list[str]:
     if os.path.isfile(path):
@@ -61,12 +58,15 @@ def launcher_definitions(source: str) -> list[str]:
 
 
 def gpu_launcher(name, source, **kw):
-    """A TritonLauncher for the GPU from a definition written for either device."""
+    """A TritonLauncher for the GPU from a definition written for either device: the kernel
+    module's imports for the interpreter (codegen/triton.module_imports) become the GPU's."""
+    from tracetorch.compiler.backend.codegen.triton import module_imports
     from tracetorch.compiler.backend.runtime.triton_launch import TritonLauncher
+    cpu, gpu = "\n".join(module_imports(True)), "\n".join(module_imports(False))
     kw["interpret"] = False
     if kw.get("persistent_source"):
-        kw["persistent_source"] = kw["persistent_source"].replace(INTERP_LIBDEVICE, GPU_LIBDEVICE)
-    return TritonLauncher(name, source.replace(INTERP_LIBDEVICE, GPU_LIBDEVICE), **kw)
+        kw["persistent_source"] = kw["persistent_source"].replace(cpu, gpu)
+    return TritonLauncher(name, source.replace(cpu, gpu), **kw)
 
 
 def resource_usage(compiled, tool: str) -> tuple[int, int]:
