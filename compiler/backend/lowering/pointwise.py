@@ -167,17 +167,36 @@ def _div_mode(ctx, a, b, rounding_mode=None):
     return make_pointwise(ctx, [a, b], ops.floordiv)
 
 
+#: pow(x, c) for the constant exponents ATen's own pow kernels special-case (CPU and CUDA alike:
+#: products for 2, 3 and -2, sqrt / rsqrt / reciprocal for 0.5, -0.5, -1), as the same arithmetic,
+#: so the results are eager's; a general pow is a libdevice call several times slower (GPT-2's
+#: tanh GELU has pow(x, 3.0)). `times(a, b)` is a product as eager's kernel forms it: ATen's CPU
+#: kernel rounds each bfloat16 product (its float16 ones stay float until the end: both measured);
+#: elsewhere the products stay float32, as inductor's. Float-only entries need a floating-point
+#: result.
+_POW_BY_EXPONENT = {
+    1: (False, lambda x, times: x),
+    2: (False, lambda x, times: times(x, x)),
+    3: (False, lambda x, times: times(times(x, x), x)),
+    0.5: (True, lambda x, times: ops.sqrt(x)),
+    -0.5: (True, lambda x, times: ops.rsqrt(x)),
+    -1: (True, lambda x, times: ops.reciprocal(x)),
+    -2: (True, lambda x, times: ops.reciprocal(times(x, x))),
+}
+
+
 @register_lowering(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar)
 def _pow(ctx, a, b):
-    if not is_tensor(b) and not hasattr(b, "free_symbols"):
-        if b == 2:
-            return make_pointwise(ctx, [a], lambda x: ops.mul(x, x))
-        if b == 1:
-            return make_pointwise(ctx, [a], lambda x: x)
-        if b == 0.5 and ctx.dtype.is_floating_point:
-            return make_pointwise(ctx, [a], ops.sqrt)
-        if b == -1 and ctx.dtype.is_floating_point:
-            return make_pointwise(ctx, [a], ops.reciprocal)
+    if not is_tensor(b) and not hasattr(b, "free_symbols") and not isinstance(b, bool):
+        float_only, fn = _POW_BY_EXPONENT.get(b, (None, None))
+        if fn is not None and (ctx.dtype.is_floating_point or not float_only):
+            dtype = ctx.dtype
+            if dtype == torch.bfloat16 and ctx.device.type == "cpu":
+                def times(x, y):
+                    return ops.to_dtype(ops.to_dtype(ops.mul(x, y), dtype), torch.float32)
+            else:
+                times = ops.mul
+            return make_pointwise(ctx, [a], lambda x: fn(x, times))
     return make_pointwise(ctx, [a, b], ops.pow)
 
 
