@@ -8,7 +8,9 @@ GPU waited for the host: launches, not kernels, set the step's speed.
 Prints every step's times and the medians; the compiler's events counted during the timed steps
 (recompiles, CUDA graph recordings) show what else ran. `--cprofile N` then profiles N more steps
 of each variant with cProfile (where a host-bound step's time goes: launches per step are the
-launcher's call count over N). A diagnostic, not a benchmark.
+launcher's call count over N). `--sync-check` then runs one more step with CUDA's synchronisation
+debug mode on and prints where the host waited for the device (a wall time well above the host
+time with the GPU time below both means such a wait). A diagnostic, not a benchmark.
 """
 import argparse
 import statistics
@@ -30,6 +32,8 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--cprofile", type=int, default=0, metavar="N",
                    help="then profile N steps of each variant with cProfile (top functions by own time)")
+    p.add_argument("--sync-check", action="store_true",
+                   help="then run one step with torch.cuda.set_sync_debug_mode and list the synchronisations")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("step_walls: needs a CUDA device (host and wall times of GPU training steps)")
@@ -68,6 +72,8 @@ def main(argv=None):
               f"events during the timed steps {events}", flush=True)
         if args.cprofile > 0:
             _profile(variant, step, inputs, args.cprofile)
+        if args.sync_check:
+            _sync_check(variant, step, inputs)
 
 
 def _profile(variant, step, inputs, n):
@@ -83,6 +89,30 @@ def _profile(variant, step, inputs, n):
     out = io.StringIO()
     pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(30)
     print(f"--- {variant}: cProfile of {n} steps ---\n{out.getvalue()}", flush=True)
+
+
+def _sync_check(variant, step, inputs):
+    """One step with CUDA's sync debug mode: each synchronising call warns; list them by the
+    innermost frame outside torch (the caller that asked for the value)."""
+    import warnings
+    torch.cuda.synchronize()
+    places = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            step(inputs)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize()
+    for w in caught:
+        if "synchroniz" not in str(w.message):
+            continue
+        places.append(f"{w.filename}:{w.lineno}: {str(w.message)[:100]}")
+    stack_note = "" if places else " (none)"
+    print(f"--- {variant}: synchronisations in one step: {len(places)}{stack_note}", flush=True)
+    for line in places[:20]:
+        print("   ", line, flush=True)
 
 
 if __name__ == "__main__":
