@@ -232,7 +232,8 @@ def _compile_stats() -> dict:
     vs by the worker pool, seconds waited for the pool, autotuning sweeps and their seconds."""
     from tracetorch.compiler.backend import autotune
     from tracetorch.compiler.backend.runtime import triton_compile
-    return {**{k: triton_compile.STATS[k] for k in ("in_process", "precompiled", "cancelled", "waited_s")},
+    return {**{k: triton_compile.STATS[k] for k in ("in_process", "precompiled", "cancelled", "waited_s",
+                                                     "key_mismatch")},
             **{"autotune_" + k: v for k, v in autotune.STATS.items()}}
 
 

@@ -192,7 +192,8 @@ def target_key(target) -> tuple:
 _PENDING: dict[tuple, Future] = {}
 _PENDING_LOCK = threading.Lock()
 _LAUNCHERS: dict[tuple, Future] = {}     # launcher key -> a worker's build of that launcher
-STATS = {"submitted": 0, "precompiled": 0, "failed": 0, "cancelled": 0, "in_process": 0, "waited_s": 0.0}
+STATS = {"submitted": 0, "precompiled": 0, "failed": 0, "cancelled": 0, "in_process": 0, "waited_s": 0.0,
+         "key_mismatch": 0}
 
 
 def _request_key(path: str, name: str, spec: Spec, target) -> tuple:
@@ -208,12 +209,14 @@ def compile_kernel(kernel, spec: Spec, target):
     if fut is not None and fut.cancel():
         STATS["cancelled"] += 1        # no worker has started it (busy or still starting): compile it here
         fut = None
+    worker_hash = None
     if fut is not None:
         t0 = time.perf_counter()
         try:
             res = fut.result(timeout=_timeout() + 10)
             if not res.get("ok"):
                 raise RuntimeError(res.get("error", "worker compile failed"))
+            worker_hash = res.get("hash")
         except Exception as e:   # never wrong: compile here instead
             log.warning("triton_precompile_fallback", kernel=kernel.name,
                         error=f"{type(e).__name__}: {e}"[:300])
@@ -228,8 +231,15 @@ def compile_kernel(kernel, spec: Spec, target):
         except Exception:
             pass
     STATS["in_process"] += 1
-    return worker_mod.compile_spec(kernel.fn, spec.types, spec.descs, spec.constexprs,
-                                   dict(spec.options), target)
+    ck = worker_mod.compile_spec(kernel.fn, spec.types, spec.descs, spec.constexprs,
+                                 dict(spec.options), target)
+    if worker_hash is not None and ck.hash != worker_hash:
+        # the worker's binary was not this process's cache hit: some Triton setting differs
+        STATS["key_mismatch"] += 1
+        log.warning("triton_precompile_key_mismatch", kernel=kernel.name, worker_hash=worker_hash[:16],
+                    main_hash=str(ck.hash)[:16],
+                    hint="a Triton setting differs between this process and the compile workers")
+    return ck
 
 
 def _timeout() -> float:
@@ -432,10 +442,13 @@ atexit.register(shutdown_pool)
 
 
 def _env() -> dict:
-    """TRITON_* variables (cache folder, knobs that change compile keys) sent with each request;
-    TRITON_CACHE_DIR is the folder this process's Triton uses (also when set through its knobs)."""
+    """TRITON_* variables (cache folder, knobs that change compile keys) sent with each request:
+    this process's environment, then every knob set in this process by assignment (which a
+    worker, reading only its environment, would not see), as the variable that knob reads;
+    TRITON_CACHE_DIR is the folder this process's Triton uses."""
     env = {k: v for k, v in os.environ.items() if k.startswith("TRITON_") and k != "TRITON_INTERPRET"}
     knobs = _knobs()
+    env.update(_assigned_knobs(knobs))
     try:
         d = knobs.cache.dir if knobs is not None else None
     except Exception:
@@ -443,6 +456,42 @@ def _env() -> dict:
     if d:
         env["TRITON_CACHE_DIR"] = d
     return env
+
+
+def _assigned_knobs(knobs) -> dict:
+    """{variable: text} for the knobs assigned in this process. Why: inductor sets
+    `knobs.nvidia.libdevice_path` by assignment when it compiles; Triton releases that do not
+    mirror an assignment into the environment left the workers on the bundled libdevice, so every
+    kernel compiled by a worker had another cache key than the main process's, which compiled
+    them all again (GPT-2's first call after inductor's in one process: 40 kernels, 9 s on an
+    H100 host). Values without a text form (hooks, None) are left out."""
+    base = getattr(knobs, "base_knobs", None)
+    if base is None:
+        return {}
+    out = {}
+    for group in list(vars(knobs).values()):
+        if not isinstance(group, base):
+            continue
+        try:
+            descriptors = group.knob_descriptors
+        except Exception:
+            continue
+        for name, desc in descriptors.items():
+            if name not in group.__dict__:
+                continue
+            key, text = getattr(desc, "key", ""), _knob_text(group.__dict__[name])
+            if text is not None and isinstance(key, str) and key.startswith("TRITON_"):
+                out[key] = text
+    return out
+
+
+def _knob_text(value) -> str | None:
+    """A knob's value as its environment variable spells it (Triton's own rule: booleans 1/0)."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, (str, int)):
+        return str(value)
+    return None
 
 
 def request(kernel, spec: Spec, target, env: dict, op: str = "compile") -> dict:

@@ -218,6 +218,33 @@ def scenario_pool():
             "done_events": done, "cache_files": files, "stats": dict(TC.STATS), "wall_s": wall}
 
 
+def scenario_knobs():
+    """A knob assigned in this process and absent from its environment (inductor assigns
+    knobs.nvidia.libdevice_path; some Triton releases do not mirror an assignment into the
+    environment): the workers compile with it too, so the main process's compile is a hit."""
+    import shutil
+
+    import triton.backends.nvidia as nvidia
+    from triton import knobs
+    copy = os.path.join(BASE, "libdevice_copy", "libdevice.10.bc")
+    os.makedirs(os.path.dirname(copy))
+    shutil.copy(os.path.join(os.path.dirname(nvidia.__file__), "lib", "libdevice.10.bc"), copy)
+    pool = TC.CompilePool(2, target=TARGET)
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(BASE, "triton_cache_knobs")
+    knobs.nvidia.libdevice_path = copy
+    os.environ.pop("TRITON_LIBDEVICE_PATH", None)
+    items = launchers()[0].precompile_items({})
+    TC.precompile(items, target=TARGET, pool=pool)
+    for f in list(TC._PENDING.values()):
+        f.result()
+    hits = _listen()
+    compiled = [k.compile(s, TARGET) for k, s in items]
+    pool.close()
+    return {"hits": hits, "key_mismatch": TC.STATS.get("key_mismatch", 0),
+            "libdevice": [str(dict(c.metadata.extern_libs).get("libdevice")) == copy for c in compiled],
+            "sent": TC._env().get("TRITON_LIBDEVICE_PATH") == copy}
+
+
 _PING = "import sys, json; sys.stdin.readline(); print(json.dumps({'id': -1, 'ok': True}), flush=True); "
 
 

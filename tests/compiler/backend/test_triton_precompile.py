@@ -59,6 +59,16 @@ def test_pool_fills_the_cache_the_main_process_hits():
     assert done["kernels"] == 3 and done["ok"] == 3 and done["failed"] == 0 and done["workers"] == 2
 
 
+def test_knobs_assigned_in_process_reach_the_workers():
+    # inductor assigns knobs.nvidia.libdevice_path when it compiles; a worker that did not see it
+    # compiled every kernel under another cache key, and the main process compiled them all again
+    # (GPT-2's first call after inductor's, in one process on an H100: 9 s more)
+    r = run_scenario("knobs")
+    assert r["sent"]
+    assert r["hits"] == [True] and r["key_mismatch"] == 0
+    assert r["libdevice"] == [True]
+
+
 def test_worker_failure_and_timeout_fall_back_to_main_process():
     r = run_scenario("fallback")
     for mode in ("dies", "hangs", "never_ready"):
