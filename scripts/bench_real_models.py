@@ -233,7 +233,7 @@ def _compile_stats() -> dict:
     from tracetorch.compiler.backend import autotune
     from tracetorch.compiler.backend.runtime import triton_compile
     return {**{k: triton_compile.STATS[k] for k in ("in_process", "precompiled", "cancelled", "waited_s",
-                                                     "key_mismatch")},
+                                                     "key_mismatch", "not_submitted")},
             **{"autotune_" + k: v for k, v in autotune.STATS.items()}}
 
 

@@ -193,7 +193,7 @@ _PENDING: dict[tuple, Future] = {}
 _PENDING_LOCK = threading.Lock()
 _LAUNCHERS: dict[tuple, Future] = {}     # launcher key -> a worker's build of that launcher
 STATS = {"submitted": 0, "precompiled": 0, "failed": 0, "cancelled": 0, "in_process": 0, "waited_s": 0.0,
-         "key_mismatch": 0}
+         "key_mismatch": 0, "not_submitted": 0}
 
 
 def _request_key(path: str, name: str, spec: Spec, target) -> tuple:
@@ -206,6 +206,11 @@ def compile_kernel(kernel, spec: Spec, target):
     key = _request_key(kernel.path, kernel.name, spec, target)
     with _PENDING_LOCK:
         fut = _PENDING.pop(key, None)
+    if fut is None and _POOL:
+        # a pool runs, yet this specialization was never sent to it: the first call's compile
+        # is on the main process (what a first call that is slow despite the pool shows first)
+        STATS["not_submitted"] += 1
+        log.debug("triton_compile_not_submitted", kernel=kernel.name, spec=str(spec)[:300])
     if fut is not None and fut.cancel():
         STATS["cancelled"] += 1        # no worker has started it (busy or still starting): compile it here
         fut = None
