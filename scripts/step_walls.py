@@ -92,8 +92,8 @@ def _profile(variant, step, inputs, n):
 
 
 def _sync_check(variant, step, inputs):
-    """One step with CUDA's sync debug mode: each synchronising call warns; list them by the
-    innermost frame outside torch (the caller that asked for the value)."""
+    """One step with CUDA's sync debug mode: each synchronising call warns, and the warning names
+    the Python line that made the call."""
     import warnings
     torch.cuda.synchronize()
     places = []
@@ -110,8 +110,7 @@ def _sync_check(variant, step, inputs):
         if "synchroniz" not in text.lower() or "prototype" in text:   # (the mode's own notice)
             continue
         places.append(f"{w.filename}:{w.lineno}: {text[:100]}")
-    stack_note = "" if places else " (none)"
-    print(f"--- {variant}: synchronisations in one step: {len(places)}{stack_note}", flush=True)
+    print(f"--- {variant}: synchronisations in one step: {len(places) or 'none'}", flush=True)
     for line in places[:20]:
         print("   ", line, flush=True)
 
