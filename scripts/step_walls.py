@@ -10,7 +10,8 @@ Prints every step's times and the medians; the compiler's events counted during 
 of each variant with cProfile (where a host-bound step's time goes: launches per step are the
 launcher's call count over N). `--sync-check` then runs one more step with CUDA's synchronisation
 debug mode on and prints where the host waited for the device (a wall time well above the host
-time with the GPU time below both means such a wait). A diagnostic, not a benchmark.
+time with the GPU time below both means such a wait). Also printed: the caching allocator's
+allocations and driver calls per timed step. A diagnostic, not a benchmark.
 """
 import argparse
 import statistics
@@ -52,6 +53,7 @@ def main(argv=None):
             step(inputs)
         torch.cuda.synchronize()
         before = dict(counter.counts)
+        alloc_before = _allocator_counts()
         walls, hosts = [], []
         for _ in range(args.steps):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -65,15 +67,29 @@ def main(argv=None):
             walls.append(start.elapsed_time(end))
             hosts.append((t1 - t0) * 1e3)
         events = {k: n - before.get(k, 0) for k, n in counter.counts.items() if n != before.get(k, 0)}
+        allocator = {k: round((n - alloc_before[k]) / args.steps, 1) for k, n in _allocator_counts().items()}
         counter.close()
         print(f"{variant} wall ms {[round(x, 1) for x in walls]}")
         print(f"{variant} host ms {[round(x, 1) for x in hosts]}")
         print(f"{variant}: median wall {statistics.median(walls):.2f} ms, host {statistics.median(hosts):.2f} ms; "
               f"events during the timed steps {events}", flush=True)
+        print(f"{variant}: caching allocator per step {allocator}", flush=True)
         if args.cprofile > 0:
             _profile(variant, step, inputs, args.cprofile)
         if args.sync_check:
             _sync_check(variant, step, inputs)
+
+
+#: the caching allocator's counters that cost host time: tensor allocations served, and calls into
+#: the driver (cudaMalloc/cudaFree; a free synchronises the device) with the retries that free
+#: cached blocks after a failed allocation
+_ALLOCATOR_KEYS = ("allocation.all.allocated", "num_device_alloc", "num_device_free", "num_alloc_retries",
+                   "num_sync_all_streams")
+
+
+def _allocator_counts() -> dict:
+    stats = torch.cuda.memory_stats()
+    return {k: stats.get(k, 0) for k in _ALLOCATOR_KEYS}
 
 
 def _profile(variant, step, inputs, n):
@@ -87,7 +103,9 @@ def _profile(variant, step, inputs, n):
     torch.cuda.synchronize()
     prof.disable()
     out = io.StringIO()
-    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(30)
+    stats = pstats.Stats(prof, stream=out)
+    stats.sort_stats("tottime").print_stats(30)
+    stats.sort_stats("cumulative").print_stats(25)     # which part of the step (forward, backward, optimizer)
     print(f"--- {variant}: cProfile of {n} steps ---\n{out.getvalue()}", flush=True)
 
 
