@@ -238,7 +238,13 @@ def _compile_stats() -> dict:
 
 
 def _since(before: dict) -> dict:
-    return {k: round(v - before[k], 2) for k, v in _compile_stats().items()}
+    """The counters' growth since `before`, with what differed in the first worker binaries that
+    were not this process's (key_mismatch: the setting to send the workers)."""
+    from tracetorch.compiler.backend.runtime import triton_compile
+    out = {k: round(v - before[k], 2) for k, v in _compile_stats().items()}
+    if out["key_mismatch"]:
+        out["key_mismatch_examples"] = list(triton_compile.MISMATCHES)[-3:]
+    return out
 
 
 def _measure(row, name, variant, model, inputs, reference, counter, args) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import collections
 import os
 import queue
 import select
@@ -214,14 +215,14 @@ def compile_kernel(kernel, spec: Spec, target):
     if fut is not None and fut.cancel():
         STATS["cancelled"] += 1        # no worker has started it (busy or still starting): compile it here
         fut = None
-    worker_hash = None
+    worker_hash = worker_facts = None
     if fut is not None:
         t0 = time.perf_counter()
         try:
             res = fut.result(timeout=_timeout() + 10)
             if not res.get("ok"):
                 raise RuntimeError(res.get("error", "worker compile failed"))
-            worker_hash = res.get("hash")
+            worker_hash, worker_facts = res.get("hash"), res.get("key_facts")
         except Exception as e:   # never wrong: compile here instead
             log.warning("triton_precompile_fallback", kernel=kernel.name,
                         error=f"{type(e).__name__}: {e}"[:300])
@@ -241,10 +242,29 @@ def compile_kernel(kernel, spec: Spec, target):
     if worker_hash is not None and ck.hash != worker_hash:
         # the worker's binary was not this process's cache hit: some Triton setting differs
         STATS["key_mismatch"] += 1
+        differs = key_differences(worker_facts or {}, worker_mod.key_facts(ck))
+        MISMATCHES.append(f"{kernel.name}: {'; '.join(differs) or 'no option, variable or source differs'}")
         log.warning("triton_precompile_key_mismatch", kernel=kernel.name, worker_hash=worker_hash[:16],
-                    main_hash=str(ck.hash)[:16],
+                    main_hash=str(ck.hash)[:16], differs=differs,
                     hint="a Triton setting differs between this process and the compile workers")
     return ck
+
+
+#: the latest key mismatches, each with what differed (what the bench's rows show)
+MISMATCHES: "collections.deque[str]" = collections.deque(maxlen=8)
+
+
+def key_differences(worker: dict, main: dict) -> list[str]:
+    """'name: worker=.. main=..' for every key fact (triton_compile_worker.key_facts) that differs
+    between a worker's compile and this process's, skipping facts one side does not report."""
+    out = []
+    for name in sorted(set(worker) & set(main)):
+        if worker[name] != main[name]:
+            out.append(f"{name}: worker={str(worker[name])[:80]} main={str(main[name])[:80]}")
+    only = sorted(set(worker) ^ set(main) - {"source_hash", "stages_hook"})
+    if only:
+        out.append(f"only one side has {', '.join(only)[:160]}")
+    return out
 
 
 def _timeout() -> float:

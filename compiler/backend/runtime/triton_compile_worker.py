@@ -80,6 +80,34 @@ def compile_spec(fn, types_, descs, constexprs, options: dict, target):
     return triton.compile(src, target=target, options=opts.__dict__)
 
 
+def key_facts(ck) -> dict:
+    """What a compiled kernel's cache key was made of, in a form two processes can compare: the
+    hash of its source (the kernel and every function it calls), the options and the
+    cache-invalidating TRITON_* variables (both in its metadata), and whether a stages hook
+    (which adds to the key) was set. When a worker's binary and the main process's differ for the
+    same request, the fields that differ name the setting (triton_compile.key_differences)."""
+    facts = {}
+    try:
+        facts["source_hash"] = ck.src.hash()
+    except Exception:
+        pass
+    meta = getattr(ck, "metadata", None)
+    fields = meta._asdict() if hasattr(meta, "_asdict") else dict(getattr(meta, "__dict__", {}))
+    for k, v in fields.items():
+        if k == "hash":
+            continue
+        if isinstance(v, (tuple, list)):
+            v = [x for x in v if isinstance(x, (str, int, float, bool))]
+        if isinstance(v, (str, int, float, bool, list)) or v is None:
+            facts[k] = v
+    try:
+        from triton import knobs
+        facts["stages_hook"] = knobs.runtime.add_stages_inspection_hook is not None
+    except Exception:
+        pass
+    return facts
+
+
 def build_launcher(ck) -> bool:
     """Triton versions whose CUDA launcher is a small C module compiled per signature (3.6: the
     driver's make_launcher + compile_module_from_src, cached on disk by its source) build it on
@@ -161,7 +189,7 @@ def handle(req: dict) -> dict:
     t0 = time.perf_counter()
     ck = compile_spec(fn, req["types"], req["descs"], [tuple(c) for c in req["constexprs"]],
                       req["options"], target)
-    out = {"hash": ck.hash, "compile_s": round(time.perf_counter() - t0, 4)}
+    out = {"hash": ck.hash, "compile_s": round(time.perf_counter() - t0, 4), "key_facts": key_facts(ck)}
     if req.get("launcher", True):
         out["launcher"] = build_launcher(ck)
     return out

@@ -250,6 +250,26 @@ def scenario_knobs():
             "sent": TC._env().get("TRITON_LIBDEVICE_PATH") == copy}
 
 
+def scenario_mismatch():
+    """A setting that changes the compile key after the workers compiled (here a variable set
+    too late): every main-process compile misses the workers' binaries, and each miss names
+    what differed."""
+    pool = TC.get_pool(2, target=TARGET)
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(BASE, "triton_cache_mismatch")
+    items = launchers()[0].precompile_items({})
+    TC.precompile(items, target=TARGET, pool=pool)
+    for f in list(TC._PENDING.values()):
+        f.result()
+    events = _events()
+    os.environ["TRITON_DEFAULT_FP_FUSION"] = "0"
+    for k, s in items:
+        k.compile(s, TARGET)
+    TC.shutdown_pool()
+    return {"items": len(items), "key_mismatch": TC.STATS.get("key_mismatch", 0),
+            "examples": list(TC.MISMATCHES),
+            "differs": [e.fields.get("differs") for e in events if e.name == "triton_precompile_key_mismatch"]}
+
+
 _PING = "import sys, json; sys.stdin.readline(); print(json.dumps({'id': -1, 'ok': True}), flush=True); "
 
 

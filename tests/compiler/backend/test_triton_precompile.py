@@ -70,6 +70,17 @@ def test_knobs_assigned_in_process_reach_the_workers():
     assert r["not_submitted"] == 1      # the one specialization compiled without the pool
 
 
+def test_a_key_mismatch_names_the_setting_that_differs():
+    # the timm models' first calls on the H100 missed every worker binary (key_mismatch 38 and
+    # 50) with nothing known about why; each miss now says which option or variable differed
+    r = run_scenario("mismatch")
+    assert r["items"] >= 1 and r["key_mismatch"] == r["items"]
+    assert len(r["differs"]) == r["items"]
+    for differs in r["differs"]:
+        assert any(d.startswith("enable_fp_fusion: worker=True main=False") for d in differs), differs
+    assert all("enable_fp_fusion" in line for line in r["examples"])
+
+
 def test_worker_failure_and_timeout_fall_back_to_main_process():
     r = run_scenario("fallback")
     for mode in ("dies", "hangs", "never_ready"):
