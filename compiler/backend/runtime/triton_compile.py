@@ -261,7 +261,7 @@ def key_differences(worker: dict, main: dict) -> list[str]:
     for name in sorted(set(worker) & set(main)):
         if worker[name] != main[name]:
             out.append(f"{name}: worker={str(worker[name])[:80]} main={str(main[name])[:80]}")
-    only = sorted(set(worker) ^ set(main) - {"source_hash", "stages_hook"})
+    only = sorted((set(worker) ^ set(main)) - {"unknown"})
     if only:
         out.append(f"only one side has {', '.join(only)[:160]}")
     return out

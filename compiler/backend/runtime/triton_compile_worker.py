@@ -81,16 +81,14 @@ def compile_spec(fn, types_, descs, constexprs, options: dict, target):
 
 
 def key_facts(ck) -> dict:
-    """What a compiled kernel's cache key was made of, in a form two processes can compare: the
-    hash of its source (the kernel and every function it calls), the options and the
-    cache-invalidating TRITON_* variables (both in its metadata), and whether a stages hook
-    (which adds to the key) was set. When a worker's binary and the main process's differ for the
-    same request, the fields that differ name the setting (triton_compile.key_differences)."""
+    """What a compiled kernel's cache key was made of, in a form two processes can compare. The
+    key is Triton's install hash, the source's hash (the kernel and every function it calls),
+    the backend's hash (the ptxas version and the architecture), the options, the
+    cache-invalidating TRITON_* variables, and what a stages inspection hook adds. The options
+    and variables are in the kernel's metadata; the rest is recomputed here. When a worker's
+    binary and the main process's differ for the same request, the facts that differ name the
+    setting (triton_compile.key_differences)."""
     facts = {}
-    try:
-        facts["source_hash"] = ck.src.hash()
-    except Exception:
-        pass
     meta = getattr(ck, "metadata", None)
     fields = meta._asdict() if hasattr(meta, "_asdict") else dict(getattr(meta, "__dict__", {}))
     for k, v in fields.items():
@@ -100,12 +98,33 @@ def key_facts(ck) -> dict:
             v = [x for x in v if isinstance(x, (str, int, float, bool))]
         if isinstance(v, (str, int, float, bool, list)) or v is None:
             facts[k] = v
-    try:
-        from triton import knobs
-        facts["stages_hook"] = knobs.runtime.add_stages_inspection_hook is not None
-    except Exception:
-        pass
+    for name, compute in (("source_hash", lambda: ck.src.hash()),
+                          ("backend_hash", lambda: _backend_hash(fields.get("target"))),
+                          ("triton_key", _triton_key_hash),
+                          ("stages_hook", _stages_hook_key)):
+        try:
+            facts[name] = compute()
+        except Exception as e:           # a Triton without that part: left out, not guessed
+            facts.setdefault("unknown", []).append(f"{name} ({type(e).__name__})")
     return facts
+
+
+def _backend_hash(target) -> str:
+    from triton.compiler.compiler import make_backend
+    return str(make_backend(target).hash())
+
+
+def _triton_key_hash() -> str:
+    import hashlib
+
+    from triton.runtime.cache import triton_key
+    return hashlib.sha256(triton_key().encode()).hexdigest()[:16]
+
+
+def _stages_hook_key():
+    from triton import knobs
+    hook = knobs.runtime.add_stages_inspection_hook
+    return None if hook is None else str(hook()[0])[:120]
 
 
 def build_launcher(ck) -> bool:
