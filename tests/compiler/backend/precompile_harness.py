@@ -250,6 +250,25 @@ def scenario_knobs():
             "sent": TC._env().get("TRITON_LIBDEVICE_PATH") == copy}
 
 
+def scenario_ptxas():
+    """A ptxas setting the main process makes after the workers warmed up (inductor sets
+    TRITON_PTXAS_PATH the first time it compiles in-process; here the version override, which
+    feeds the same cached version): the workers' binaries still match the main process's key."""
+    pool = TC.get_pool(2, target=TARGET)    # each worker warms up (a compile) before its first request
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(BASE, "triton_cache_ptxas")
+    os.environ["TRITON_MOCK_PTX_VERSION"] = "tracetorch-test-ptxas 0.1"
+    items = launchers()[0].precompile_items({})
+    TC.precompile(items, target=TARGET, pool=pool)
+    for f in list(TC._PENDING.values()):
+        f.result()
+    hits = _listen()
+    for k, s in items:
+        k.compile(s, TARGET)
+    TC.shutdown_pool()
+    return {"items": len(items), "hits": hits[:len(items)], "key_mismatch": TC.STATS.get("key_mismatch", 0),
+            "examples": list(TC.MISMATCHES)}
+
+
 def scenario_mismatch():
     """A setting that changes the compile key after the workers compiled (here a variable set
     too late): every main-process compile misses the workers' binaries, and each miss names

@@ -70,6 +70,16 @@ def test_knobs_assigned_in_process_reach_the_workers():
     assert r["not_submitted"] == 1      # the one specialization compiled without the pool
 
 
+def test_a_ptxas_setting_made_after_the_workers_warmed_up_still_hits():
+    # the workers had cached the bundled ptxas's version (part of every compile key) in their
+    # warm-up; inductor then set TRITON_PTXAS_PATH in the main process, and every binary the
+    # workers made missed (ResNet-50's and ViT-B/16's first calls on an H100)
+    r = run_scenario("ptxas")
+    assert r["items"] >= 1
+    assert r["key_mismatch"] == 0, r["examples"]
+    assert r["hits"] == [True] * r["items"]
+
+
 def test_a_key_mismatch_names_the_setting_that_differs():
     # the timm models' first calls on the H100 missed every worker binary (key_mismatch 38 and
     # 50) with nothing known about why; each miss now says which option or variable differed
