@@ -4,6 +4,7 @@ the step returns, before the end event is recorded). When host time is about the
 GPU waited for the host: launches, not kernels, set the step's speed.
 
     python scripts/step_walls.py vit_s16 --variants eager,inductor,ours,ours_ro --steps 30
+    python scripts/step_walls.py gpt2 --variants inductor,ours --steps 5 --rounds 8   # in turns
 
 Prints every step's times and the medians; the compiler's events counted during the timed steps
 (recompiles, CUDA graph recordings) show what else ran. `--cprofile N` then profiles N more steps
@@ -33,6 +34,9 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--cprofile", type=int, default=0, metavar="N",
                    help="then profile N steps of each variant with cProfile (top functions by own time)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="above 1: every variant trains its own copy of the model, and the variants take "
+                        "turns, --steps steps each per round (a host whose speed drifts hits them alike)")
     p.add_argument("--sync-check", action="store_true",
                    help="then run one step with torch.cuda.set_sync_debug_mode and list the synchronisations")
     args = p.parse_args(argv)
@@ -44,6 +48,8 @@ def main(argv=None):
     model = build().to("cuda").train()
     state = {k: v.clone() for k, v in model.state_dict().items()}
     inputs = make_inputs("cuda")
+    if args.rounds > 1:
+        return _interleaved(args, build, state, inputs)
     for variant in [v for v in args.variants.split(",") if v]:
         model.load_state_dict(state)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -54,18 +60,7 @@ def main(argv=None):
         torch.cuda.synchronize()
         before = dict(counter.counts)
         alloc_before = _allocator_counts()
-        walls, hosts = [], []
-        for _ in range(args.steps):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            start.record()
-            step(inputs)
-            t1 = time.perf_counter()
-            end.record()
-            end.synchronize()
-            walls.append(start.elapsed_time(end))
-            hosts.append((t1 - t0) * 1e3)
+        walls, hosts = _timed_steps(step, inputs, args.steps)
         events = {k: n - before.get(k, 0) for k, n in counter.counts.items() if n != before.get(k, 0)}
         allocator = {k: round((n - alloc_before[k]) / args.steps, 1) for k, n in _allocator_counts().items()}
         counter.close()
@@ -78,6 +73,57 @@ def main(argv=None):
             _profile(variant, step, inputs, args.cprofile)
         if args.sync_check:
             _sync_check(variant, step, inputs)
+
+
+def _timed_steps(step, inputs, n) -> tuple[list, list]:
+    """(wall ms, host ms) of each of n steps, each started on an idle device."""
+    walls, hosts = [], []
+    for _ in range(n):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        start.record()
+        step(inputs)
+        t1 = time.perf_counter()
+        end.record()
+        end.synchronize()
+        walls.append(start.elapsed_time(end))
+        hosts.append((t1 - t0) * 1e3)
+    return walls, hosts
+
+
+def _interleaved(args, build, state, inputs) -> None:
+    """--rounds: each variant gets its own model (same initial weights) and optimizer, is compiled
+    and warmed up, then the variants take turns. Prints each variant's median over all rounds,
+    its per-round medians, and inductor's median over each other variant's."""
+    variants = [v for v in args.variants.split(",") if v]
+    steps = {}
+    for variant in variants:
+        torch.manual_seed(0)
+        model = build().to("cuda").train()
+        model.load_state_dict(state)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        steps[variant] = bench._train_step_fn(variant, args.model, model, opt)
+        for _ in range(3):                     # compile, record, warm up
+            steps[variant](inputs)
+    walls = {v: [] for v in variants}
+    hosts = {v: [] for v in variants}
+    rounds = {v: [] for v in variants}
+    for _ in range(args.rounds):
+        for variant in variants:
+            w, h = _timed_steps(steps[variant], inputs, args.steps)
+            walls[variant] += w
+            hosts[variant] += h
+            rounds[variant].append(round(statistics.median(w), 2))
+    print(f"{args.model}: {args.rounds} rounds x {args.steps} steps per variant, in turns "
+          f"({torch.cuda.get_device_name()})")
+    for variant in variants:
+        wall = statistics.median(walls[variant])
+        line = (f"  {variant:<10} median wall {wall:.2f} ms, host {statistics.median(hosts[variant]):.2f} ms; "
+                f"per round {rounds[variant]}")
+        if "inductor" in walls and variant != "inductor":
+            line += f"; inductor/this {statistics.median(walls['inductor']) / wall:.2f}"
+        print(line, flush=True)
 
 
 #: the caching allocator's counters that cost host time: tensor allocations served, and calls into
