@@ -523,7 +523,17 @@ def request(kernel, spec: Spec, target, env: dict, op: str = "compile") -> dict:
     return {"op": op, "path": kernel.path, "name": kernel.name, "module": kernel.module_name,
             "types": list(spec.types), "descs": list(spec.descs),
             "constexprs": [list(c) for c in spec.constexprs], "options": dict(spec.options),
-            "target": list(target_key(target)), "env": env}
+            "target": list(target_key(target)), "env": env, "backend_hash": backend_hash(target)}
+
+
+def backend_hash(target) -> str | None:
+    """This process's backend hash for `target` (Triton's, with the ptxas version it cached):
+    sent with each request, the workers compile under it (worker.pin_backend_hash)."""
+    try:
+        from triton.compiler.compiler import make_backend
+        return str(make_backend(target).hash())
+    except Exception:
+        return None
 
 
 def _launcher_key(spec: Spec, target, env: dict) -> tuple:

@@ -188,40 +188,30 @@ def _stub_packages(root: str) -> None:
 
 
 def _set_env(env: dict) -> None:
-    """Make this process's TRITON_* variables the request's. When one changed (other than the
-    cache folder), forget what Triton derived from the old ones (forget_env_derived_caches)."""
-    before = {k: v for k, v in os.environ.items() if k.startswith("TRITON_")}
     for k in [k for k in os.environ if k.startswith("TRITON_") and k not in env]:
         del os.environ[k]
     os.environ.update(env)
-    after = {k: v for k, v in os.environ.items() if k.startswith("TRITON_")}
-    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)} - {"TRITON_CACHE_DIR"}
-    if changed:
-        forget_env_derived_caches()
 
 
-def forget_env_derived_caches() -> None:
-    """Clear the per-process caches of Triton's backend compilers (their functools caches).
+def pin_backend_hash(target, main_hash: str | None) -> bool:
+    """Make this worker's backend hash (part of every compile key) the main process's.
 
-    Triton caches values it derives from the environment for the life of the process: the
-    ptxas version that goes into every compile key (`get_ptxas_version`, `CUDABackend.hash`)
-    is computed once. A worker warms up before its first request, with the bundled ptxas; when
-    the main process later sets TRITON_PTXAS_PATH (inductor points it at torch's own ptxas the
-    first time it compiles in-process) and the request carries it, the worker compiled with the
-    new ptxas under the old version's key. Every binary it made then missed in the main process,
-    which compiled them all again (ResNet-50 and ViT-B/16 first calls after inductor's on an
-    H100: all 50 and 38 kernels). These caches are pure functions of the environment and the
-    driver, so clearing them only costs their recomputation."""
-    import sys
-    for name in [n for n in sys.modules if n.startswith("triton.backends.") and n.endswith(".compiler")]:
-        module = sys.modules[name]
-        for value in list(vars(module).values()):
-            holders = [value] if callable(value) else []
-            if isinstance(value, type) and value.__module__ == name:
-                holders += list(vars(value).values())
-            for h in holders:
-                if hasattr(h, "cache_info") and callable(getattr(h, "cache_clear", None)):   # functools caches
-                    h.cache_clear()
+    Triton computes the ptxas version that goes into the backend hash once per process and
+    caches it. The main process may have computed it before inductor set TRITON_PTXAS_PATH (to
+    torch's own ptxas, the first time inductor compiles in-process), a worker started later
+    computes it from the new variable: the same ptxas compiles both, yet every binary a worker
+    made had another key and missed in the main process, which compiled them all again
+    (ResNet-50 and ViT-B/16 first calls after inductor's on an H100: all 50 and 38 kernels).
+    The worker is ours and compiles only for the main process, so its key follows the main
+    process's. True when the hash had to be pinned."""
+    if not main_hash:
+        return False
+    from triton.compiler.compiler import make_backend
+    cls = type(make_backend(target))
+    if cls.hash(make_backend(target)) == main_hash:
+        return False
+    cls.hash = lambda self, _pinned=main_hash: _pinned
+    return True
 
 
 def handle(req: dict) -> dict:
@@ -232,6 +222,7 @@ def handle(req: dict) -> dict:
         raise ValueError(f"unknown op {op!r}")
     _set_env(req.get("env", {}))
     target = make_target(*req["target"])
+    pin_backend_hash(target, req.get("backend_hash"))
     fn = load_kernel(req["path"], req["name"], req["module"])
     if op == "launcher":
         src = make_source(fn, req["types"], req["descs"], [tuple(c) for c in req["constexprs"]], target)

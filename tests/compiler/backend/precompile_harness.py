@@ -269,6 +269,29 @@ def scenario_ptxas():
             "examples": list(TC.MISMATCHES)}
 
 
+def scenario_ptxas_stale():
+    """The other order, the one seen on the H100: this process computed its backend hash (with
+    the ptxas version) before the variable changed, the workers start after the change and would
+    compute another; they compile under this process's hash."""
+    items = launchers()[0].precompile_items({})
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(BASE, "triton_cache_ptxas_first")
+    kernel, spec = items[0]
+    kernel.compile(spec._replace(options=tuple((n, 8 if n == "num_warps" else v) for n, v in spec.options)),
+                   TARGET)                       # caches this process's ptxas version
+    os.environ["TRITON_MOCK_PTX_VERSION"] = "tracetorch-test-ptxas 0.2"
+    pool = TC.get_pool(2, target=TARGET)         # the workers see the variable from the start
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(BASE, "triton_cache_ptxas_stale")
+    TC.precompile(items, target=TARGET, pool=pool)
+    for f in list(TC._PENDING.values()):
+        f.result()
+    hits = _listen()
+    for k, s in items:
+        k.compile(s, TARGET)
+    TC.shutdown_pool()
+    return {"items": len(items), "hits": hits[:len(items)], "key_mismatch": TC.STATS.get("key_mismatch", 0),
+            "examples": list(TC.MISMATCHES)}
+
+
 def scenario_mismatch():
     """A setting that changes the compile key after the workers compiled (here a variable set
     too late): every main-process compile misses the workers' binaries, and each miss names
