@@ -260,11 +260,25 @@ def key_differences(worker: dict, main: dict) -> list[str]:
     out = []
     for name in sorted(set(worker) & set(main)):
         if worker[name] != main[name]:
-            out.append(f"{name}: worker={str(worker[name])[:80]} main={str(main[name])[:80]}")
+            w, m = _around_difference(str(worker[name]), str(main[name]))
+            out.append(f"{name}: worker={w} main={m}")
     only = sorted((set(worker) ^ set(main)) - {"unknown"})
     if only:
         out.append(f"only one side has {', '.join(only)[:160]}")
     return out
+
+
+def _around_difference(a: str, b: str, width: int = 80) -> tuple[str, str]:
+    """Both texts cut to `width` characters around where they first differ (two ptxas version
+    banners share their first hundred characters)."""
+    if len(a) <= width and len(b) <= width:
+        return a, b
+    i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    start = max(0, i - width // 4)
+
+    def cut(t: str) -> str:
+        return ("..." if start else "") + t[start:start + width] + ("..." if len(t) > start + width else "")
+    return cut(a), cut(b)
 
 
 def _timeout() -> float:

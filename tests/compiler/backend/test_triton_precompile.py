@@ -93,6 +93,16 @@ def test_a_key_mismatch_names_the_setting_that_differs():
     assert all("enable_fp_fusion" in line for line in r["examples"])
 
 
+def test_key_differences_show_where_long_values_differ():
+    # two ptxas banners agree for their first hundred characters: the release must show
+    banner = "ptxas: NVIDIA (R) Ptx optimizing assembler\nCopyright (c) 2005-2025 NVIDIA Corporation\n" \
+             "Cuda compilation tools, release 12.8, V12.8.93"
+    (line,) = TC.key_differences({"backend_hash": banner, "same": 1},
+                                 {"backend_hash": banner.replace("12.8", "13.0"), "same": 1})
+    assert "release 12.8" in line.split(" main=")[0] and "release 13.0" in line.split(" main=")[1]
+    assert TC.key_differences({"a": 1, "only_worker": 2}, {"a": 1}) == ["only one side has only_worker"]
+
+
 def test_worker_failure_and_timeout_fall_back_to_main_process():
     r = run_scenario("fallback")
     for mode in ("dies", "hangs", "never_ready"):
