@@ -76,6 +76,10 @@ SECTIONS: dict[str, dict[str, Option]] = {
                                      "the compiled optimizer step turns it on)"),
         "cache_enabled": _opt(True, "reuse compiled code across runs (on-disk cache)"),
         "cache_dir": _opt("", "compiled-code cache folder; empty means ~/.cache/tracetorch"),
+        "native_checks": _opt(True, "check the metadata of the tensors a compiled call reads without "
+                                    "taking them as arguments (parameters, buffers, optimizer state) "
+                                    "with a small C++ extension built once per machine "
+                                    "(compiler/native_checks.py); off: from Python, ~0.7 us per tensor"),
         "fallback_on_error": _opt(True, "run the ATen op when lowering fails instead of raising"),
         "conv_layout": _opt("auto", "activation layout of convolution graphs: 'auto' = channels_last "
                                     "on CUDA (cuDNN's NHWC kernels, as Inductor's layout "

@@ -15,7 +15,6 @@ else runs the original graph eagerly, logged. With grads needed, the training he
 from __future__ import annotations
 
 import contextlib
-import operator
 import time
 
 import sympy
@@ -32,6 +31,7 @@ from tracetorch.compiler.aot.inplace_forms import functional_inplace_calls
 from tracetorch.compiler.aot.decompose import decomposition_table, sdpa_decompositions
 from tracetorch.compiler.aot.functionalize import functional_flat_fn, mutated_positions
 from tracetorch.compiler.aot.overlapping_inputs import OverlapVariants
+from tracetorch.compiler.native_checks import TensorLayout
 
 log = logs.get_logger(__name__)
 
@@ -236,10 +236,6 @@ def _shape_env_of(vals):
     return None
 
 
-_TENSOR_META = operator.attrgetter("shape", "dtype", "device")
-_STRIDE = torch.Tensor.stride
-
-
 #: gm.meta key, set by our frontend on a graph it captured: every input is a tensor whose dtype,
 #: device, size, stride and requires_grad the frontend's guards compare with the example input's
 #: before each call (static TENSOR_MATCH), so a static `InputCheck` re-checking them per call
@@ -333,16 +329,16 @@ class InputCheck:
 
     def __call__(self, args) -> str:
         if self.all_tensors and not self.check_offsets:
+            last = self.last
+            if last is not None and last[0].matches(args):    # (compiler/native_checks.py)
+                return last[1]
             try:
-                metas, strides = list(map(_TENSOR_META, args)), list(map(_STRIDE, args))
-            except (AttributeError, TypeError):      # not all tensors: the general key below
-                metas = None
-            if metas is not None:
-                last = self.last
-                if last is not None and metas == last[0] and strides == last[1]:
-                    return last[2]
+                layout = TensorLayout.of(args)
+            except (AttributeError, TypeError, RuntimeError):   # not all strided tensors: the general key
+                layout = None
+            if layout is not None:
                 hit = self._lookup(args)
-                self.last = (metas, strides, hit)
+                self.last = (layout, hit)
                 return hit
         return self._lookup(args)
 

@@ -22,12 +22,14 @@ In-place changes of tensors (`p.data = ...`, `.to()` converting parameters in pl
 """
 from __future__ import annotations
 
+import collections
 import itertools
 import operator
 import threading
 import weakref
 
 from tracetorch import logs
+from tracetorch.compiler.native_checks import DictEntries
 
 log = logs.get_logger(__name__)
 
@@ -132,13 +134,19 @@ class Fingerprint:
                         f"getattr(___S{k}, ___K{k}) is ___E{k}")
             self._keep.append(slot.expected)
             parts.append(part)
-        # the reads grouped by dict: one itemgetter per dict (two keys at least, so it returns
-        # a tuple), all called from C, and the values compared with the expected objects by
-        # identity, pairwise from C (operator.is_: not ==, which a one-element tensor answers by
-        # value; and not id() lists, which cost half again as much: 117 vs 83 us for ResNet's
-        # 1571 reads on this machine's CPU)
+        # the reads of exact dicts (module __dict__s, _parameters, _buffers, _modules) go
+        # through native_checks.DictEntries (C++ when built: ResNet-50's 1571 reads cost ~160 us
+        # per call from Python on this project's CPU machine); other mappings (a slot's holder
+        # may be any Mapping) keep their own __getitem__: one itemgetter per mapping, called
+        # from C, the values compared by identity (operator.is_: not ==, which a one-element
+        # tensor answers by value)
+        exact = [i for i, dd in enumerate(get_d) if type(dd) in (dict, collections.OrderedDict)]
+        entries = DictEntries([get_d[i] for i in exact], [get_k[i] for i in exact],
+                              [get_objs[i] for i in exact]) if exact else None
+        rest = sorted(set(range(len(get_d))) - set(exact))
         groups: dict[int, tuple] = {}
-        for dd, k, obj in zip(get_d, get_k, get_objs):
+        for i in rest:
+            dd, k, obj = get_d[i], get_k[i], get_objs[i]
             groups.setdefault(id(dd), (dd, [], []))
             groups[id(dd)][1].append(k)
             groups[id(dd)][2].append(obj)
@@ -151,9 +159,12 @@ class Fingerprint:
             gobjs += objs
         ns.update(___MODS=tuple(mods), ___TYPES=types_, ___GG=tuple(getters), ___GD=tuple(gdicts),
                   ___GO=tuple(gobjs), ___AD=tuple(abs_d), ___AK=tuple(abs_k), ___call=operator.call,
-                  ___flat=itertools.chain.from_iterable, ___is=operator.is_, ___all=all, ___len=len)
+                  ___flat=itertools.chain.from_iterable, ___is=operator.is_, ___all=all, ___len=len,
+                  ___entries_same=entries.same if entries is not None else None)
         ns.update(___AG=tuple(attr_g), ___AH=tuple(attr_h), ___AO=tuple(attr_o))
         fast = ["___list(___map(type, ___MODS)) == ___TYPES"] if mods else []   # modules and "type" slots
+        if entries is not None:
+            fast.append("___entries_same()")
         if gdicts:
             fast.append("___all(___map(___is, ___flat(___map(___call, ___GG, ___GD)), ___GO))")
         if attr_g:
