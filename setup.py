@@ -11,4 +11,4 @@ packages = ["tracetorch"] + [f"tracetorch.{p}"
 package_dir = {"tracetorch": "tracetorch", **{f"tracetorch.{s}": s for s in SUBPACKAGES}}
 
 setup(packages=packages, package_dir=package_dir,
-      package_data={"tracetorch.debug": ["README.md"]})
+      package_data={"tracetorch.debug": ["README.md"], "tracetorch.compiler": ["native_checks.cpp"]})

@@ -135,3 +135,32 @@ def test_compiled_optimizer_step_notices_new_state_layout(native_loaded):
         opt.zero_grad()
         for a, b in zip(ref.parameters(), ours.parameters()):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_dict_entries_native_and_python_agree(native_loaded, monkeypatch):
+    # the guards' module fingerprint reads module dicts through DictEntries: another object
+    # under a key, or a key gone, is a change either way
+    import collections
+
+    from tracetorch.compiler.native_checks import DictEntries
+    a, b = object(), object()
+    plain, ordered = {"w": a, "x": b}, collections.OrderedDict(y=a)
+    entries = DictEntries([plain, plain, ordered], ["w", "x", "y"], [a, b, a])
+    for change in (lambda: plain.__setitem__("x", a), lambda: ordered.pop("y"), plain.clear):
+        assert native_loaded.items_are(entries.dicts, entries.keys, entries.expected) and entries.same()
+        change()
+        assert not native_loaded.items_are(entries.dicts, entries.keys, entries.expected)
+        assert not entries.same()
+        with monkeypatch.context() as m:          # the Python reads alone
+            m.setattr(native_checks._NATIVE, "module", None)
+            assert not entries.same()
+        plain.update(w=a, x=b)
+        ordered["y"] = a
+
+
+def test_the_installed_package_carries_the_extension_source():
+    import os
+    assert os.path.exists(native_checks._SOURCE)
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                           "setup.py")) as f:
+        assert "native_checks.cpp" in f.read()
