@@ -17,6 +17,7 @@ Modules, in the order data flows through them:
     aot       functionalize, decompose, joint forward/backward, partition
     backend   loop IR, fusion, C++/Triton code generation, runtime
     optim     compiled optimizer steps
+    native_checks  per-call checks over many tensors and dict entries in one C++ call
     errors    the public error classes
 """
 from __future__ import annotations
