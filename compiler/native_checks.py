@@ -190,14 +190,17 @@ class TensorLayout:
 
 
 class DictEntries:
-    """dicts[i][keys[i]] is expected[i], for every i: entries of exact dicts (a module's
-    __dict__, _parameters, _buffers, _modules), compared by identity."""
+    """mappings[i][keys[i]] is expected[i], for every i, compared by identity. `exact`: the
+    mappings are exact dicts or OrderedDicts (a module's __dict__, _parameters, _buffers,
+    _modules), which the extension reads without __getitem__; other mappings keep their own
+    __getitem__ and are read from Python."""
 
-    __slots__ = ("dicts", "keys", "expected", "_getters", "_gdicts", "_gobjs")
+    __slots__ = ("dicts", "keys", "expected", "exact", "_getters", "_gdicts", "_gobjs")
 
-    def __init__(self, dicts, keys, expected):
+    def __init__(self, dicts, keys, expected, exact: bool = True):
         self.dicts, self.keys, self.expected = tuple(dicts), tuple(keys), tuple(expected)
-        # the Python reads: one itemgetter per dict (two keys at least, so that it returns a
+        self.exact = exact
+        # the Python reads: one itemgetter per mapping (two keys at least, so that it returns a
         # tuple), all called from C, the values compared pairwise by identity from C
         # (operator.is_: not ==, which a one-element tensor answers by value)
         groups: dict[int, tuple] = {}
@@ -213,11 +216,12 @@ class DictEntries:
             gdicts.append(d)
             gobjs += objs
         self._getters, self._gdicts, self._gobjs = tuple(getters), tuple(gdicts), tuple(gobjs)
-        native()
+        if exact:
+            native()
 
     def same(self) -> bool:
         mod = _NATIVE.module
-        if mod is not None and mod.items_are(self.dicts, self.keys, self.expected):
+        if self.exact and mod is not None and mod.items_are(self.dicts, self.keys, self.expected):
             return True
         try:
             return all(map(operator.is_, itertools.chain.from_iterable(map(operator.call, self._getters,

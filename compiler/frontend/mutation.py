@@ -23,7 +23,6 @@ In-place changes of tensors (`p.data = ...`, `.to()` converting parameters in pl
 from __future__ import annotations
 
 import collections
-import itertools
 import operator
 import threading
 import weakref
@@ -137,36 +136,20 @@ class Fingerprint:
         # the reads of exact dicts (module __dict__s, _parameters, _buffers, _modules) go
         # through native_checks.DictEntries (C++ when built: ResNet-50's 1571 reads cost ~160 us
         # per call from Python on this project's CPU machine); other mappings (a slot's holder
-        # may be any Mapping) keep their own __getitem__: one itemgetter per mapping, called
-        # from C, the values compared by identity (operator.is_: not ==, which a one-element
-        # tensor answers by value)
-        exact = [i for i, dd in enumerate(get_d) if type(dd) in (dict, collections.OrderedDict)]
-        entries = DictEntries([get_d[i] for i in exact], [get_k[i] for i in exact],
-                              [get_objs[i] for i in exact]) if exact else None
-        rest = sorted(set(range(len(get_d))) - set(exact))
-        groups: dict[int, tuple] = {}
-        for i in rest:
-            dd, k, obj = get_d[i], get_k[i], get_objs[i]
-            groups.setdefault(id(dd), (dd, [], []))
-            groups[id(dd)][1].append(k)
-            groups[id(dd)][2].append(obj)
-        getters, gdicts, gobjs = [], [], []
-        for dd, keys, objs in groups.values():
-            if len(keys) == 1:
-                keys, objs = keys * 2, objs * 2
-            getters.append(operator.itemgetter(*keys))
-            gdicts.append(dd)
-            gobjs += objs
-        ns.update(___MODS=tuple(mods), ___TYPES=types_, ___GG=tuple(getters), ___GD=tuple(gdicts),
-                  ___GO=tuple(gobjs), ___AD=tuple(abs_d), ___AK=tuple(abs_k), ___call=operator.call,
-                  ___flat=itertools.chain.from_iterable, ___is=operator.is_, ___all=all, ___len=len,
-                  ___entries_same=entries.same if entries is not None else None)
+        # may be any Mapping) keep their own __getitem__
+        exact = [type(dd) in (dict, collections.OrderedDict) for dd in get_d]
+        checks = []
+        for kind in (True, False):
+            picked = [i for i, e in enumerate(exact) if e is kind]
+            if picked:
+                checks.append(DictEntries([get_d[i] for i in picked], [get_k[i] for i in picked],
+                                          [get_objs[i] for i in picked], exact=kind).same)
+        ns.update(___MODS=tuple(mods), ___TYPES=types_, ___ENTRIES=tuple(checks), ___AD=tuple(abs_d),
+                  ___AK=tuple(abs_k), ___call=operator.call, ___is=operator.is_, ___all=all, ___len=len)
         ns.update(___AG=tuple(attr_g), ___AH=tuple(attr_h), ___AO=tuple(attr_o))
         fast = ["___list(___map(type, ___MODS)) == ___TYPES"] if mods else []   # modules and "type" slots
-        if entries is not None:
-            fast.append("___entries_same()")
-        if gdicts:
-            fast.append("___all(___map(___is, ___flat(___map(___call, ___GG, ___GD)), ___GO))")
+        if checks:
+            fast.append("___all(___map(___call, ___ENTRIES))")
         if attr_g:
             fast.append("___all(___map(___is, ___map(___call, ___AG, ___AH), ___AO))")
         if abs_d:

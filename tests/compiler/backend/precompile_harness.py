@@ -250,14 +250,8 @@ def scenario_knobs():
             "sent": TC._env().get("TRITON_LIBDEVICE_PATH") == copy}
 
 
-def scenario_ptxas():
-    """A ptxas setting the main process makes after the workers warmed up (inductor sets
-    TRITON_PTXAS_PATH the first time it compiles in-process; here the version override, which
-    feeds the same cached version): the workers' binaries still match the main process's key."""
-    pool = TC.get_pool(2, target=TARGET)    # each worker warms up (a compile) before its first request
-    os.environ["TRITON_CACHE_DIR"] = os.path.join(BASE, "triton_cache_ptxas")
-    os.environ["TRITON_MOCK_PTX_VERSION"] = "tracetorch-test-ptxas 0.1"
-    items = launchers()[0].precompile_items({})
+def _pool_then_main(items, pool) -> dict:
+    """The pool compiles `items`; then this process compiles them: were those cache hits?"""
     TC.precompile(items, target=TARGET, pool=pool)
     for f in list(TC._PENDING.values()):
         f.result()
@@ -267,6 +261,17 @@ def scenario_ptxas():
     TC.shutdown_pool()
     return {"items": len(items), "hits": hits[:len(items)], "key_mismatch": TC.STATS.get("key_mismatch", 0),
             "examples": list(TC.MISMATCHES)}
+
+
+def scenario_ptxas():
+    """A ptxas setting the main process makes after the workers warmed up (inductor sets
+    TRITON_PTXAS_PATH the first time it compiles in-process; here the version override, which
+    feeds the same cached version): the workers' binaries still match the main process's key."""
+    pool = TC.get_pool(2, target=TARGET)    # each worker warms up (a compile) before its first request
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(BASE, "triton_cache_ptxas")
+    os.environ["TRITON_MOCK_PTX_VERSION"] = "tracetorch-test-ptxas 0.1"
+    items = launchers()[0].precompile_items({})
+    return _pool_then_main(items, pool)
 
 
 def scenario_ptxas_stale():
@@ -281,15 +286,7 @@ def scenario_ptxas_stale():
     os.environ["TRITON_MOCK_PTX_VERSION"] = "tracetorch-test-ptxas 0.2"
     pool = TC.get_pool(2, target=TARGET)         # the workers see the variable from the start
     os.environ["TRITON_CACHE_DIR"] = os.path.join(BASE, "triton_cache_ptxas_stale")
-    TC.precompile(items, target=TARGET, pool=pool)
-    for f in list(TC._PENDING.values()):
-        f.result()
-    hits = _listen()
-    for k, s in items:
-        k.compile(s, TARGET)
-    TC.shutdown_pool()
-    return {"items": len(items), "hits": hits[:len(items)], "key_mismatch": TC.STATS.get("key_mismatch", 0),
-            "examples": list(TC.MISMATCHES)}
+    return _pool_then_main(items, pool)
 
 
 def scenario_mismatch():
