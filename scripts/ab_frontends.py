@@ -74,6 +74,7 @@ def main(argv=None):
             with config.patch(_variant(name)[1]):
                 for _ in range(3):
                     _call(fn, inputs)
+        native = harness.native_checks_ready()
         for _ in range(args.rounds):
             for name, fn in variants.items():
                 with config.patch(_variant(name)[1]):
@@ -84,7 +85,8 @@ def main(argv=None):
     rows = {k: (statistics.median(walls[k]), statistics.median(hosts[k])) for k in variants}
     logs.get_logger("scripts.ab_frontends").info("ab_frontends", model=args.model, device=args.device,
                                                  **{f"{k}_ms": round(v[0], 4) for k, v in rows.items()})
-    sys.stdout.write(f"{args.model} {args.device} {args.dtype}: {args.rounds} rounds x {args.calls} calls\n")
+    sys.stdout.write(f"{args.model} {args.device} {args.dtype}: {args.rounds} rounds x {args.calls} calls "
+                     f"(native checks {native})\n")
     for name, (w, h) in rows.items():
         ratio = f"   inductor/this {rows['inductor'][0] / w:5.2f}" if "inductor" in rows and name != "inductor" else ""
         sys.stdout.write(f"  {name:12s} wall {w:8.3f} ms   host {h:8.3f} ms{ratio}\n")

@@ -262,6 +262,8 @@ def _measure(row, name, variant, model, inputs, reference, counter, args) -> Non
         row["first_call_timings"] = dict(counter.timings)
         for _ in range(3):                       # warm-up (CUDA graphs record on the 2nd)
             out = _call(fn, inputs)
+        if variant != "eager":
+            row["native_checks"] = harness.native_checks_ready()
         got = _main_tensor(out).float()
         row["rel_err"] = float((got - reference).norm() / reference.norm().clamp_min(1e-12))
         row["ms"] = round(_time(lambda: _call(fn, inputs), args.device, args.repeat), 3)
@@ -424,6 +426,8 @@ def run_training(name, args):
                     row["first_loss_rel_err"] = abs(first - ref_loss) / max(abs(ref_loss), 1e-12)
                 for _ in range(2):
                     step(inputs)
+                if variant != "eager":
+                    row["native_checks"] = harness.native_checks_ready()
                 row["ms"] = round(_time(lambda: step(inputs), args.device, args.repeat), 3)
                 if args.device == "cuda":
                     row["peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)

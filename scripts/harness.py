@@ -107,6 +107,15 @@ def median_ms(fn, device, *, warmup_ms: float = 100, rep_ms: float = 300, min_ca
     return statistics.median(times)
 
 
+def native_checks_ready(timeout: float = 180.0) -> str:
+    """Wait for compiler/native_checks.py's extension (built in the background on a machine's
+    first compiled call, ~15 s of one core) before timing steady-state calls, as a long-running
+    process would have it; returns its status ("loaded", "unavailable", ...) for the report."""
+    from tracetorch.compiler import native_checks
+    native_checks.wait_until_loaded(timeout)
+    return native_checks._NATIVE.status
+
+
 def geomean(xs) -> float:
     """Geometric mean of the positive, finite values (NaN when there are none)."""
     xs = [x for x in xs if x and x > 0 and math.isfinite(x)]

@@ -57,6 +57,7 @@ def main(argv=None):
         step = bench._train_step_fn(variant, args.model, model, opt)
         for _ in range(3):                     # compile, record, warm up
             step(inputs)
+        print(f"{variant}: native checks {bench.harness.native_checks_ready()}", flush=True)
         torch.cuda.synchronize()
         before = dict(counter.counts)
         alloc_before = _allocator_counts()
@@ -106,6 +107,7 @@ def _interleaved(args, build, state, inputs) -> None:
         steps[variant] = bench._train_step_fn(variant, args.model, model, opt)
         for _ in range(3):                     # compile, record, warm up
             steps[variant](inputs)
+    print(f"native checks {bench.harness.native_checks_ready()}", flush=True)
     walls = {v: [] for v in variants}
     hosts = {v: [] for v in variants}
     rounds = {v: [] for v in variants}

@@ -31,3 +31,12 @@ def test_cold_caches_compile_into_an_empty_folder_and_restore_everything(monkeyp
     assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
     assert (config.backend.cache_dir, config.triton.kernel_dir) == before
 
+
+
+def test_native_checks_ready_reports_the_extension_status():
+    # the timing scripts wait for the native checks before steady-state timing and report it
+    from tracetorch.compiler import native_checks
+    status = harness.native_checks_ready(timeout=600)
+    assert status == native_checks._NATIVE.status
+    assert status in ("loaded", "unavailable")
+    assert (status == "loaded") == (native_checks.native() is not None)
