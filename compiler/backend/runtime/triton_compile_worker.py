@@ -198,12 +198,12 @@ def pin_backend_hash(target, main_hash: str | None) -> bool:
 
     Triton computes the ptxas version that goes into the backend hash once per process and
     caches it. The main process may have computed it before inductor set TRITON_PTXAS_PATH (to
-    torch's own ptxas, the first time inductor compiles in-process), a worker started later
-    computes it from the new variable: the same ptxas compiles both, yet every binary a worker
-    made had another key and missed in the main process, which compiled them all again
-    (ResNet-50 and ViT-B/16 first calls after inductor's on an H100: all 50 and 38 kernels).
-    The worker is ours and compiles only for the main process, so its key follows the main
-    process's. True when the hash had to be pinned."""
+    torch's own ptxas, the first time inductor compiles in-process); a worker started later
+    computes it from the new variable. The same ptxas then compiles in both processes, yet every
+    binary a worker made had another key and missed in the main process, which compiled them all
+    again (ResNet-50 and ViT-B/16 first calls after inductor's on an H100: all 50 and 38
+    kernels). The worker is ours and compiles only for the main process, so its key follows the
+    main process's. True when the hash had to be pinned."""
     if not main_hash:
         return False
     from triton.compiler.compiler import make_backend
