@@ -44,7 +44,9 @@ log = logs.get_logger(__name__)
 
 _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native_checks.cpp")
 _MODULE_NAME = "tracetorch_native_checks"
-_META = operator.attrgetter("dtype", "device", "shape", "requires_grad")
+#: one C-level read of a tensor's metadata, in the order of TensorLayout.metas (the guards' static
+#: tensors are compared in it too, frontend/guards.py)
+TENSOR_META = operator.attrgetter("dtype", "device", "shape", "requires_grad")
 _STRIDE = torch.Tensor.stride
 
 
@@ -172,7 +174,7 @@ class TensorLayout:
     @classmethod
     def of(cls, tensors) -> "TensorLayout":
         """The layout `tensors` have now (raises for a tensor without strides, e.g. sparse)."""
-        return cls(map(_META, tensors), map(_STRIDE, tensors))
+        return cls(map(TENSOR_META, tensors), map(_STRIDE, tensors))
 
     def matches(self, tensors) -> bool:
         """Do `tensors` (a list or tuple) have exactly this metadata? Raises nothing."""
@@ -181,7 +183,7 @@ class TensorLayout:
             if mod.check(tensors, self.record):
                 return True
         try:
-            same = list(map(_META, tensors)) == self.metas and list(map(_STRIDE, tensors)) == self.strides
+            same = list(map(TENSOR_META, tensors)) == self.metas and list(map(_STRIDE, tensors)) == self.strides
         except (AttributeError, TypeError, RuntimeError):
             return False
         if same and mod is not None and self.record is None:

@@ -14,14 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import operator
 import re
 from typing import Any
 
 import torch
-
-# one C-level read of the metadata a static tensor's guard compares (see _Codegen.tensor_batch)
-_TENSOR_META = operator.attrgetter("dtype", "device", "shape", "requires_grad")
 
 
 # Ambient torch state a captured graph depends on besides grad mode and the default dtype:

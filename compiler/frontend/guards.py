@@ -23,11 +23,11 @@ from typing import Any
 import torch
 
 from tracetorch import logs
-from tracetorch.compiler.native_checks import TensorLayout
+from tracetorch.compiler.native_checks import TENSOR_META, TensorLayout
 
 # re-exported: callers import the kinds' names from guards
 from tracetorch.compiler.frontend.guard_kinds import (  # noqa: F401
-    _L_RE, _REF_NAME, _TENSOR_META, AMBIENT_STATE, GUARD_KINDS, KINDS, Guard, GuardKind, IdMatch,
+    _L_RE, _REF_NAME, AMBIENT_STATE, GUARD_KINDS, KINDS, Guard, GuardKind, IdMatch,
     TensorMeta, _float_key, _qualname, _safe_eq, _short, ambient_state, evaluate_source, kind_of,
     pretty_source, symbolic_python, tensor_meta)
 
@@ -304,7 +304,7 @@ class GuardSet:
         ns = dict(gen.consts, ___Tensor=torch.Tensor, ___is_grad_enabled=torch.is_grad_enabled,
                   ___get_default_dtype=torch.get_default_dtype, ___cells=fn.__closure__ or (),
                   G=fn.__globals__, math=math, ___L=_Unreachable(), ___list=list, ___map=map,
-                  ___tensor_meta=_TENSOR_META, ___len=len, ___stride=torch.Tensor.stride,
+                  ___tensor_meta=TENSOR_META, ___len=len, ___stride=torch.Tensor.stride,
                   ___from_numpy=torch.from_numpy, ___float_key=_float_key,
                   ___ambient_state=ambient_state,
                   ___unchanged=fingerprint.unchanged if fingerprint else None,

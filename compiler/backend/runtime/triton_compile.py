@@ -28,9 +28,9 @@ interpreter and without a CUDA device (tests pass an explicit GPUTarget).
 """
 from __future__ import annotations
 
+import collections
 import itertools
 import json
-import collections
 import os
 import queue
 import select
@@ -533,11 +533,12 @@ def _knob_text(value) -> str | None:
     return None
 
 
-def request(kernel, spec: Spec, target, env: dict, op: str = "compile") -> dict:
+def request(kernel, spec: Spec, target, env: dict, main_hash: str | None, op: str = "compile") -> dict:
+    """`env`: _env(); `main_hash`: backend_hash(target), both read once per batch of requests."""
     return {"op": op, "path": kernel.path, "name": kernel.name, "module": kernel.module_name,
             "types": list(spec.types), "descs": list(spec.descs),
             "constexprs": [list(c) for c in spec.constexprs], "options": dict(spec.options),
-            "target": list(target_key(target)), "env": env, "backend_hash": backend_hash(target)}
+            "target": list(target_key(target)), "env": env, "backend_hash": main_hash}
 
 
 def backend_hash(target) -> str | None:
@@ -574,7 +575,7 @@ def precompile(items, target=None, pool: CompilePool | None = None) -> int:
             return 0
     t0 = time.perf_counter()
     futures = []
-    env = _env()
+    env, main_hash = _env(), backend_hash(target)
     # With several workers each distinct launcher signature is built by a worker of its own,
     # beside the kernel compiles (queued after them: idle workers take them at once), instead of
     # by each compile's worker after compiling, serially. One worker does both in turn.
@@ -585,7 +586,7 @@ def precompile(items, target=None, pool: CompilePool | None = None) -> int:
             key = _request_key(kernel.path, kernel.name, spec, target)
             if key in _PENDING or (kernel.device_key(target), spec) in kernel.compiled:
                 continue
-            req = request(kernel, spec, target, env)
+            req = request(kernel, spec, target, env, main_hash)
             req["launcher"] = not separate
             fut = pool.submit(req)
             _PENDING[key] = fut
@@ -595,7 +596,7 @@ def precompile(items, target=None, pool: CompilePool | None = None) -> int:
         for kernel, spec in submitted if separate else ():
             lkey = _launcher_key(spec, target, env)
             if lkey not in _LAUNCHERS:
-                req = request(kernel, spec, target, env, op="launcher")
+                req = request(kernel, spec, target, env, main_hash, op="launcher")
                 _LAUNCHERS[lkey] = pool.submit(req)
                 launchers += 1
     n = len(futures)
