@@ -23,6 +23,7 @@ make a check faster, never change its answer. config.backend.native_checks = Fal
 """
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -87,16 +88,20 @@ def _start() -> None:
     if os.path.exists(path):
         _load(path, built_s=None)
         return
-    threading.Thread(target=_build_and_load, args=(path,), name="tracetorch-native-build",
-                     daemon=True).start()
+    # in the compile's context: the build's events carry the compile id that started it
+    threading.Thread(target=contextvars.copy_context().run, args=(_build_and_load, path),
+                     name="tracetorch-native-build", daemon=True).start()
 
 
 def library_path() -> str:
-    """Where this machine's build lives: one per source, torch and Python version."""
+    """Where this machine's build lives: one per source, compiler, torch install and Python. (Read
+    on the first compiled call: torch's install folder stands for the include and library paths,
+    which only the build itself imports torch.utils.cpp_extension to list, 0.1 s.)"""
     with open(_SOURCE, "rb") as f:
         source = f.read()
-    key = hashlib.sha256(source + torch.__version__.encode() + sys.version.encode()
-                         + " ".join(_compile_command("X", "Y")).encode()).hexdigest()[:16]
+    key = hashlib.sha256(b"\0".join([source, os.environ.get("CXX", "g++").encode(), torch.__version__.encode(),
+                                     os.path.dirname(torch.__file__).encode(), sys.version.encode(),
+                                     sysconfig.get_paths()["include"].encode()])).hexdigest()[:16]
     base = os.path.join(os.path.expanduser("~"), ".cache", "tracetorch", "native")
     return os.path.join(base, f"{_MODULE_NAME}-{key}{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}")
 

@@ -164,3 +164,27 @@ def test_the_installed_package_carries_the_extension_source():
     with open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                            "setup.py")) as f:
         assert "native_checks.cpp" in f.read()
+
+
+def test_a_failed_build_says_why_under_the_compile_that_started_it(monkeypatch, tmp_path):
+    # no C++ compiler (here: a command that fails): a warning naming the failure, logged with the
+    # compile id of the compile whose first check started the background build; checks answer
+    # from Python
+    import logging
+
+    from tracetorch import logs
+    state = native_checks._Native()
+    monkeypatch.setattr(native_checks, "_NATIVE", state)
+    monkeypatch.setattr(native_checks, "library_path", lambda: str(tmp_path / "missing.so"))
+    monkeypatch.setattr(native_checks, "_compile_command", lambda source, output: ["false"])
+    with logs.testing.capture(names={"native_checks_unavailable"}, level=logging.WARNING) as events:
+        with logs.compile_context(7, 0):
+            assert native_checks.native() is None
+        assert not native_checks.wait_until_loaded(timeout=60)
+    assert state.status == "unavailable"
+    (event,) = events
+    assert str(event.compile_id) == "7/0"
+    assert "the C++ compiler failed" in event.fields["error"]
+    ts = _tensors()
+    layout = TensorLayout.of(ts)
+    assert layout.matches(ts) and layout.record is None
