@@ -37,6 +37,8 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=1,
                    help="above 1: every variant trains its own copy of the model, and the variants take "
                         "turns, --steps steps each per round (a host whose speed drifts hits them alike)")
+    p.add_argument("--autocast", default=None, choices=("bfloat16", "float16"),
+                   help="mixed precision: torch.autocast around the forward and loss (as bench_real_models --train)")
     p.add_argument("--sync-check", action="store_true",
                    help="then run one step with torch.cuda.set_sync_debug_mode and list the synchronisations")
     args = p.parse_args(argv)
@@ -54,7 +56,7 @@ def main(argv=None):
         model.load_state_dict(state)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         counter = bench._fresh_variant("cuda")
-        step = bench._train_step_fn(variant, args.model, model, opt)
+        step = bench._train_step_fn(variant, args.model, model, opt, args.autocast)
         for _ in range(3):                     # compile, record, warm up
             step(inputs)
         print(f"{variant}: native checks {bench.harness.native_checks_ready()}", flush=True)
@@ -104,7 +106,7 @@ def _interleaved(args, build, state, inputs) -> None:
         model = build().to("cuda").train()
         model.load_state_dict(state)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        steps[variant] = bench._train_step_fn(variant, args.model, model, opt)
+        steps[variant] = bench._train_step_fn(variant, args.model, model, opt, args.autocast)
         for _ in range(3):                     # compile, record, warm up
             steps[variant](inputs)
     print(f"native checks {bench.harness.native_checks_ready()}", flush=True)
@@ -117,7 +119,8 @@ def _interleaved(args, build, state, inputs) -> None:
             walls[variant] += w
             hosts[variant] += h
             rounds[variant].append(round(statistics.median(w), 2))
-    print(f"{args.model}: {args.rounds} rounds x {args.steps} steps per variant, in turns "
+    print(f"{args.model}{' autocast ' + args.autocast if args.autocast else ''}: "
+          f"{args.rounds} rounds x {args.steps} steps per variant, in turns "
           f"({torch.cuda.get_device_name()})")
     for variant in variants:
         wall = statistics.median(walls[variant])
