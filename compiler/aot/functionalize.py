@@ -37,6 +37,23 @@ _EXPANDS = {"expand", "expand_as", "broadcast_to", torch.Tensor.expand, torch.Te
             torch.broadcast_to, torch.Tensor.broadcast_to}
 
 _SDPA = {torch.nn.functional.scaled_dot_product_attention, torch._C._nn.scaled_dot_product_attention}
+_LINEAR = {torch.nn.functional.linear, torch._C._nn.linear}
+
+
+def _symbolic_linear(x, weight, bias=None):
+    """F.linear on an input with symbolic sizes, as the ops its C++ kernel would run (a flattened
+    addmm for a contiguous input with a bias, else matmul and add). Under functionalize the C++
+    kernel reads plain sizes, which pins every symbolic size of the input to its example value:
+    BERT recompiled for each batch size."""
+    if x.dim() >= 3 and bias is not None and x.is_contiguous():
+        flat = torch.addmm(bias, x.reshape(-1, x.shape[-1]), weight.t())
+        return flat.view(*x.shape[:-1], weight.shape[0])
+    out = torch.matmul(x, weight.t())
+    return out if bias is None else out + bias
+
+
+def _has_symbolic_size(t) -> bool:
+    return isinstance(t, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in t.shape)
 
 
 def _shared_dims(t) -> list[int]:
@@ -176,6 +193,8 @@ class _Interp(torch.fx.Interpreter):
             return self._write_shared_view(super().call_function, target, args, kwargs)
         # attention is kept whole: one tracetorch::sdpa node (torch picks its fused kernel at run
         # time) instead of the decomposition scaled_dot_product_attention would trace into
+        if target in _LINEAR and len(args) >= 2 and _has_symbolic_size(args[0]) and args[0].dim() > 2:
+            return _symbolic_linear(*args, **kwargs)
         if target in _SDPA and not kwargs.get("enable_gqa", False):
             from tracetorch.compiler.aot.decompose import sdpa_call
             out = sdpa_call(*args, **kwargs)

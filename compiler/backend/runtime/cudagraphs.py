@@ -48,6 +48,7 @@ import torch
 
 from tracetorch import logs
 from tracetorch.compiler import config
+from tracetorch.compiler.backend.runtime import cudagraph_buckets
 
 log = logs.get_logger(__name__)
 
@@ -112,9 +113,8 @@ def refusal(gm: torch.fx.GraphModule, example_inputs) -> str | None:
         return "an input is on the CPU"
     if len(devices) > 1:
         return f"inputs on several devices ({', '.join(sorted(map(str, devices)))})"
-    if any(not isinstance(x, torch.Tensor) for x in example_inputs):
-        return "a symbolic size or scalar input (dynamic shapes are recorded per concrete size " \
-               "only when sizes come from tensors)"
+    if any(not isinstance(x, (torch.Tensor, int, torch.SymInt)) for x in example_inputs):
+        return "a scalar input that is not a size (its value would be frozen into the recording)"
     for node in gm.graph.nodes:
         why = _random_op_refusal(node) if node.op == "call_function" else None
         if why:
@@ -231,8 +231,10 @@ class CudaGraphRunner:
     """Wraps a compiled graph (callable(*args) -> flat outputs) with record-and-replay."""
 
     def __init__(self, compiled, mutated: list[int], recorder=None, max_recordings: int | None = None,
-                 copied_outputs: int | None = None):
+                 copied_outputs: int | None = None, buckets=None):
         self.compiled = compiled
+        # a dynamic size padded to its bucket (cudagraph_buckets.Plan), or None: every size its own
+        self.buckets = buckets
         self.mutated = mutated
         # outputs copied out of the recording's memory: all (None), or the first n; a training
         # forward hands its saved values to the backward in place (cudagraph_training.py)
@@ -242,7 +244,7 @@ class CudaGraphRunner:
         self.max_recordings = max_recordings or config.backend.cudagraph_max_recordings
         self.recordings: dict[tuple, Recording] = {}
         self.warm: dict[tuple, list] = {}        # signature -> the warm-up call's data pointers
-        self.copied: set[int] = set()            # slots seen with other memory: always copied
+        self.copied: set[int] = set(buckets.inputs) if buckets else set()   # slots always copied
         self.disabled: str | None = None
         self.compile_id = logs.current_compile_id()     # what its run-time events carry
 
@@ -254,13 +256,18 @@ class CudaGraphRunner:
         self.replayed = False
         if self.disabled:
             return self.compiled(*args)
-        sig = _signature(args)
+        fit = self.buckets.fit(args) if self.buckets is not None else None    # (size, bucket)
+        sig = _signature(args) if fit is None else self.buckets.signature(args, fit[1])
         rec = self.recordings.get(sig)
         moved = self._moved_in_place(rec, args) if rec is not None else []
         if rec is not None and not moved:
-            return self._replay(rec, args)
+            return self._replay(rec, args, fit)
         with logs.compile_id_scope(self.compile_id):
-            return self._record_and_run(sig, rec, moved, args)
+            if fit is None:
+                return self._record_and_run(sig, rec, moved, args)
+            log.info("cudagraph_bucket", symbol=str(self.buckets.symbol), size=fit[0], bucket=fit[1])
+            padded = self.buckets.pad(args, *fit)
+            return self.buckets.cut(self._record_and_run(sig, rec, moved, padded), fit[0])
 
     def _record_and_run(self, sig, rec, moved, args):
         """A call with no recording to replay: warm up, record, or run as compiled."""
@@ -319,21 +326,27 @@ class CudaGraphRunner:
             log.warning("cudagraph_disabled", reason=self.disabled)
             return None
         rec = Recording(handle, static, in_place, outputs, run,
-                        copied_in=[i for i in range(len(args)) if i not in in_place],
+                        copied_in=[i for i, a in enumerate(args) if i not in in_place
+                                   and isinstance(a, torch.Tensor)],
                         copied_back=[i for i in self.mutated if i not in in_place],
                         written_in_place=written)
         self.recordings[sig] = rec
         return rec
 
-    def _replay(self, rec: Recording, args):
+    def _replay(self, rec: Recording, args, fit=None):
         static = rec.static_inputs
-        copy_into([static[i] for i in rec.copied_in], [args[i] for i in rec.copied_in])
+        padded = self.buckets.inputs if fit is not None else {}
+        copied = [i for i in rec.copied_in if i not in padded]
+        copy_into([static[i] for i in copied], [args[i] for i in copied])
+        for i, axis in padded.items():          # the call's rows, then its last row repeated
+            cudagraph_buckets.pad_into(static[i], args[i], axis)
         self.recorder.replay(rec)
         rec.replays += 1
         self.replayed = True
         copy_into([args[i] for i in rec.copied_back], [static[i] for i in rec.copied_back])
         _bump_versions([args[i] for i in rec.written_in_place])
-        return copy_out(rec.outputs, self.copied_outputs)
+        outputs = rec.outputs if fit is None else self.buckets.cut(rec.outputs, fit[0])
+        return copy_out(outputs, self.copied_outputs)
 
 
 def record_or_disable(runner, run, written=(), **fields):
@@ -362,5 +375,10 @@ def maybe_wrap(compiled, gm: torch.fx.GraphModule, example_inputs):
         return compiled
     recorder = EagerRecorder() if config.testing.cudagraph_stand_in else CudaRecorder()
     mutated = mutated_inputs(gm)
-    log.info("cudagraph_enabled", mutated_inputs=len(mutated), recorder=type(recorder).__name__)
-    return CudaGraphRunner(compiled, mutated, recorder)
+    buckets, why_not = cudagraph_buckets.plan(gm)
+    log.info("cudagraph_enabled", mutated_inputs=len(mutated), recorder=type(recorder).__name__,
+             buckets=str(buckets.symbol) if buckets else None)
+    if buckets is None and why_not != cudagraph_buckets.STATIC:
+        log.info("cudagraph_buckets_refused", reason=why_not)
+        logs.artifact("perf_hints", lambda: f"CUDA graphs record each size of a dynamic graph: {why_not}")
+    return CudaGraphRunner(compiled, mutated, recorder, buckets=buckets)

@@ -1,8 +1,9 @@
 """The inference aot stage with a graph-running inner compiler (no code generation involved)."""
 
+import pytest
 import torch
 
-from tracetorch import logs
+from tracetorch import compiler, logs
 from tracetorch.compiler.aot import aot_module, decomposition_table
 from tracetorch.compiler.aot import inference
 
@@ -161,3 +162,22 @@ def test_scalar_inputs_traced_as_constants_are_checked():
     fn = aot_module(torch.fx.symbolic_trace(f), [torch.randn(3), 2.5], _capture()[1])
     torch.testing.assert_close(fn(torch.ones(3), 2.5), torch.full((3,), 2.5))
     torch.testing.assert_close(fn(torch.ones(3), 4.0), torch.full((3,), 4.0))   # not the traced 2.5
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["inference", "training"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_on_a_dynamic_batch_keeps_the_batch_symbolic(events, bias, grad):
+    """F.linear on a 3-D input under functionalize read plain sizes in its C++ kernel, which
+    pinned the batch symbol to its example value: every new batch size compiled again (BERT)."""
+    layer = torch.nn.Linear(16, 8, bias=bias)
+
+    def f(x):
+        return torch.relu(layer(x)) * 2
+
+    opt = compiler.compile(f)
+    with torch.set_grad_enabled(grad):
+        for n in (2, 3, 5, 6, 7):
+            x = torch.randn(n, 4, 16)
+            torch.testing.assert_close(opt(x), f(x))
+    compiled = [e for e in events if e.name == "frame_compiled"]
+    assert len(compiled) == 2, [e.fields for e in compiled]   # the first size, then one dynamic graph

@@ -1,0 +1,523 @@
+"""Size buckets for CUDA graphs of dynamic-shape inference graphs.
+
+A graph compiled with a symbolic size (say the batch, `s0`) is recorded per concrete size: a
+model served at batch 3, 5, 6, 7 would warm up and record four graphs, and turn graphs off past
+`backend.cudagraph_max_recordings`. With buckets, a call at batch 5 runs the recording for batch
+8: its inputs are padded to 8 rows, and its outputs cut back to 5. That is only right when no
+real row's result reads a padded row, so padding a symbol is allowed only where the graph proves
+it, node by node (`plan`):
+
+- Every op either keeps positions along a symbolic axis (pointwise ops, permutes, broadcasts,
+  matrix rows, a batch-norm in eval mode, attention over its batch, heads and queries), or it
+  *mixes* some axes (a reduction over them, a matrix product's contraction, a convolution's
+  channels and pixels, a concatenation, a slice, a gather). Padding a symbol is refused when any
+  mixed axis's size contains it, and for ops not in the tables all their axes count as mixed.
+- A view keeps the padded rows at the end of an axis only when the symbolic axis is the outer one
+  of each group of merged or split axes ((s0, 16) -> (s0*16) yes, (16, s0) -> (16*s0) no).
+- A size used as a value (arange(s0), a mean that divides by s0) is refused.
+- Inputs whose size has the symbol must hold it as a whole axis, contiguous, not written by the
+  graph; outputs are cut back along each axis whose size has it.
+
+Padded rows repeat the last real row (never stale memory: an index tensor's padded rows hold
+real indices). The bucket must also satisfy every guard of the graph's shape environment that
+mentions the symbol; a call whose bucket fails one is recorded at its own size.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+import torch
+
+from tracetorch.compiler import config
+
+aten = torch.ops.aten
+
+
+def bucket_size(n: int) -> int:
+    """The bucket of size n: the next power of two up to 32, then four buckets per octave
+    (40, 48, 56, 64, 80, ...), so padding costs at most a quarter more rows."""
+    if n <= 32:
+        return 1 << max(0, (n - 1).bit_length())
+    step = 1 << ((n - 1).bit_length() - 3)
+    return -(-n // step) * step
+
+
+# -- which axes an op mixes ---------------------------------------------------------------------
+ALL = "all"          # every axis of every tensor argument
+
+
+def _dims(dim, rank: int) -> list[int]:
+    if dim is None or dim == []:
+        return list(range(rank))
+    dims = dim if isinstance(dim, (list, tuple)) else [dim]
+    return [d % rank for d in dims]
+
+
+def _rank(arg) -> int:
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    return val.dim() if isinstance(val, torch.Tensor) else 0
+
+
+def _arg(node, i, name, default=None):
+    return node.args[i] if len(node.args) > i else node.kwargs.get(name, default)
+
+
+def _reduction(node):            # x, dim, ...
+    x = node.args[0]
+    return {0: _dims(_arg(node, 1, "dim"), _rank(x))}
+
+
+def _softmax(node):              # x, dim, half_to_float
+    return {0: _dims(node.args[1], _rank(node.args[0]))}
+
+
+def _softmax_backward(node):     # grad, output, dim, dtype
+    dims = _dims(node.args[2], _rank(node.args[0]))
+    return {0: dims, 1: dims}
+
+
+def _convolution(node):          # input, weight, bias, ...: channels and pixels are mixed
+    return {0: list(range(1, _rank(node.args[0]))), 1: ALL, 2: ALL}
+
+
+def _layer_norm(node):           # x, normalized_shape, weight, bias, eps
+    rank = _rank(node.args[0])
+    return {0: list(range(rank - len(node.args[1]), rank)), 2: ALL, 3: ALL}
+
+
+def _batch_norm_eval(node):      # x, weight, bias, running_mean, running_var, ...
+    return {1: ALL, 2: ALL, 3: ALL, 4: ALL}
+
+
+def _batch_norm(node):           # training=True mixes the batch and the pixels
+    # (the no_stats overload has no running statistics: its flag comes earlier)
+    training = next((a for a in node.args[3:] if isinstance(a, bool)), True)
+    if not training:
+        return _batch_norm_eval(node)
+    return {0: [0] + list(range(2, _rank(node.args[0]))), 1: ALL, 2: ALL, 3: ALL, 4: ALL}
+
+
+def _attention(node):            # q [b, h, Lq, E], k [b, h, Lk, E], v [b, h, Lk, Ev], mask [.., Lq, Lk]
+    mixed = {0: [3], 1: [2, 3], 2: [2, 3]}
+    mask = _arg(node, 3, "attn_mask")
+    if isinstance(mask, torch.fx.Node):
+        mixed[3] = [_rank(mask) - 1]
+    return mixed
+
+
+def _at_dim(dim_index: int, default=0):
+    """Ops that move data along one axis (cat, slice, select, gather, ...): it is mixed, in every
+    tensor argument (cat's list included)."""
+    def mixed(node):
+        dim = _arg(node, dim_index, "dim", default)
+        return {"each": dim}
+    return mixed
+
+
+def _slice(node):                # x, dim, start, end, step: a whole axis from 0 keeps its rows
+    x, dim = node.args[0], _arg(node, 1, "dim", 0)
+    start, end, step = _arg(node, 2, "start"), _arg(node, 3, "end"), _arg(node, 4, "step", 1)
+    val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+    if isinstance(val, torch.Tensor) and start in (0, None) and step == 1:
+        size = _expr(val.shape[dim])
+        if end is None or (isinstance(end, int) and end >= 2**62) or \
+                (isinstance(end, torch.fx.Node) and _expr(end.meta.get("val")) == size):
+            return {}
+    return {"each": dim}
+
+
+def _embedding(node):            # weight, indices: the table is read anywhere, indices are kept
+    return {0: ALL}
+
+
+def _index(node):                # x, [indices]: x's indexed axes are mixed; indices are kept
+    idx = node.args[1]
+    return {0: [i for i, t in enumerate(idx) if t is not None]}
+
+
+def _pad(node):                  # x, pad (last axis first, two per axis)
+    rank = _rank(node.args[0])
+    return {0: [rank - 1 - i for i in range(len(node.args[1]) // 2)]}
+
+
+#: op packet -> the input axes it mixes ({arg position: [axes] or ALL}, or {"each": dim})
+MIXES = {
+    **{p: _reduction for p in (aten.sum, aten.mean, aten.amax, aten.amin, aten.prod, aten.var,
+                               aten.std, aten.var_mean, aten.std_mean, aten.argmax, aten.argmin,
+                               aten.any, aten.all, aten.logsumexp, aten.max, aten.min, aten.cumsum,
+                               aten.cumprod)},
+    aten._softmax: _softmax, aten._log_softmax: _softmax, aten.softmax: _softmax,
+    aten.log_softmax: _softmax,
+    aten._softmax_backward_data: _softmax_backward, aten._log_softmax_backward_data: _softmax_backward,
+    aten.mm: lambda n: {0: [1], 1: [0]},
+    aten.addmm: lambda n: {0: ALL if _rank(n.args[0]) > 1 else [], 1: [1], 2: [0]},
+    aten.bmm: lambda n: {0: [2], 1: [1]},
+    aten.baddbmm: lambda n: {0: ALL, 1: [2], 2: [1]},
+    aten.convolution: _convolution,
+    aten.native_layer_norm: _layer_norm,
+    aten._native_batch_norm_legit_no_training: _batch_norm_eval,
+    aten._native_batch_norm_legit: _batch_norm, aten.native_batch_norm: _batch_norm,
+    aten._scaled_dot_product_flash_attention: _attention,
+    aten._scaled_dot_product_efficient_attention: _attention,
+    aten._scaled_dot_product_cudnn_attention: _attention,
+    aten._scaled_dot_product_flash_attention_for_cpu: _attention,
+    aten.scaled_dot_product_attention: _attention,
+    torch.ops.tracetorch.sdpa: _attention,
+    aten.cat: _at_dim(1), aten.slice: _slice, aten.select: _at_dim(1),
+    aten.gather: _at_dim(1), aten.index_select: _at_dim(1), aten.narrow: _at_dim(1),
+    aten.split: _at_dim(2), aten.split_with_sizes: _at_dim(2), aten.flip: lambda n: {0: n.args[1]},
+    aten.roll: ALL, aten.embedding: _embedding, aten.index: _index,
+    aten.constant_pad_nd: _pad,
+}
+
+#: ops that keep every position (besides pointwise-tagged ops): layout and dtype changes, views
+#: that move whole axes, factories of constants
+KEEPS = {aten.clone, aten._to_copy, aten.alias, aten.detach, aten.permute, aten.transpose, aten.t,
+         aten.unsqueeze, aten.squeeze, aten.expand, aten.lift_fresh_copy, aten.empty_like,
+         aten.zeros_like, aten.ones_like, aten.full_like, aten.contiguous, aten.stack,
+         aten.full, aten.zeros, aten.ones, aten.empty, aten.empty_strided, aten.scalar_tensor,
+         aten.new_zeros, aten.new_ones, aten.new_empty, aten.new_full, aten.where,
+         aten.masked_fill, aten.fill, aten.copy, aten._unsafe_view, aten.view, aten.reshape,
+         aten.slice_scatter}
+
+#: ops whose size arguments are shapes, not values (any other op reading a size reads a value)
+SHAPE_ARGS = {aten.view, aten._unsafe_view, aten.reshape, aten.expand, aten.full, aten.zeros,
+              aten.ones, aten.empty, aten.empty_strided, aten.new_zeros, aten.new_ones,
+              aten.new_empty, aten.new_full, aten.slice}
+VIEWS = {aten.view, aten._unsafe_view, aten.reshape}
+SIZE_READS = {aten.sym_size, aten.sym_numel, aten.sym_stride, aten.sym_storage_offset}
+
+
+STATIC = "no input axis is a symbolic size"
+
+
+# -- the plan -----------------------------------------------------------------------------------
+@dataclass
+class Plan:
+    """What padding `symbol` means for one graph: which inputs carry it and on which axis, the
+    size arguments that are it, and how to cut the outputs back."""
+    symbol: sympy.Symbol
+    inputs: dict[int, int]                    # input slot -> its axis of size `symbol`
+    int_slots: list[int]                      # int inputs whose value is `symbol`
+    outputs: dict[int, dict[int, sympy.Expr]]  # output index -> {axis: its size}
+    others: dict[sympy.Symbol, tuple[int, int]] = field(default_factory=dict)   # where other symbols are read
+    guards: list[sympy.Expr] = field(default_factory=list)   # shape guards that mention the symbol
+    low: int = 0
+    high: float = float("inf")
+
+    def fit(self, args) -> tuple[int, int] | None:
+        """(real size, bucket) for this call, or None where the bucket is no bigger or breaks a
+        guard (the call is then recorded at its own size)."""
+        slot, axis = next(iter(self.inputs.items()))
+        a = args[slot]
+        if not isinstance(a, torch.Tensor):
+            return None
+        n = a.shape[axis]
+        b = bucket_size(n)
+        if b == n or not (self.low <= b <= self.high):
+            return None
+        if any(not args[i].is_contiguous() or args[i].shape[ax] != n for i, ax in self.inputs.items()):
+            return None
+        values = {self.symbol: b}
+        for sym, (i, ax) in self.others.items():
+            values[sym] = args[i].shape[ax]
+        for g in self.guards:
+            if g.xreplace({s: sympy.Integer(v) for s, v in values.items()}) is not sympy.true:
+                return None
+        return n, b
+
+    def signature(self, args, b: int) -> tuple:
+        """The signature of the call's padded arguments (contiguous at the bucket's size)."""
+        from tracetorch.compiler.backend.runtime.cudagraphs import _signature
+        sig = list(_signature(args))
+        for i, axis in self.inputs.items():
+            shape = _resized(args[i].shape, axis, b)
+            sig[i] = (tuple(shape), _row_major(shape), args[i].dtype, args[i].device)
+        for i in self.int_slots:
+            sig[i] = (int, b)
+        return tuple(sig)
+
+    def pad(self, args, n: int, b: int) -> list:
+        """The call's arguments at the bucket's size: padded rows repeat the last real row."""
+        out = list(args)
+        for i, axis in self.inputs.items():
+            out[i] = pad_into(torch.empty(_resized(args[i].shape, axis, b), dtype=args[i].dtype,
+                                          device=args[i].device), args[i], axis)
+        for i in self.int_slots:
+            out[i] = b
+        return out
+
+    def cut(self, outputs: list, n: int) -> list:
+        """The outputs at the call's own size (views of the bucket's outputs)."""
+        result = list(outputs)
+        for k, axes in self.outputs.items():
+            t = result[k]
+            for axis, size in axes.items():
+                t = t.narrow(axis, 0, int(size.xreplace({self.symbol: sympy.Integer(n)})))
+            result[k] = t
+        return result
+
+
+def _resized(shape, axis, b):
+    shape = list(shape)
+    shape[axis] = b
+    return shape
+
+
+def _row_major(shape) -> tuple:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def pad_into(dst: torch.Tensor, src: torch.Tensor, axis: int) -> torch.Tensor:
+    """dst's first rows along `axis` <- src; the rest <- src's last row."""
+    n, b = src.shape[axis], dst.shape[axis]
+    dst.narrow(axis, 0, n).copy_(src)
+    if b > n:
+        dst.narrow(axis, n, b - n).copy_(src.narrow(axis, n - 1, 1).expand(_resized(src.shape, axis, b - n)))
+    return dst
+
+
+def plan(gm: torch.fx.GraphModule) -> tuple[Plan | None, str]:
+    """The bucket plan for a graph's first symbol that padding provably leaves unseen, or None
+    with the reason (logged as `cudagraph_buckets`)."""
+    if not config.backend.cudagraph_buckets:
+        return None, "backend.cudagraph_buckets is off"
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    candidates: dict[sympy.Symbol, dict[int, int]] = {}
+    int_slots: dict[sympy.Symbol, list[int]] = {}
+    shape_env, refused = None, {}
+    from tracetorch.compiler.backend.runtime.cudagraphs import mutated_inputs
+    mutated = set(mutated_inputs(gm))
+    for slot, ph in enumerate(placeholders):
+        val = ph.meta.get("val")
+        if isinstance(val, torch.SymInt):
+            expr = val.node.expr
+            if isinstance(expr, sympy.Symbol):
+                int_slots.setdefault(expr, []).append(slot)
+            continue
+        if not isinstance(val, torch.Tensor):
+            continue
+        for axis, size in enumerate(val.shape):
+            if not isinstance(size, torch.SymInt):
+                continue
+            shape_env = size.node.shape_env
+            expr = size.node.expr
+            if not isinstance(expr, sympy.Symbol):
+                for s in expr.free_symbols:
+                    refused.setdefault(s, f"input {ph.name} has size {expr} on axis {axis}")
+                continue
+            if slot in mutated:
+                refused.setdefault(expr, f"the graph writes input {ph.name}")
+            elif slot in candidates.get(expr, {}):
+                refused.setdefault(expr, f"input {ph.name} has it on two axes")
+            elif not _contiguous_meta(val):
+                refused.setdefault(expr, f"input {ph.name} is not contiguous")
+            candidates.setdefault(expr, {})[slot] = axis
+    if not candidates:
+        return None, STATIC
+    for node in gm.graph.nodes:
+        for sym, why in _refusals(node):
+            refused.setdefault(sym, why)
+    outputs: dict[int, dict[int, sympy.Expr]] = {}
+    out_node = next(n for n in gm.graph.nodes if n.op == "output")
+    for k, o in enumerate(out_node.args[0]):
+        val = o.meta.get("val") if isinstance(o, torch.fx.Node) else o
+        if isinstance(val, torch.SymInt):
+            for s in val.node.expr.free_symbols:
+                refused.setdefault(s, f"output {k} is a size")
+        elif isinstance(val, torch.Tensor):
+            for axis, size in enumerate(val.shape):
+                expr = sympy.sympify(size.node.expr if isinstance(size, torch.SymInt) else size)
+                if expr.free_symbols:
+                    outputs.setdefault(k, {})[axis] = expr
+    reasons = []
+    for sym, inputs in candidates.items():
+        if sym in refused:
+            reasons.append(f"{sym}: {refused[sym]}")
+            continue
+        mixed_outputs = {k: {a: e for a, e in axes.items() if sym in e.free_symbols} for k, axes in outputs.items()}
+        bad = [f"output {k} has size {e}" for k, axes in mixed_outputs.items() for e in axes.values()
+               if len(e.free_symbols) > 1 or not _grows(e, sym)]
+        if bad:
+            reasons.append(f"{sym}: {bad[0]}")
+            continue
+        found = _guards(shape_env, sym, candidates)
+        if isinstance(found, str):
+            reasons.append(f"{sym}: {found}")
+            continue
+        guards, others, low, high = found
+        return Plan(sym, inputs, int_slots.get(sym, []), {k: v for k, v in mixed_outputs.items() if v},
+                    others, guards, low, high), ""
+    return None, "; ".join(reasons)
+
+
+def _grows(expr: sympy.Expr, sym: sympy.Symbol) -> bool:
+    """A size c * sym (c a positive integer): the real rows are the first c * n."""
+    c = sympy.simplify(expr / sym)
+    return c.is_Integer and c > 0
+
+
+def _contiguous_meta(val: torch.Tensor) -> bool:
+    """Row-major strides, judged on the symbolic expressions (comparing SymInts would add guards)."""
+    expected = sympy.Integer(1)
+    for size, stride in reversed(list(zip(val.shape, val.stride()))):
+        size = sympy.sympify(_expr(size))
+        if size != 1 and sympy.simplify(sympy.sympify(_expr(stride)) - expected) != 0:
+            return False
+        expected = expected * size
+    return True
+
+
+def _expr(x):
+    return x.node.expr if isinstance(x, torch.SymInt) else x
+
+
+def _guards(shape_env, sym, candidates):
+    """The shape guards that mention sym, where their other symbols are read, and sym's range; or
+    why the bucket cannot be checked."""
+    if shape_env is None:
+        return "no shape environment"
+    exprs = [g.expr for g in getattr(shape_env, "guards", [])]
+    for asserts in getattr(shape_env, "deferred_runtime_asserts", {}).values():
+        exprs += [a.expr for a in asserts]
+    exprs = [e for e in exprs if sym in getattr(e, "free_symbols", ())]
+    others = {}
+    for e in exprs:
+        for s in e.free_symbols - {sym}:
+            where = candidates.get(s)
+            if not where:
+                return f"guard {e} has {s}, which no input holds as an axis"
+            others[s] = next(iter(where.items()))
+    rng = shape_env.var_to_range.get(sym)
+    low = _bound(rng.lower if rng is not None else None, 0)
+    high = _bound(rng.upper if rng is not None else None, float("inf"))
+    return exprs, others, low, high
+
+
+def _bound(value, default):
+    """A range's end as an int (torch's int_oo calls itself finite, so ask for a plain Integer)."""
+    return int(value) if isinstance(value, sympy.Integer) and type(value).__module__.startswith("sympy") \
+        else default
+
+
+def _refusals(node: torch.fx.Node):
+    """(symbol, why) for each symbol this node keeps from being padded."""
+    if node.op != "call_function":
+        return
+    target = node.target
+    packet = getattr(target, "overloadpacket", None)
+    if packet is None or packet in SIZE_READS:   # sizes and their arithmetic: judged where used
+        return
+    where = f"{node.name} ({packet})"
+    if packet not in SHAPE_ARGS:             # a size used as a value (arange(s0), x / s0)
+        for a in _flat(node.args) + _flat(list(node.kwargs.values())):
+            val = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
+            if isinstance(val, torch.SymInt):
+                for s in val.node.expr.free_symbols:
+                    yield s, f"{where} reads a size as a value"
+    if packet in VIEWS:
+        yield from _view_refusals(node, where)
+        return
+    if packet in KEEPS or torch.Tag.pointwise in getattr(target, "tags", ()):
+        return
+    rule = MIXES.get(packet)
+    mixed = rule(node) if callable(rule) else ({"each": None} if rule == ALL or rule is None else rule)
+    tensor_args = [(i, a) for i, a in enumerate(node.args) if isinstance(a, torch.fx.Node)]
+    if "each" in mixed:
+        dim = mixed["each"]
+        for a in _flat(node.args):
+            yield from _axis_refusals(a, None if dim is None else [dim], where)
+        return
+    for i, a in tensor_args:
+        axes = mixed.get(i, [])
+        yield from _axis_refusals(a, None if axes == ALL else axes, where)
+    for i, a in enumerate(node.args):      # tensors in lists (index's indices): kept
+        if isinstance(a, (list, tuple)) and i in mixed:
+            for t in a:
+                yield from _axis_refusals(t, None, where) if mixed[i] == ALL else ()
+
+
+def _axis_refusals(arg, axes, where):
+    """Symbols in the sizes of arg's mixed axes (all axes when None)."""
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    if not isinstance(val, torch.Tensor):
+        return
+    rank = val.dim()
+    for axis in (range(rank) if axes is None else [a % rank for a in axes if rank]):
+        size = val.shape[axis]
+        if isinstance(size, torch.SymInt):
+            for s in size.node.expr.free_symbols:
+                yield s, f"{where} mixes axis {axis} of {arg.name} (size {size.node.expr})"
+
+
+def _view_refusals(node, where):
+    """A view keeps padded rows at the end only where each group of merged or split axes has its
+    symbols in its outer axis alone."""
+    src, dst = node.args[0].meta.get("val"), node.meta.get("val")
+    if not (isinstance(src, torch.Tensor) and isinstance(dst, torch.Tensor)):
+        return
+    a, b = [sympy.sympify(_expr(s)) for s in src.shape], [sympy.sympify(_expr(s)) for s in dst.shape]
+    if not any(e.free_symbols for e in a + b):
+        return
+    groups = _view_groups(a, b, _hints(src.shape), _hints(dst.shape))
+    if groups is None:
+        for e in a + b:
+            for s in e.free_symbols:
+                yield s, f"{where} reshapes {a} to {b}"
+        return
+    for ga, gb in groups:
+        for g in (ga, gb):
+            for e in g[1:]:
+                for s in e.free_symbols:
+                    yield s, f"{where} merges or splits {a} -> {b} with {s} in an inner axis"
+
+
+def _hints(shape):
+    out = []
+    for s in shape:
+        if isinstance(s, torch.SymInt):
+            out.append(s.node.hint if s.node.hint is not None else None)
+        else:
+            out.append(int(s))
+    return out
+
+
+def _view_groups(a, b, ha, hb):
+    """Pairs of axis groups (of sizes a, b) whose products are equal, walking both shapes with
+    the example sizes; None when the walk fails or a group's products differ symbolically."""
+    if None in ha or None in hb:
+        return None
+    groups, i, j = [], 0, 0
+    while i < len(a) or j < len(b):
+        ga, gb, pa, pb = [], [], 1, 1
+        if i < len(a):
+            ga.append(a[i]); pa = ha[i]; i += 1                    # noqa: E702
+        if j < len(b):
+            gb.append(b[j]); pb = hb[j]; j += 1                    # noqa: E702
+        while pa != pb:
+            if pa < pb and i < len(a):
+                ga.append(a[i]); pa *= ha[i]; i += 1               # noqa: E702
+            elif pb < pa and j < len(b):
+                gb.append(b[j]); pb *= hb[j]; j += 1               # noqa: E702
+            else:
+                return None
+        # size-1 axes join their neighbours' groups harmlessly; products must agree symbolically
+        if sympy.simplify(sympy.Mul(*ga) - sympy.Mul(*gb)) != 0:
+            return None
+        groups.append(([e for e in ga if e != 1], [e for e in gb if e != 1]))
+    return groups
+
+
+def _flat(xs) -> list:
+    out = []
+    for x in xs:
+        if isinstance(x, (list, tuple)):
+            out += _flat(x)
+        else:
+            out.append(x)
+    return out
