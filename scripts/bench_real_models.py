@@ -100,8 +100,8 @@ class VariantEvents(harness.EventCounter):
     """harness.EventCounter registered as a logs sink for one variant (close() removes it)."""
 
     #: events whose reason goes into the row (why CUDA graphs were not used, why a graph ran eagerly)
-    REASONS = ("cudagraph_skipped", "cudagraph_disabled", "graph_runs_eagerly", "aot_runs_eagerly",
-               "backward_recompiled")
+    REASONS = ("cudagraph_skipped", "cudagraph_disabled", "cudagraph_buckets_refused", "graph_runs_eagerly",
+               "aot_runs_eagerly", "backward_recompiled")
 
     #: events whose timing fields are summed per variant (where a first call's seconds go):
     #: our backend per graph, Triton compiles in the worker pool (wall from submission to the

@@ -10,6 +10,7 @@ Modules, in the order data flows through them:
     wrapper_support          small helpers the generated output code imports
     cudagraphs               record and replay compiled inference graphs as CUDA graphs
     cudagraph_training       the same for a training forward and its backward (saved values in place)
+    cudagraph_buckets        which symbolic size an inference recording may pad to its bucket, and why not
 
 This file imports nothing: triton_compile_worker loads its siblings without running package
 __init__ files that import torch.
