@@ -81,6 +81,10 @@ def _convolution(node):          # input, weight, bias, ...: channels and pixels
     return {0: list(range(1, _rank(node.args[0]))), 1: ALL, 2: ALL}
 
 
+def _spatial(node):              # pooling, upsampling: pixels are mixed, batch and channels kept
+    return {0: list(range(2, _rank(node.args[0])))}
+
+
 def _layer_norm(node):           # x, normalized_shape, weight, bias, eps
     rank = _rank(node.args[0])
     return {0: list(range(rank - len(node.args[1]), rank)), 2: ALL, 3: ALL}
@@ -131,11 +135,6 @@ def _embedding(node):            # weight, indices: the table is read anywhere, 
     return {0: ALL}
 
 
-def _index(node):                # x, [indices]: x's indexed axes are mixed; indices are kept
-    idx = node.args[1]
-    return {0: [i for i, t in enumerate(idx) if t is not None]}
-
-
 def _pad(node):                  # x, pad (last axis first, two per axis)
     rank = _rank(node.args[0])
     return {0: [rank - 1 - i for i in range(len(node.args[1]) // 2)]}
@@ -155,6 +154,12 @@ MIXES = {
     aten.bmm: lambda n: {0: [2], 1: [1]},
     aten.baddbmm: lambda n: {0: ALL, 1: [2], 2: [1]},
     aten.convolution: _convolution,
+    **{p: _spatial for p in (aten.max_pool1d, aten.max_pool2d, aten.max_pool3d, aten.max_pool2d_with_indices,
+                             aten.max_pool3d_with_indices, aten.avg_pool1d, aten.avg_pool2d, aten.avg_pool3d,
+                             aten.adaptive_avg_pool1d, aten.adaptive_avg_pool2d, aten.adaptive_avg_pool3d,
+                             aten._adaptive_avg_pool2d, aten._adaptive_avg_pool3d, aten.adaptive_max_pool2d,
+                             aten.upsample_nearest2d, aten.upsample_bilinear2d, aten._upsample_nearest_exact2d,
+                             aten.upsample_bicubic2d, aten.reflection_pad2d, aten.replication_pad2d)},
     aten.native_layer_norm: _layer_norm,
     aten._native_batch_norm_legit_no_training: _batch_norm_eval,
     aten._native_batch_norm_legit: _batch_norm, aten.native_batch_norm: _batch_norm,
@@ -167,7 +172,7 @@ MIXES = {
     aten.cat: _at_dim(1), aten.slice: _slice, aten.select: _at_dim(1),
     aten.gather: _at_dim(1), aten.index_select: _at_dim(1), aten.narrow: _at_dim(1),
     aten.split: _at_dim(2), aten.split_with_sizes: _at_dim(2), aten.flip: lambda n: {0: n.args[1]},
-    aten.roll: ALL, aten.embedding: _embedding, aten.index: _index,
+    aten.roll: ALL, aten.embedding: _embedding,
     aten.constant_pad_nd: _pad,
 }
 
@@ -186,6 +191,9 @@ SHAPE_ARGS = {aten.view, aten._unsafe_view, aten.reshape, aten.expand, aten.full
               aten.ones, aten.empty, aten.empty_strided, aten.new_zeros, aten.new_ones,
               aten.new_empty, aten.new_full, aten.slice}
 VIEWS = {aten.view, aten._unsafe_view, aten.reshape}
+#: ops whose later tensor arguments are positions into their first (index's own rule: Iotas)
+INDEX_READS = {aten.gather, aten.index_select, aten.embedding, aten.scatter, aten.scatter_add,
+               aten.index_put, aten.index_add, aten.take}
 SIZE_READS = {aten.sym_size, aten.sym_numel, aten.sym_stride, aten.sym_storage_offset}
 
 
@@ -320,8 +328,9 @@ def plan(gm: torch.fx.GraphModule) -> tuple[Plan | None, str]:
             candidates.setdefault(expr, {})[slot] = axis
     if not candidates:
         return None, STATIC
+    iotas = Iotas(gm)
     for node in gm.graph.nodes:
-        for sym, why in _refusals(node):
+        for sym, why in _refusals(node, iotas):
             refused.setdefault(sym, why)
     outputs: dict[int, dict[int, sympy.Expr]] = {}
     out_node = next(n for n in gm.graph.nodes if n.op == "output")
@@ -405,7 +414,68 @@ def _bound(value, default):
         else default
 
 
-def _refusals(node: torch.fx.Node):
+class Iotas:
+    """`arange(s)` over a symbolic size, which a mask builder uses to index rows by their own
+    position (transformers' masks: `mask[arange(batch), ...]`). Padded, arange(bucket) holds each
+    row's own index, so `x[arange(s)]` along an axis of size s reads row i at row i: it keeps
+    positions. `pure`: arange(0, s) and its unsqueezes, broadcasts and whole slices (node ->
+    symbol); `derived`: anything computed from one (its padded rows hold indices past the real
+    size, which must not index an axis of another size)."""
+
+    KEEP = {aten.unsqueeze, aten.expand, aten.alias, aten.clone, aten._to_copy, aten.view,
+            aten._unsafe_view, aten.reshape}
+
+    def __init__(self, gm: torch.fx.GraphModule):
+        self.pure: dict[torch.fx.Node, sympy.Symbol] = {}
+        self.derived: dict[torch.fx.Node, sympy.Symbol] = {}
+        for node in gm.graph.nodes:
+            if node.op != "call_function":
+                continue
+            packet = getattr(node.target, "overloadpacket", None)
+            sym = _iota_symbol(node) if packet is aten.arange else None
+            first = node.args[0] if node.args else None
+            if sym is not None:
+                self.pure[node] = sym
+            elif first in self.pure and (packet in self.KEEP or (packet is aten.slice and _slice(node) == {})):
+                self.pure[node] = self.pure[first]
+            else:
+                for a in _flat(node.args):
+                    if a in self.pure or a in self.derived:
+                        self.derived[node] = self.pure.get(a) or self.derived[a]
+                        break
+
+
+def _iota_symbol(node) -> sympy.Symbol | None:
+    """s for arange(s) / arange(0, s) / arange(0, s, 1) with s a symbolic size, else None."""
+    args = list(node.args)
+    if len(args) == 1:
+        args = [0] + args
+    start, end, step = (args + [1])[:3]
+    val = end.meta.get("val") if isinstance(end, torch.fx.Node) else None
+    if start == 0 and step == 1 and isinstance(val, torch.SymInt) and isinstance(val.node.expr, sympy.Symbol):
+        return val.node.expr
+    return None
+
+
+def _index_refusals(node, iotas: Iotas, where):
+    """aten.index(x, indices): an index that is arange(s) along an axis of size s keeps that axis;
+    any other index mixes the axis it reads, and one computed from arange(s) is refused (its
+    padded rows hold indices the axis may not have)."""
+    x, indices = node.args[0], node.args[1]
+    val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+    for axis, idx in enumerate(indices):
+        if idx is None or not isinstance(val, torch.Tensor):
+            continue
+        size = _expr(val.shape[axis])
+        if idx in iotas.pure and size == iotas.pure[idx]:
+            continue
+        sym = iotas.pure.get(idx) or iotas.derived.get(idx)
+        if sym is not None:
+            yield sym, f"{where} indexes axis {axis} of {x.name} (size {size}) with values from arange({sym})"
+        yield from _axis_refusals(x, [axis], where)
+
+
+def _refusals(node: torch.fx.Node, iotas: Iotas):
     """(symbol, why) for each symbol this node keeps from being padded."""
     if node.op != "call_function":
         return
@@ -414,7 +484,14 @@ def _refusals(node: torch.fx.Node):
     if packet is None or packet in SIZE_READS:   # sizes and their arithmetic: judged where used
         return
     where = f"{node.name} ({packet})"
-    if packet not in SHAPE_ARGS:             # a size used as a value (arange(s0), x / s0)
+    if packet is aten.index:
+        yield from _index_refusals(node, iotas, where)
+        return
+    for a in _flat(node.args)[1:] if packet in INDEX_READS else ():
+        sym = iotas.pure.get(a) or iotas.derived.get(a)
+        if sym is not None:
+            yield sym, f"{where} reads positions from arange({sym})"
+    if packet not in SHAPE_ARGS and node not in iotas.pure:   # a size as a value (x / s0)
         for a in _flat(node.args) + _flat(list(node.kwargs.values())):
             val = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
             if isinstance(val, torch.SymInt):

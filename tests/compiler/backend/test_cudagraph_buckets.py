@@ -13,6 +13,7 @@ from tracetorch.compiler.backend.runtime import cudagraphs
 
 STAND_IN = {"testing.cudagraph_stand_in": True, "backend.cache_enabled": False}
 SIZES = (2, 3, 5, 6, 7, 5, 9, 12, 3)
+TABLE = torch.randn(3, 4)
 
 
 def named(events, name):
@@ -69,7 +70,8 @@ def test_outputs_are_cut_back_along_a_multiple_of_the_size(events):
 
 @pytest.mark.parametrize("f, why", [
     (lambda x: x - x.mean(0), "mixes axis 0"),                           # a reduction over the batch
-    (lambda x: x + torch.arange(x.shape[0]).unsqueeze(1), "reads a size as a value"),
+    (lambda x: x * x.shape[0], "reads a size as a value"),
+    (lambda x: x + TABLE[torch.arange(x.shape[0]) % 3], "arange"),     # padded rows index past 3
     (lambda x: torch.cat([x, x * 2]), "mixes axis 0"),                   # rows move
     (lambda x: (x @ x.t()).sum(1), "mixes axis"),                        # the contraction is the batch
 ])
@@ -78,6 +80,18 @@ def test_graphs_that_would_see_padded_rows_record_each_size(events, f, why):
     refused = named(events, "cudagraph_buckets_refused")
     assert refused and why in refused[0].fields["reason"], [e.fields for e in refused]
     assert not named(events, "cudagraph_bucket")
+
+
+def test_rows_indexed_by_their_own_position_keep_their_bucket(events):
+    """transformers' masks index rows by arange(batch): padded, each row still reads itself."""
+    def f(x):
+        rows = torch.arange(x.shape[0])
+        return x[rows[:, None], torch.arange(4)[None, :]] * 2 + rows[:, None]
+
+    run_sizes(f, lambda n: (torch.randn(n, 4),))
+    assert not named(events, "cudagraph_buckets_refused"), \
+        [e.fields for e in named(events, "cudagraph_buckets_refused")]
+    assert named(events, "cudagraph_bucket")
 
 
 def test_a_view_with_the_size_in_an_inner_axis_is_refused(events):
@@ -121,3 +135,14 @@ def test_a_runner_without_a_plan_keys_recordings_by_exact_size():
         x = torch.randn(n)
         torch.testing.assert_close(runner(x)[0], x * 3)
     assert len(runner.recordings) == 2
+
+
+def test_a_convolutional_network_in_eval_mode_keeps_its_batch_bucket(events):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                torch.nn.MaxPool2d(2), torch.nn.Conv2d(8, 8, 3, padding=1),
+                                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 5)).eval()
+    run_sizes(model, lambda n: (torch.randn(n, 3, 8, 8),), sizes=(2, 3, 5, 6, 3))
+    assert not named(events, "cudagraph_buckets_refused"), \
+        [e.fields for e in named(events, "cudagraph_buckets_refused")]
+    assert named(events, "cudagraph_bucket")
