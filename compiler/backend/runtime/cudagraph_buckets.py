@@ -256,12 +256,17 @@ class Plan:
             out[i] = b
         return out
 
-    def cut(self, outputs: list, n: int) -> list:
-        """The outputs at the call's own size (views of the bucket's outputs)."""
+    def cut(self, outputs: list, n: int, b: int) -> list:
+        """The outputs at the call's own size (views of the bucket's outputs). Raises BucketError
+        where an output is not at the bucket's size (the runner then drops its buckets)."""
         result = list(outputs)
         for k, axes in self.outputs.items():
             t = result[k]
             for axis, size in axes.items():
+                want = int(size.xreplace({self.symbol: sympy.Integer(b)}))
+                if not isinstance(t, torch.Tensor) or t.dim() <= axis or t.shape[axis] != want:
+                    got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+                    raise BucketError(f"output {k} is {got}, not {want} along axis {axis} at bucket {b}")
                 t = t.narrow(axis, 0, int(size.xreplace({self.symbol: sympy.Integer(n)})))
             result[k] = t
         return result
@@ -271,6 +276,10 @@ def _resized(shape, axis, b):
     shape = list(shape)
     shape[axis] = b
     return shape
+
+
+class BucketError(RuntimeError):
+    """A bucketed call found memory or outputs not at the bucket's size."""
 
 
 def _row_major(shape) -> tuple:
@@ -284,6 +293,8 @@ def _row_major(shape) -> tuple:
 def pad_into(dst: torch.Tensor, src: torch.Tensor, axis: int) -> torch.Tensor:
     """dst's first rows along `axis` <- src; the rest <- src's last row."""
     n, b = src.shape[axis], dst.shape[axis]
+    if b < n or dst.dim() != src.dim():
+        raise BucketError(f"padding {tuple(src.shape)} along axis {axis} into {tuple(dst.shape)}")
     dst.narrow(axis, 0, n).copy_(src)
     if b > n:
         dst.narrow(axis, n, b - n).copy_(src.narrow(axis, n - 1, 1).expand(_resized(src.shape, axis, b - n)))
@@ -293,8 +304,6 @@ def pad_into(dst: torch.Tensor, src: torch.Tensor, axis: int) -> torch.Tensor:
 def plan(gm: torch.fx.GraphModule) -> tuple[Plan | None, str]:
     """The bucket plan for a graph's first symbol that padding provably leaves unseen, or None
     with the reason (logged as `cudagraph_buckets`)."""
-    if not config.backend.cudagraph_buckets:
-        return None, "backend.cudagraph_buckets is off"
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     candidates: dict[sympy.Symbol, dict[int, int]] = {}
     int_slots: dict[sympy.Symbol, list[int]] = {}
@@ -307,6 +316,9 @@ def plan(gm: torch.fx.GraphModule) -> tuple[Plan | None, str]:
             expr = val.node.expr
             if isinstance(expr, sympy.Symbol):
                 int_slots.setdefault(expr, []).append(slot)
+            else:                   # a size the call passes as an int that padding would not change
+                for s in getattr(expr, "free_symbols", ()):
+                    refused.setdefault(s, f"input {ph.name} is the size {expr}")
             continue
         if not isinstance(val, torch.Tensor):
             continue
@@ -328,6 +340,8 @@ def plan(gm: torch.fx.GraphModule) -> tuple[Plan | None, str]:
             candidates.setdefault(expr, {})[slot] = axis
     if not candidates:
         return None, STATIC
+    if not config.backend.cudagraph_buckets:
+        return None, "backend.cudagraph_buckets is off (TRACE_BACKEND_CUDAGRAPH_BUCKETS=1 turns it on)"
     iotas = Iotas(gm)
     for node in gm.graph.nodes:
         for sym, why in _refusals(node, iotas):

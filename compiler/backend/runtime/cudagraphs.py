@@ -257,17 +257,35 @@ class CudaGraphRunner:
         if self.disabled:
             return self.compiled(*args)
         fit = self.buckets.fit(args) if self.buckets is not None else None    # (size, bucket)
-        sig = _signature(args) if fit is None else self.buckets.signature(args, fit[1])
+        if fit is not None:
+            try:
+                return self._bucketed(args, fit)
+            except cudagraph_buckets.BucketError as e:
+                # never a wrong or failed call: this graph records each size from now on (the
+                # inference graph writes no input, so running the call again is safe)
+                self.buckets = None
+                with logs.compile_id_scope(self.compile_id):
+                    log.warning("cudagraph_buckets_dropped", reason=str(e))
+        sig = _signature(args)
         rec = self.recordings.get(sig)
         moved = self._moved_in_place(rec, args) if rec is not None else []
         if rec is not None and not moved:
+            return self._replay(rec, args)
+        with logs.compile_id_scope(self.compile_id):
+            return self._record_and_run(sig, rec, moved, args)
+
+    def _bucketed(self, args, fit):
+        """A call replayed (or warmed up, or recorded) at its size's bucket."""
+        n, b = fit
+        sig = self.buckets.signature(args, b)
+        rec = self.recordings.get(sig)
+        moved = self._moved_in_place(rec, args) if rec is not None else []   # (never a padded slot)
+        if rec is not None and not moved:
             return self._replay(rec, args, fit)
         with logs.compile_id_scope(self.compile_id):
-            if fit is None:
-                return self._record_and_run(sig, rec, moved, args)
-            log.info("cudagraph_bucket", symbol=str(self.buckets.symbol), size=fit[0], bucket=fit[1])
-            padded = self.buckets.pad(args, *fit)
-            return self.buckets.cut(self._record_and_run(sig, rec, moved, padded), fit[0])
+            log.info("cudagraph_bucket", symbol=str(self.buckets.symbol), size=n, bucket=b)
+            padded = self.buckets.pad(args, n, b)
+            return self.buckets.cut(self._record_and_run(sig, rec, moved, padded), n, b)
 
     def _record_and_run(self, sig, rec, moved, args):
         """A call with no recording to replay: warm up, record, or run as compiled."""
@@ -310,16 +328,18 @@ class CudaGraphRunner:
         in_place = {i for i, a in enumerate(args)
                     if isinstance(a, torch.Tensor) and i not in self.copied
                     and (isinstance(a, torch.nn.Parameter) or _pointer(a) == seen[i])}
-        static = [a if i in in_place else a.clone() for i, a in enumerate(args)]
+        # (a size passed as an int is part of the signature: the recording keeps its value)
+        static = [a.clone() if isinstance(a, torch.Tensor) and i not in in_place else a
+                  for i, a in enumerate(args)]
         written = [i for i in self.mutated if i in in_place]
         log.debug("cudagraph_inputs", read_in_place=len(in_place), written_in_place=len(written),
-                  copied_in=len(args) - len(in_place), copied_back=len(self.mutated) - len(written))
+                  copied_in=sum(isinstance(a, torch.Tensor) for a in args) - len(in_place), copied_back=len(self.mutated) - len(written))
         run = lambda: list(self.compiled(*static))  # noqa: E731  (the recorded launches)
         recorded = record_or_disable(self, run, written=[static[i] for i in written])
         if recorded is None:
             return None
         handle, outputs = recorded
-        storages = {a.untyped_storage().data_ptr() for a in static}
+        storages = {a.untyped_storage().data_ptr() for a in static if isinstance(a, torch.Tensor)}
         copied = outputs if self.copied_outputs is None else outputs[:self.copied_outputs]
         if any(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in storages for o in copied):
             self.disabled = "an output aliases an input"
@@ -345,7 +365,7 @@ class CudaGraphRunner:
         self.replayed = True
         copy_into([args[i] for i in rec.copied_back], [static[i] for i in rec.copied_back])
         _bump_versions([args[i] for i in rec.written_in_place])
-        outputs = rec.outputs if fit is None else self.buckets.cut(rec.outputs, fit[0])
+        outputs = rec.outputs if fit is None else self.buckets.cut(rec.outputs, *fit)
         return copy_out(outputs, self.copied_outputs)
 
 

@@ -11,7 +11,7 @@ from tracetorch import compiler
 from tracetorch.compiler.backend.runtime import cudagraph_buckets as buckets
 from tracetorch.compiler.backend.runtime import cudagraphs
 
-STAND_IN = {"testing.cudagraph_stand_in": True, "backend.cache_enabled": False}
+STAND_IN = {"testing.cudagraph_stand_in": True, "backend.cache_enabled": False, "backend.cudagraph_buckets": True}
 SIZES = (2, 3, 5, 6, 7, 5, 9, 12, 3)
 TABLE = torch.randn(3, 4)
 
@@ -123,10 +123,12 @@ def test_a_bucket_outside_the_size_range_or_a_guard_is_not_used():
     assert plan.fit([torch.randn(2, 3).t()]) is None         # not contiguous: its own size
 
 
-def test_the_option_turns_buckets_off(events):
+def test_buckets_are_off_by_default(events):
+    assert compiler.config.backend.cudagraph_buckets is False     # until checked on a GPU
     model = torch.nn.Linear(8, 3)
     run_sizes(model, lambda n: (torch.randn(n, 8),), **{"backend.cudagraph_buckets": False})
     assert not named(events, "cudagraph_bucket")
+    assert [e for e in named(events, "cudagraph_buckets_refused") if "is off" in e.fields["reason"]]
 
 
 def test_a_runner_without_a_plan_keys_recordings_by_exact_size():
@@ -146,3 +148,18 @@ def test_a_convolutional_network_in_eval_mode_keeps_its_batch_bucket(events):
     assert not named(events, "cudagraph_buckets_refused"), \
         [e.fields for e in named(events, "cudagraph_buckets_refused")]
     assert named(events, "cudagraph_bucket")
+
+
+def test_outputs_not_at_the_bucket_size_drop_the_buckets_with_a_warning(events):
+    """A graph whose outputs do not follow the padded size (a plan that got a graph wrong) must
+    not fail or cut wrong rows: the runner drops its buckets and records each size."""
+    s = sympy.Symbol("s0", integer=True, positive=True)
+    compiled = lambda x: [x[:2] * 3]     # noqa: E731  (always 2 rows: not the s rows the plan says)
+    plan = buckets.Plan(s, {0: 0}, [], {0: {0: s}})
+    runner = cudagraphs.CudaGraphRunner(compiled, [], cudagraphs.EagerRecorder(), buckets=plan)
+    for n in (3, 3, 5):
+        x = torch.randn(n, 2)
+        torch.testing.assert_close(runner(x)[0], x[:2] * 3)
+    assert runner.buckets is None
+    dropped = named(events, "cudagraph_buckets_dropped")
+    assert len(dropped) == 1 and "not 4 along axis 0" in dropped[0].fields["reason"]

@@ -221,3 +221,16 @@ def test_copies_in_and_out_are_batched_and_keep_layouts():
     cudagraphs.copy_into(dst, [b, torch.ones(2, 2)])
     torch.testing.assert_close(dst[0], b)
     torch.testing.assert_close(dst[1], torch.ones(2, 2))
+
+
+def test_a_size_passed_as_an_int_is_recorded_per_value(events):
+    """A dynamic int input (a slice bound) reaches the recording as an int: it is part of the
+    signature and kept as is in the recording's arguments (cloning it crashed)."""
+    def f(x, k):
+        return (x * 2)[:k] + k
+
+    opt = compiler.compile(f, mode="reduce-overhead", options=STAND_IN)
+    for k in (1, 2, 3, 2, 3, 3, 1):
+        x = torch.randn(5, 3)
+        torch.testing.assert_close(opt(x, k), f(x, k))
+    assert named(events, "cudagraph_record")
