@@ -333,7 +333,8 @@ class CudaGraphRunner:
                   for i, a in enumerate(args)]
         written = [i for i in self.mutated if i in in_place]
         log.debug("cudagraph_inputs", read_in_place=len(in_place), written_in_place=len(written),
-                  copied_in=sum(isinstance(a, torch.Tensor) for a in args) - len(in_place), copied_back=len(self.mutated) - len(written))
+                  copied_in=sum(isinstance(a, torch.Tensor) for a in args) - len(in_place),
+                  copied_back=len(self.mutated) - len(written))
         run = lambda: list(self.compiled(*static))  # noqa: E731  (the recorded launches)
         recorded = record_or_disable(self, run, written=[static[i] for i in written])
         if recorded is None:
