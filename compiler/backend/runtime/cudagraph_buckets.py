@@ -48,9 +48,11 @@ ALL = "all"          # every axis of every tensor argument
 
 
 def _dims(dim, rank: int) -> list[int]:
-    if dim is None or dim == []:
-        return list(range(rank))
+    """The axes a `dim` argument names; every axis for None, [] or anything not ints (max.other's
+    second tensor sits where max.dim's dim does)."""
     dims = dim if isinstance(dim, (list, tuple)) else [dim]
+    if dim is None or not dims or not all(isinstance(d, int) for d in dims) or not rank:
+        return list(range(rank))
     return [d % rank for d in dims]
 
 
@@ -183,8 +185,7 @@ KEEPS = {aten.clone, aten._to_copy, aten.alias, aten.detach, aten.permute, aten.
          aten.zeros_like, aten.ones_like, aten.full_like, aten.contiguous, aten.stack,
          aten.full, aten.zeros, aten.ones, aten.empty, aten.empty_strided, aten.scalar_tensor,
          aten.new_zeros, aten.new_ones, aten.new_empty, aten.new_full, aten.where,
-         aten.masked_fill, aten.fill, aten.copy, aten._unsafe_view, aten.view, aten.reshape,
-         aten.slice_scatter}
+         aten.masked_fill, aten.fill, aten.copy, aten._unsafe_view, aten.view, aten.reshape}
 
 #: ops whose size arguments are shapes, not values (any other op reading a size reads a value)
 SHAPE_ARGS = {aten.view, aten._unsafe_view, aten.reshape, aten.expand, aten.full, aten.zeros,

@@ -396,7 +396,10 @@ def maybe_wrap(compiled, gm: torch.fx.GraphModule, example_inputs):
         return compiled
     recorder = EagerRecorder() if config.testing.cudagraph_stand_in else CudaRecorder()
     mutated = mutated_inputs(gm)
-    buckets, why_not = cudagraph_buckets.plan(gm)
+    try:
+        buckets, why_not = cudagraph_buckets.plan(gm)
+    except Exception as e:          # the analysis is an optimisation: never a failed compile
+        buckets, why_not = None, f"the bucket analysis failed: {type(e).__name__}: {e}"[:300]
     log.info("cudagraph_enabled", mutated_inputs=len(mutated), recorder=type(recorder).__name__,
              buckets=str(buckets.symbol) if buckets else None)
     if buckets is None and why_not != cudagraph_buckets.STATIC:

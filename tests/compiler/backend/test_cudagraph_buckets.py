@@ -163,3 +163,12 @@ def test_outputs_not_at_the_bucket_size_drop_the_buckets_with_a_warning(events):
     assert runner.buckets is None
     dropped = named(events, "cudagraph_buckets_dropped")
     assert len(dropped) == 1 and "not 4 along axis 0" in dropped[0].fields["reason"]
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: torch.max(x, x * 2) + 1,                              # max.other: a tensor where a dim goes
+    lambda x: torch.slice_scatter(torch.zeros_like(x), x[:1], 0, 1, 2) + x,   # writes at moved rows
+])
+def test_ops_whose_arguments_are_not_the_usual_dims_are_judged_safely(events, f):
+    run_sizes(f, lambda n: (torch.randn(n, 4),), sizes=(2, 3, 5, 6, 3))
+    assert not [e for e in named(events, "cudagraph_buckets_refused") if "analysis failed" in e.fields["reason"]]
