@@ -16,6 +16,7 @@ import random
 import statistics
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import torch
@@ -104,6 +105,7 @@ def main(argv=None):
         try:
             row = run_variant(variant, model, stream, batches, reference, args.device, args.passes)
         except Exception as e:
+            traceback.print_exc(limit=-10)      # where it failed: the next run on a GPU needs it
             row = {"error": f"{type(e).__name__}: {e}"[:300]}
         print(f"  {variant:<12} {json.dumps(row)}", flush=True)
 
