@@ -85,6 +85,22 @@ _INT_FROM_FLOAT_OPS = {math.floor: "math.floor({0})", math.ceil: "math.ceil({0})
                        torch.sym_int: "int({0})", int: "int({0})", round: "round({0})"}
 
 
+#: int ops whose index forms (ir.FloorDiv, ir.ModularIndexing) assume a non-negative dividend and a
+#: positive divisor: with either unproven (a user's int, `-2 // n`) the wrapper computes them in
+#: Python, as eager does (C's `/` and `%` truncate towards zero: `-2 // 3` gave 0, not -1)
+_SIGNED_INT_OPS = {operator.floordiv: "({0} // {1})", operator.mod: "({0} % {1})"}
+
+
+def _maybe_negative(args) -> bool:
+    if len(args) != 2 or any(isinstance(a, (float, ir.IRNode)) for a in args):
+        return False
+    try:
+        a, b = (sympy.sympify(x) for x in args)
+    except (sympy.SympifyError, TypeError):
+        return False
+    return not (a.is_nonnegative is True and b.is_positive is True)
+
+
 def has_float_scalar(args, kwargs=None) -> bool:
     """Is any non-tensor argument a symbolic float (a runtime float scalar)?"""
     todo = list(args) + list((kwargs or {}).values())
@@ -353,6 +369,8 @@ class GraphLowering:
             return self._float_scalar(node, args)
         if target in _INT_FROM_FLOAT_OPS and len(args) == 1 and has_float_scalar(args):
             return self._int_of_float(node, args)
+        if target in _SIGNED_INT_OPS and _maybe_negative(args):
+            return self._signed_int(node, args)
         if target in _SYM_OPS:
             return _SYM_OPS[target](*args)
         if target in (aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.default,
@@ -478,6 +496,17 @@ class GraphLowering:
         self.scalar_defs.append((sym, _FLOAT_SCALAR_OPS[node.target], list(args)))
         log.debug("float_scalar_op", node=node.name, op=getattr(node.target, "__name__", str(node.target)),
                   symbol=sym.name)
+        return sym
+
+    def _signed_int(self, node, args):
+        """Python's // or % of ints that may be negative (`-2 // n`): the index forms print as C's
+        truncating division, so the wrapper computes it in Python into an integer symbol."""
+        if any(isinstance(a, ir.IRNode) for a in args):
+            raise GraphFallback(f"scalar op {node.name} on a tensor")
+        sym = sympy.Symbol(f"iv{self._n_float}", integer=True)
+        self._n_float += 1
+        self.scalar_defs.append((sym, _SIGNED_INT_OPS[node.target], list(args)))
+        log.debug("signed_int_scalar_op", node=node.name, op=node.target.__name__, symbol=sym.name)
         return sym
 
     def _int_of_float(self, node, args):
