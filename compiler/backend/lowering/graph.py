@@ -499,26 +499,23 @@ class GraphLowering:
         return sym
 
     def _signed_int(self, node, args):
-        """Python's // or % of ints that may be negative (`-2 // n`): the index forms print as C's
-        truncating division, so the wrapper computes it in Python into an integer symbol."""
-        if any(isinstance(a, ir.IRNode) for a in args):
-            raise GraphFallback(f"scalar op {node.name} on a tensor")
-        sym = sympy.Symbol(f"iv{self._n_float}", integer=True)
-        self._n_float += 1
-        self.scalar_defs.append((sym, _SIGNED_INT_OPS[node.target], list(args)))
-        log.debug("signed_int_scalar_op", node=node.name, op=node.target.__name__, symbol=sym.name)
-        return sym
+        """Python's // or % of ints that may be negative (`-2 // n`; `_maybe_negative` let no
+        tensor through): the index forms print as C's truncating division."""
+        return self._wrapper_int(node, _SIGNED_INT_OPS[node.target], args, "signed_int_scalar_op")
 
     def _int_of_float(self, node, args):
-        """An int computed from a float scalar (floor/ceil/trunc/int/round): by the wrapper, into
-        an integer symbol (a value in kernels; a size of it has no binding and runs eagerly)."""
+        """An int computed from a float scalar (floor/ceil/trunc/int/round)."""
         if not isinstance(node.meta.get("val"), (torch.SymInt, int)):
             raise GraphFallback(f"{node.target} of a float scalar gives {type(node.meta.get('val')).__name__}")
+        return self._wrapper_int(node, _INT_FROM_FLOAT_OPS[node.target], args, "int_of_float_scalar")
+
+    def _wrapper_int(self, node, fmt: str, args, event: str) -> sympy.Symbol:
+        """An int the wrapper computes in Python (`fmt` over the operands) before the kernels run,
+        into a new integer symbol (a value in kernels; a size of it has no binding and runs eagerly)."""
         sym = sympy.Symbol(f"iv{self._n_float}", integer=True)
         self._n_float += 1
-        self.scalar_defs.append((sym, _INT_FROM_FLOAT_OPS[node.target], list(args)))
-        log.debug("int_of_float_scalar", node=node.name, op=getattr(node.target, "__name__", str(node.target)),
-                  symbol=sym.name)
+        self.scalar_defs.append((sym, fmt, list(args)))
+        log.debug(event, node=node.name, op=getattr(node.target, "__name__", str(node.target)), symbol=sym.name)
         return sym
 
     def _sym_query(self, target, args, node=None):

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import sympy
 import torch
+from torch._prims_common import make_contiguous_strides_for
 
 from tracetorch.compiler import config
 
@@ -214,6 +215,10 @@ class Plan:
     guards: list[sympy.Expr] = field(default_factory=list)   # shape guards that mention the symbol
     low: int = 0
     high: float = float("inf")
+    # per-call sympy work done once per size: (bucket, other symbols' values) -> the guards hold;
+    # (size, bucket) -> [(output, axis, its size at the bucket, at the call's size)]
+    _guards_hold: dict = field(default_factory=dict, repr=False, compare=False)
+    _cuts: dict = field(default_factory=dict, repr=False, compare=False)
 
     def fit(self, args) -> tuple[int, int] | None:
         """(real size, bucket) for this call, or None where the bucket is no bigger or breaks a
@@ -228,21 +233,20 @@ class Plan:
             return None
         if any(not args[i].is_contiguous() or args[i].shape[ax] != n for i, ax in self.inputs.items()):
             return None
-        values = {self.symbol: b}
-        for sym, (i, ax) in self.others.items():
-            values[sym] = args[i].shape[ax]
-        for g in self.guards:
-            if g.xreplace({s: sympy.Integer(v) for s, v in values.items()}) is not sympy.true:
-                return None
-        return n, b
+        key = (b,) + tuple(args[i].shape[ax] for i, ax in self.others.values())
+        hold = self._guards_hold.get(key)
+        if hold is None:
+            values = {self.symbol: sympy.Integer(b)}
+            values.update((sym, sympy.Integer(v)) for sym, v in zip(self.others, key[1:]))
+            hold = self._guards_hold[key] = all(g.xreplace(values) is sympy.true for g in self.guards)
+        return (n, b) if hold else None
 
-    def signature(self, args, b: int) -> tuple:
-        """The signature of the call's padded arguments (contiguous at the bucket's size)."""
-        from tracetorch.compiler.backend.runtime.cudagraphs import _signature
-        sig = list(_signature(args))
+    def signature(self, sig: tuple, args, b: int) -> tuple:
+        """`sig`, the call's signature, as its padded arguments' (contiguous at the bucket's size)."""
+        sig = list(sig)
         for i, axis in self.inputs.items():
             shape = _resized(args[i].shape, axis, b)
-            sig[i] = (tuple(shape), _row_major(shape), args[i].dtype, args[i].device)
+            sig[i] = (tuple(shape), make_contiguous_strides_for(shape), args[i].dtype, args[i].device)
         for i in self.int_slots:
             sig[i] = (int, b)
         return tuple(sig)
@@ -260,16 +264,18 @@ class Plan:
     def cut(self, outputs: list, n: int, b: int) -> list:
         """The outputs at the call's own size (views of the bucket's outputs). Raises BucketError
         where an output is not at the bucket's size (the runner then drops its buckets)."""
+        cuts = self._cuts.get((n, b))
+        if cuts is None:
+            at = lambda size, v: int(size.xreplace({self.symbol: sympy.Integer(v)}))  # noqa: E731
+            cuts = self._cuts[(n, b)] = [(k, axis, at(size, b), at(size, n))
+                                         for k, axes in self.outputs.items() for axis, size in axes.items()]
         result = list(outputs)
-        for k, axes in self.outputs.items():
+        for k, axis, want, keep in cuts:
             t = result[k]
-            for axis, size in axes.items():
-                want = int(size.xreplace({self.symbol: sympy.Integer(b)}))
-                if not isinstance(t, torch.Tensor) or t.dim() <= axis or t.shape[axis] != want:
-                    got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-                    raise BucketError(f"output {k} is {got}, not {want} along axis {axis} at bucket {b}")
-                t = t.narrow(axis, 0, int(size.xreplace({self.symbol: sympy.Integer(n)})))
-            result[k] = t
+            if not isinstance(t, torch.Tensor) or t.dim() <= axis or t.shape[axis] != want:
+                got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+                raise BucketError(f"output {k} is {got}, not {want} along axis {axis} at bucket {b}")
+            result[k] = t.narrow(axis, 0, keep)
         return result
 
 
@@ -283,14 +289,6 @@ class BucketError(RuntimeError):
     """A bucketed call found memory or outputs not at the bucket's size."""
 
 
-def _row_major(shape) -> tuple:
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(strides))
-
-
 def pad_into(dst: torch.Tensor, src: torch.Tensor, axis: int) -> torch.Tensor:
     """dst's first rows along `axis` <- src; the rest <- src's last row."""
     n, b = src.shape[axis], dst.shape[axis]
@@ -302,15 +300,13 @@ def pad_into(dst: torch.Tensor, src: torch.Tensor, axis: int) -> torch.Tensor:
     return dst
 
 
-def plan(gm: torch.fx.GraphModule) -> tuple[Plan | None, str]:
+def plan(gm: torch.fx.GraphModule, mutated: list[int]) -> tuple[Plan | None, str]:
     """The bucket plan for a graph's first symbol that padding provably leaves unseen, or None
-    with the reason (logged as `cudagraph_buckets`)."""
+    with the reason (logged as `cudagraph_buckets_refused`). `mutated`: the inputs the graph writes."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     candidates: dict[sympy.Symbol, dict[int, int]] = {}
     int_slots: dict[sympy.Symbol, list[int]] = {}
     shape_env, refused = None, {}
-    from tracetorch.compiler.backend.runtime.cudagraphs import mutated_inputs
-    mutated = set(mutated_inputs(gm))
     for slot, ph in enumerate(placeholders):
         val = ph.meta.get("val")
         if isinstance(val, torch.SymInt):
@@ -356,7 +352,7 @@ def plan(gm: torch.fx.GraphModule) -> tuple[Plan | None, str]:
                 refused.setdefault(s, f"output {k} is a size")
         elif isinstance(val, torch.Tensor):
             for axis, size in enumerate(val.shape):
-                expr = sympy.sympify(size.node.expr if isinstance(size, torch.SymInt) else size)
+                expr = _expr(size)
                 if expr.free_symbols:
                     outputs.setdefault(k, {})[axis] = expr
     reasons = []
@@ -390,15 +386,18 @@ def _contiguous_meta(val: torch.Tensor) -> bool:
     """Row-major strides, judged on the symbolic expressions (comparing SymInts would add guards)."""
     expected = sympy.Integer(1)
     for size, stride in reversed(list(zip(val.shape, val.stride()))):
-        size = sympy.sympify(_expr(size))
-        if size != 1 and sympy.simplify(sympy.sympify(_expr(stride)) - expected) != 0:
+        size = _expr(size)
+        if size != 1 and sympy.simplify(_expr(stride) - expected) != 0:
             return False
         expected = expected * size
     return True
 
 
 def _expr(x):
-    return x.node.expr if isinstance(x, torch.SymInt) else x
+    """A size as a sympy expression: an int's Integer, a SymInt's expression (read without guarding)."""
+    if isinstance(x, torch.SymInt):
+        return x.node.expr
+    return sympy.Integer(x) if isinstance(x, int) else x
 
 
 def _guards(shape_env, sym, candidates):
@@ -517,21 +516,16 @@ def _refusals(node: torch.fx.Node, iotas: Iotas):
         return
     if packet in KEEPS or torch.Tag.pointwise in getattr(target, "tags", ()):
         return
-    rule = MIXES.get(packet)
-    mixed = rule(node) if callable(rule) else ({"each": None} if rule == ALL or rule is None else rule)
-    tensor_args = [(i, a) for i, a in enumerate(node.args) if isinstance(a, torch.fx.Node)]
+    rule = MIXES.get(packet)             # a rule, ALL, or None (an op not in the tables: ALL)
+    mixed = rule(node) if callable(rule) else {"each": None}
     if "each" in mixed:
         dim = mixed["each"]
         for a in _flat(node.args):
             yield from _axis_refusals(a, None if dim is None else [dim], where)
         return
-    for i, a in tensor_args:
+    for i, a in enumerate(node.args):
         axes = mixed.get(i, [])
         yield from _axis_refusals(a, None if axes == ALL else axes, where)
-    for i, a in enumerate(node.args):      # tensors in lists (index's indices): kept
-        if isinstance(a, (list, tuple)) and i in mixed:
-            for t in a:
-                yield from _axis_refusals(t, None, where) if mixed[i] == ALL else ()
 
 
 def _axis_refusals(arg, axes, where):
@@ -553,7 +547,7 @@ def _view_refusals(node, where):
     src, dst = node.args[0].meta.get("val"), node.meta.get("val")
     if not (isinstance(src, torch.Tensor) and isinstance(dst, torch.Tensor)):
         return
-    a, b = [sympy.sympify(_expr(s)) for s in src.shape], [sympy.sympify(_expr(s)) for s in dst.shape]
+    a, b = [_expr(s) for s in src.shape], [_expr(s) for s in dst.shape]
     if not any(e.free_symbols for e in a + b):
         return
     groups = _view_groups(a, b, _hints(src.shape), _hints(dst.shape))
@@ -570,13 +564,8 @@ def _view_refusals(node, where):
 
 
 def _hints(shape):
-    out = []
-    for s in shape:
-        if isinstance(s, torch.SymInt):
-            out.append(s.node.hint if s.node.hint is not None else None)
-        else:
-            out.append(int(s))
-    return out
+    """Each size's example value (None where a symbolic size has none)."""
+    return [s.node.hint if isinstance(s, torch.SymInt) else int(s) for s in shape]
 
 
 def _view_groups(a, b, ha, hb):
@@ -588,14 +577,22 @@ def _view_groups(a, b, ha, hb):
     while i < len(a) or j < len(b):
         ga, gb, pa, pb = [], [], 1, 1
         if i < len(a):
-            ga.append(a[i]); pa = ha[i]; i += 1                    # noqa: E702
+            ga.append(a[i])
+            pa = ha[i]
+            i += 1
         if j < len(b):
-            gb.append(b[j]); pb = hb[j]; j += 1                    # noqa: E702
+            gb.append(b[j])
+            pb = hb[j]
+            j += 1
         while pa != pb:
             if pa < pb and i < len(a):
-                ga.append(a[i]); pa *= ha[i]; i += 1               # noqa: E702
+                ga.append(a[i])
+                pa *= ha[i]
+                i += 1
             elif pb < pa and j < len(b):
-                gb.append(b[j]); pb *= hb[j]; j += 1               # noqa: E702
+                gb.append(b[j])
+                pb *= hb[j]
+                j += 1
             else:
                 return None
         # size-1 axes join their neighbours' groups harmlessly; products must agree symbolically

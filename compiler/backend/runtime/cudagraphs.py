@@ -277,7 +277,7 @@ class CudaGraphRunner:
     def _bucketed(self, args, fit):
         """A call replayed (or warmed up, or recorded) at its size's bucket."""
         n, b = fit
-        sig = self.buckets.signature(args, b)
+        sig = self.buckets.signature(_signature(args), args, b)
         rec = self.recordings.get(sig)
         moved = self._moved_in_place(rec, args) if rec is not None else []   # (never a padded slot)
         if rec is not None and not moved:
@@ -397,7 +397,7 @@ def maybe_wrap(compiled, gm: torch.fx.GraphModule, example_inputs):
     recorder = EagerRecorder() if config.testing.cudagraph_stand_in else CudaRecorder()
     mutated = mutated_inputs(gm)
     try:
-        buckets, why_not = cudagraph_buckets.plan(gm)
+        buckets, why_not = cudagraph_buckets.plan(gm, mutated)
     except Exception as e:          # the analysis is an optimisation: never a failed compile
         buckets, why_not = None, f"the bucket analysis failed: {type(e).__name__}: {e}"[:300]
     log.info("cudagraph_enabled", mutated_inputs=len(mutated), recorder=type(recorder).__name__,
