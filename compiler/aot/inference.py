@@ -146,7 +146,7 @@ def trace_inference(gm, example_inputs, dynamic=None, alias_inputs=()):
             # non-tensor inputs have no "val": they were traced as the example's value
             inputs = [v if isinstance(v, (torch.Tensor, torch.SymInt, torch.SymFloat)) else ex
                       for v, ex in zip(vals, example_inputs)]
-            shape_env = _shape_env_of(inputs)
+            shape_env = shape_env_of(inputs)
             new_guards = list(shape_env.guards) if shape_env is not None else []
     if alias_inputs:
         _drop_input_aliases(traced)
@@ -227,7 +227,8 @@ def shape_env_hints(shape_env) -> dict:
     return hints if hints is not None else getattr(shape_env, "var_to_val", {})
 
 
-def _shape_env_of(vals):
+def shape_env_of(vals):
+    """The ShapeEnv of the first fake tensor or symbolic value in `vals`, or None."""
     for v in vals:
         if isinstance(v, FakeTensor) and v.fake_mode.shape_env is not None:
             return v.fake_mode.shape_env
@@ -458,9 +459,13 @@ def aot_module(gm: torch.fx.GraphModule, example_inputs, inner_compile, *, dynam
     mutated = mutated_positions(traced)
     log.info("aot_traced", nodes=len(traced.graph.nodes), mutated_inputs=len(mutated),
              guards=len(guards), seconds=round(time.perf_counter() - t0, 3))
+    n_guards = len(shape_env.guards) if shape_env is not None else 0
     compiled = inner_compile(traced, traced_inputs)
     if wrap_inference is not None:
         compiled = wrap_inference(compiled, traced, traced_inputs)
+    if shape_env is not None and len(shape_env.guards) > n_guards:
+        # guards the backend added (backend_guarded): the code holds only where they hold
+        guards = list(guards) + shape_env.guards[n_guards:]
     offsets = any(n.target is torch.ops.aten.as_strided.default for n in traced.graph.nodes)
     check = InputCheck(traced_inputs, guards, shape_env, check_offsets=offsets)
     for value in check.specialized:

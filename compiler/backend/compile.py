@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import time
 
+import sympy
 import torch
 
 from tracetorch import logs
 from tracetorch.compiler import config
+from tracetorch.compiler.aot.inference import shape_env_of
 from tracetorch.compiler.backend import cache, ir
 from tracetorch.compiler.backend.codegen.common import CodegenUnsupported
 from tracetorch.compiler.backend.lowering import GraphFallback, lower_graph
@@ -156,6 +158,24 @@ def _combine_launches(sched, kernels) -> dict:
     return combos
 
 
+def _guarded_by_backend(key: str, guards: list) -> str:
+    """The cache key for code whose generation added shape guards (an `int()` of a symbolic
+    size, a comparison of one): the code holds only where they hold. They are in the ShapeEnv,
+    so the caller checks them before each call (the frontend's guards, the aot input check); the
+    cache key of the graph does not carry them, so the code is stored under a key no lookup asks
+    for (a hit would hand the code to calls the guards exclude). A guard that fixes a size turns
+    a dynamic graph static: a perf hint, and likely a backend bug (pad_gemm's int() of a dynamic
+    batch once made every later size recompile, and a cache hit then ran the code at another
+    size: wrong results)."""
+    fixed = [str(g) for g in guards if isinstance(g, sympy.Eq) and any(a.is_number for a in g.args)]
+    log.warning("backend_guarded", guards=[str(g) for g in guards][:8], count=len(guards), fixed=fixed[:8],
+                action="code not cached; the guards are checked before each call")
+    if fixed:
+        logs.artifact("perf_hints", lambda: f"the backend fixed dynamic sizes of a graph ({', '.join(fixed[:4])}): "
+                                            "it serves those sizes only and recompiles for others")
+    return f"{key}-guarded"
+
+
 def compile_graph(gm: torch.fx.GraphModule, example_inputs):
     t0 = time.perf_counter()
     try:
@@ -163,9 +183,14 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         code = cache.lookup(key)
         n_kernels = None
         if code is None:
+            shape_env = shape_env_of([n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"])
+            n_guards = len(shape_env.guards) if shape_env is not None else 0
             code, n_kernels, graph = generate(gm, example_inputs)
             for op, reason in graph.fallbacks:
                 log.info("aten_fallback", op=op, reason=reason)
+            added = shape_env.guards[n_guards:] if shape_env is not None else []
+            if added:
+                key = _guarded_by_backend(key, [g.expr for g in added])
         path = cache.store(key, code)
         logs.artifact("output_code", lambda: code, filename="output_code.py")
         call = _exec(code, path, gm)

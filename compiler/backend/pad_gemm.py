@@ -24,6 +24,7 @@ config.backend.pad_gemm: "auto" (CUDA graphs with 16-bit products, or float32 on
 from __future__ import annotations
 
 import torch
+from torch._decomp import decomposition_table
 
 from tracetorch import logs
 from tracetorch.compiler import config
@@ -67,29 +68,55 @@ def _wanted(node) -> tuple[int, int, int] | None:
     if config.backend.pad_gemm == "auto" and (out.device.type != "cuda" or align is None):
         return None
     align = align or ALIGN
-    try:
-        m, k, n = int(a.shape[-2]), int(a.shape[-1]), int(b.shape[-1])
-        batch = int(a.shape[0]) if a.dim() == 3 else 1
-    except (TypeError, ValueError):       # symbolic sizes: alignment unknown until run time
-        return None
-    pk, pn = _pad_to(k, align) - k, _pad_to(n, align) - n
+    # a symbolic size (a dynamic batch) is neither read as an int (int() on a SymInt guards it to
+    # its example value: the compiled graph then served that size only) nor padded; the cost
+    # estimate reads example values, which guard nothing
+    m, k, n = _static(a.shape[-2]), _static(a.shape[-1]), _static(b.shape[-1])
+    pk = _pad_to(k, align) - k if k is not None else 0
+    pn = _pad_to(n, align) - n if n is not None else 0
     # M is a leading dimension only of an A seen transposed; with a 2-d bias the rows would need
     # padding too: left as is
     bias = _val(node.args[0]) if node.target is aten.addmm.default else None
-    pm = _pad_to(m, align) - m if _transposed(a) and not (isinstance(bias, torch.Tensor) and bias.dim() == 2) else 0
-    if not (pm or pk or pn) or batch * m * n * k < MIN_MACS:
+    pm = _pad_to(m, align) - m if m is not None and _transposed(a) \
+        and not (isinstance(bias, torch.Tensor) and bias.dim() == 2) else 0
+    hm, hk, hn = _example(a.shape[-2]), _example(a.shape[-1]), _example(b.shape[-1])
+    batch = _example(a.shape[0]) if a.dim() == 3 else 1
+    if not (pm or pk or pn) or batch * hm * hn * hk < MIN_MACS:
         return None
-    if pm > MAX_GROWTH * m or pk > MAX_GROWTH * k or pn > MAX_GROWTH * n:
+    if pm > MAX_GROWTH * hm or pk > MAX_GROWTH * hk or pn > MAX_GROWTH * hn:
         return None
     return pm, pk, pn
+
+
+def _static(size) -> int | None:
+    """A size's value when it is a constant, else None (read without adding a guard)."""
+    if isinstance(size, torch.SymInt):
+        expr = size.node.expr
+        return int(expr) if expr.is_number else None
+    return int(size)
+
+
+def _example(size) -> int:
+    """A size's example value (a symbolic size's hint: for cost estimates only, never a guard)."""
+    if isinstance(size, torch.SymInt):
+        hint = size.node.hint
+        return int(hint) if hint is not None else 1 << 12
+    return int(size)
+
+
+#: ops whose fake value comes from their Python decomposition: ATen's C++ constant_pad_nd reads
+#: plain sizes, which guards a dynamic batch to its example value (the graph then served that
+#: batch only)
+_FAKE_BY_DECOMPOSITION = (aten.constant_pad_nd.default,)
 
 
 def _call(graph, fake_mode, target, args, kwargs=None):
     """A new node with its fake value (what lowering reads)."""
     node = graph.call_function(target, tuple(args), kwargs or {})
     vals = [_val(a) if isinstance(a, torch.fx.Node) else a for a in args]
+    fake = decomposition_table[target] if target in _FAKE_BY_DECOMPOSITION else target
     with fake_mode:
-        node.meta["val"] = target(*vals, **(kwargs or {}))
+        node.meta["val"] = fake(*vals, **(kwargs or {}))
     return node
 
 
@@ -160,11 +187,10 @@ def _transposed_from(x):
 
 def _transposed(v: torch.Tensor) -> bool:
     """The last two dims of v are a row-major matrix seen transposed (strides (1, rows))."""
-    try:
-        rows, cols = int(v.shape[-2]), int(v.shape[-1])
-        return rows > 1 and cols > 1 and int(v.stride(-2)) == 1 and int(v.stride(-1)) == rows
-    except (TypeError, ValueError):
+    rows, cols = _static(v.shape[-2]), _static(v.shape[-1])
+    if rows is None or cols is None:        # symbolic: judged static only (no guard)
         return False
+    return rows > 1 and cols > 1 and _static(v.stride(-2)) == 1 and _static(v.stride(-1)) == rows
 
 
 def pad_products(gm: torch.fx.GraphModule) -> int:

@@ -150,3 +150,22 @@ def test_both_gradients_of_a_misaligned_product_share_one_padded_copy():
     backward = [(e.fields["pad_m"], e.fields["pad_k"], e.fields["shared_copies"]) for e in events
                 if e.fields["pad_m"] or e.fields["pad_k"]]
     assert sorted(backward) == [(0, 7, 0), (7, 0, 1)] or sorted(backward) == [(0, 7, 1), (7, 0, 0)], backward
+
+
+def test_a_dynamic_batch_stays_symbolic_and_every_size_matches_eager():
+    """int() of a symbolic M guarded it to its example value: the dynamic graph's code served
+    that batch only, the on-disk cache then handed it to other batch sizes (wrong shapes on the
+    GPU, where padding is on). N, static, is still padded; M is read without a guard."""
+    model = torch.nn.Sequential(torch.nn.Linear(512, 1003), torch.nn.ReLU(), torch.nn.Linear(1003, 512))
+    with config.patch({"backend.pad_gemm": "always", "backend.cache_enabled": False}), \
+            capture(names={"gemm_padded", "backend_guarded", "frame_compiled"}, level=logging.DEBUG) as events, \
+            torch.no_grad():
+        fn = compiler.compile(model)
+        for n in (40, 56, 64, 40, 48):
+            x = torch.randn(n, 512)
+            torch.testing.assert_close(fn(x), model(x), atol=1e-3, rtol=1e-4)
+    names = [e.name for e in events]
+    assert "backend_guarded" not in names
+    assert names.count("frame_compiled") == 2, "one static graph, then one dynamic graph for every batch"
+    padded = [(e.fields["pad_k"], e.fields["pad_n"]) for e in events if e.name == "gemm_padded"]
+    assert padded == [(0, 5), (5, 0)] * 2, "both graphs pad N of the first product and K of the second"
