@@ -73,7 +73,7 @@ def check(name, mode, model, at, sizes, device) -> bool:
                 ok = False
                 break
     interesting = ("cudagraph_bucket", "cudagraph_buckets_refused", "cudagraph_buckets_dropped",
-                   "cudagraph_record")
+                   "cudagraph_record", "backend_guarded", "compiled_graph_skipped")
     print(f"  {name:<9} {mode:<10} events {({k: counter.counts.get(k, 0) for k in interesting})} "
           f"{counter.reasons[:3]}", flush=True)
     counter.close()
