@@ -122,6 +122,29 @@ def test_kernel_choice_not_asked_for_symbolic_sizes():
     assert answers == [None]
 
 
+def test_kernel_choice_at_example_sizes_guards_nothing():
+    """For choices that change speed only (making an expanded mask contiguous), symbolic sizes
+    are asked at their example values: the answer is the static one, and no size is guarded
+    (a guard would turn a dynamic batch static)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    q, k, v, bias = _inputs()
+    bias = bias[:, :, :1].expand_as(bias)                     # an expanded mask, as BERT's
+    answers, guards = [], []
+
+    def fn(q, k, v, bias):
+        env = q.shape[0].node.shape_env
+        before = len(env.guards)
+        answers.append(decompose.aten_sdp_choice(q, k, v, bias, 0.0, False, 1.0, at_example_sizes=True))
+        answers.append(decompose.aten_sdp_choice(q, k, v, bias, 0.0, False, 1.0, at_example_sizes=True,
+                                                 mask_contiguous=True))
+        guards.extend(env.guards[before:])
+        return q + 1
+    make_fx(fn, tracing_mode="symbolic")(q, k, v, bias)
+    assert answers == [int(torch._fused_sdp_choice(q, k, v, bias, 0.0, False, scale=1.0)),
+                       int(torch._fused_sdp_choice(q, k, v, bias.contiguous(), 0.0, False, scale=1.0))]
+    assert guards == []
+
+
 def test_kernel_choice_is_asked_under_functionalization_too():
     """Our aot trace functionalizes: a real tensor's requires_grad_() raises there ("inside of a
     function being transformed by a functorch transform"), so the probe used to answer None for
