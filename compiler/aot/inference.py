@@ -174,8 +174,19 @@ def _drop_input_aliases(traced):
 
 def _fresh_aliases(fakes):
     """A new FakeTensor per tensor input, with its sizes, strides, storage offset (the same
-    symbols) and storage: in-place metadata changes of it leave the original as it was."""
-    return [torch.ops.aten.alias.default(f) if isinstance(f, FakeTensor) else f for f in fakes]
+    symbols) and storage: in-place metadata changes of it leave the original as it was. A 0-d
+    input that Dynamo made of a Python float (torch.compile(dynamic=True): a LayerNorm's eps)
+    keeps the symbol its `.item()` gives: without it the trace's `.item()` raised
+    DataDependentOutputException and the whole graph ran eagerly."""
+    out = []
+    for f in fakes:
+        if isinstance(f, FakeTensor):
+            alias = torch.ops.aten.alias.default(f)
+            if f.dim() == 0 and f.item_memo is not None:
+                alias.item_memo = f.item_memo
+            f = alias
+        out.append(f)
+    return out
 
 
 def symbolic_fakes(example_inputs):

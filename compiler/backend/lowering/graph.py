@@ -371,6 +371,8 @@ class GraphLowering:
             return self._int_of_float(node, args)
         if target in _SIGNED_INT_OPS and _maybe_negative(args):
             return self._signed_int(node, args)
+        if target is aten._local_scalar_dense.default and isinstance(args[0], ir.InputBuffer):
+            return self._item_of_input(node, args)
         if target in _SYM_OPS:
             return _SYM_OPS[target](*args)
         if target in (aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.default,
@@ -508,6 +510,23 @@ class GraphLowering:
         if not isinstance(node.meta.get("val"), (torch.SymInt, int)):
             raise GraphFallback(f"{node.target} of a float scalar gives {type(node.meta.get('val')).__name__}")
         return self._wrapper_int(node, _INT_FROM_FLOAT_OPS[node.target], args, "int_of_float_scalar")
+
+    def _item_of_input(self, node, args):
+        """`.item()` of a one-element graph input: torch.compile(dynamic=True) passes a module's
+        Python float (a LayerNorm's eps) as a 0-d tensor whose value the graph reads. The wrapper
+        reads it before the kernels run (a host read; on a CUDA input, a synchronisation) into a
+        scalar symbol the kernels take; ATen's call did the same. Its ShapeEnv symbol was made
+        without a value (unbacked): nothing in the graph may size a tensor by it."""
+        val = node.meta.get("val")
+        if isinstance(val, (torch.SymFloat, float)):
+            sym = self.new_float_symbol()
+            self.scalar_defs.append((sym, "{0}.item()", list(args)))
+            log.debug("input_item_read", node=node.name, input=args[0].name, symbol=sym.name)
+            return sym
+        if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
+            return self._wrapper_int(node, "{0}.item()", args, "input_item_read")
+        raise GraphFallback(f"{node.name}: .item() of an input gives {type(val).__name__} "
+                            "(float and int values are compiled)")
 
     def _wrapper_int(self, node, fmt: str, args, event: str) -> sympy.Symbol:
         """An int the wrapper computes in Python (`fmt` over the operands) before the kernels run,

@@ -277,3 +277,34 @@ def test_input_check_evaluates_guards_on_a_float():
     assert "fails" in check([torch.empty(3), -1.0])
     assert "expected a float" in check([torch.empty(3), 2])
     assert len(check.memo) == 4
+
+
+class _Scaled(torch.nn.Module):
+    """Python floats on a module: torch.compile(dynamic=True) passes each as a 0-d tensor input
+    whose value the graph reads with .item()."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(16)
+        self.scale = 0.5
+
+    def forward(self, x):
+        return self.norm(x) * self.scale
+
+
+def test_dynamo_dynamic_module_floats_compile_and_follow_their_values(events):
+    """The .item() of such an input (its fake keeps the symbol Dynamo made) is read by the
+    wrapper: the graph compiles instead of running eagerly (it raised DataDependentOutputException
+    in aot, then 'extern call with output SymFloat' in the backend). LayerNorm's eps becomes a
+    C++ double in the trace: Dynamo guards it and recompiles when it changes."""
+    torch._dynamo.reset()
+    model = _Scaled()
+    opt = torch.compile(model, backend=compiler.backend, dynamic=True)
+    with config.patch(**{"backend.cache_enabled": False}), torch.no_grad():
+        for n, scale, eps in ((4, 0.5, 1e-5), (7, 2.5, 1e-5), (7, 2.5, 0.25), (3, -1.0, 0.25)):
+            model.scale, model.norm.eps = scale, eps
+            x = torch.randn(n, 16)
+            assert_same(opt(x), model(x))
+    torch._dynamo.reset()
+    assert "input_item_read" in names(events)
+    assert not set(names(events)) & set(SKIPPED), [e for e in events if e.name in SKIPPED]
