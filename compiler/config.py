@@ -104,12 +104,10 @@ SECTIONS: dict[str, dict[str, Option]] = {
         "cudagraph_max_recordings": _opt(8, "input signatures (sizes, strides, dtypes) recorded "
                                             "per graph before CUDA graphs are turned off for it",
                                          low=1),
-        "cudagraph_buckets": _opt(False, "a dynamic-shape inference graph replays the recording of its "
-                                         "size's bucket (inputs padded, outputs cut back) where the "
-                                         "graph proves padding unseen (runtime/cudagraph_buckets.py); "
-                                         "off until checked on a GPU: the first H100 run found outputs "
-                                         "not at the bucket's size (a bucketed call now drops the "
-                                         "buckets and records each size, logged)"),
+        "cudagraph_buckets": _opt(True, "a dynamic-shape inference graph replays the recording of its "
+                                        "size's bucket (inputs padded, outputs cut back) where the "
+                                        "graph proves padding unseen (runtime/cudagraph_buckets.py); "
+                                        "off: one recording per size"),
         "renest_fusion": _opt("auto", "fuse a pointwise node into a reduction whose loops run in another "
                                       "order by re-nesting its loops (channels-last results and their "
                                       "per-channel statistics; a bias gradient's partial sums and the "

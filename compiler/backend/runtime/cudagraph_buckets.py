@@ -338,7 +338,7 @@ def plan(gm: torch.fx.GraphModule, mutated: list[int]) -> tuple[Plan | None, str
     if not candidates:
         return None, STATIC
     if not config.backend.cudagraph_buckets:
-        return None, "backend.cudagraph_buckets is off (TRACE_BACKEND_CUDAGRAPH_BUCKETS=1 turns it on)"
+        return None, "backend.cudagraph_buckets is off (TRACE_BACKEND_CUDAGRAPH_BUCKETS=1 turns it back on)"
     iotas = Iotas(gm)
     for node in gm.graph.nodes:
         for sym, why in _refusals(node, iotas):

@@ -123,8 +123,8 @@ def test_a_bucket_outside_the_size_range_or_a_guard_is_not_used():
     assert plan.fit([torch.randn(2, 3).t()]) is None         # not contiguous: its own size
 
 
-def test_buckets_are_off_by_default(events):
-    assert compiler.config.backend.cudagraph_buckets is False     # until checked on a GPU
+def test_buckets_can_be_turned_off(events):
+    assert compiler.config.backend.cudagraph_buckets is True      # on by default
     model = torch.nn.Linear(8, 3)
     run_sizes(model, lambda n: (torch.randn(n, 8),), **{"backend.cudagraph_buckets": False})
     assert not named(events, "cudagraph_bucket")
