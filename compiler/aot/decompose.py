@@ -15,11 +15,11 @@ import functools
 import weakref
 from typing import Optional
 
-import sympy
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
 from tracetorch import logs
+from tracetorch.compiler.aot.sizes import example_size, size_expr
 
 log = logs.get_logger(__name__)
 aten = torch.ops.aten
@@ -128,7 +128,7 @@ def aten_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, *
         if not at_example_sizes:
             return None             # symbolic sizes: asking would specialise them
         try:
-            shapes = [(tuple(map(_example_value, t.shape)), tuple(map(_example_value, t.stride())))
+            shapes = [(tuple(map(example_size, t.shape)), tuple(map(example_size, t.stride())))
                       for t in tensors]
         except TypeError:           # a size without an example value (an unbacked one)
             return None
@@ -166,7 +166,7 @@ def _mask_for_a_fused_kernel(query, key, value, attn_mask, dropout_p, is_causal,
         return attn_mask
     from torch._prims_common import make_contiguous_strides_for
     # compared as expressions: comparing symbolic sizes would guard them
-    if list(map(_size_expr, attn_mask.stride())) == list(map(_size_expr, make_contiguous_strides_for(attn_mask.shape))):
+    if list(map(size_expr, attn_mask.stride())) == list(map(size_expr, make_contiguous_strides_for(attn_mask.shape))):
         return attn_mask
     # Symbolic sizes (a dynamic batch) are asked at their example values: the copy is right at
     # any size, only its speed depends on the choice (BERT with a dynamic batch kept the expanded
@@ -181,21 +181,6 @@ def _mask_for_a_fused_kernel(query, key, value, attn_mask, dropout_p, is_causal,
     log.debug("sdpa_mask_made_contiguous", mask=list(attn_mask.shape), stride=list(attn_mask.stride()),
               choice=fused, reason="ATen's fused kernels take this attention with a contiguous mask")
     return aten.clone.default(attn_mask, memory_format=torch.contiguous_format)
-
-
-def _example_value(n) -> int:
-    """A size's example value, read without a guard (TypeError where it has none)."""
-    if isinstance(n, torch.SymInt):
-        hint = n.node.hint
-        if hint is None:
-            raise TypeError(f"size {n.node.expr} has no example value")
-        return int(hint)
-    return int(n)
-
-
-def _size_expr(n):
-    """A size as a sympy expression (read without a guard)."""
-    return n.node.expr if isinstance(n, torch.SymInt) else sympy.Integer(int(n))
 
 
 def _unfilled(size, stride, like):

@@ -28,6 +28,7 @@ from torch._decomp import decomposition_table
 
 from tracetorch import logs
 from tracetorch.compiler import config
+from tracetorch.compiler.aot.sizes import example_size, static_size
 
 log = logs.get_logger(__name__)
 aten = torch.ops.aten
@@ -71,7 +72,7 @@ def _wanted(node) -> tuple[int, int, int] | None:
     # a symbolic size (a dynamic batch) is neither read as an int (int() on a SymInt guards it to
     # its example value: the compiled graph then served that size only) nor padded; the cost
     # estimate reads example values, which guard nothing
-    m, k, n = _static(a.shape[-2]), _static(a.shape[-1]), _static(b.shape[-1])
+    m, k, n = static_size(a.shape[-2]), static_size(a.shape[-1]), static_size(b.shape[-1])
     pk = _pad_to(k, align) - k if k is not None else 0
     pn = _pad_to(n, align) - n if n is not None else 0
     # M is a leading dimension only of an A seen transposed; with a 2-d bias the rows would need
@@ -79,8 +80,8 @@ def _wanted(node) -> tuple[int, int, int] | None:
     bias = _val(node.args[0]) if node.target is aten.addmm.default else None
     pm = _pad_to(m, align) - m if m is not None and _transposed(a) \
         and not (isinstance(bias, torch.Tensor) and bias.dim() == 2) else 0
-    hm, hk, hn = _example(a.shape[-2]), _example(a.shape[-1]), _example(b.shape[-1])
-    batch = _example(a.shape[0]) if a.dim() == 3 else 1
+    hm, hk, hn = _estimate(a.shape[-2]), _estimate(a.shape[-1]), _estimate(b.shape[-1])
+    batch = _estimate(a.shape[0]) if a.dim() == 3 else 1
     if not (pm or pk or pn) or batch * hm * hn * hk < MIN_MACS:
         return None
     if pm > MAX_GROWTH * hm or pk > MAX_GROWTH * hk or pn > MAX_GROWTH * hn:
@@ -88,20 +89,12 @@ def _wanted(node) -> tuple[int, int, int] | None:
     return pm, pk, pn
 
 
-def _static(size) -> int | None:
-    """A size's value when it is a constant, else None (read without adding a guard)."""
-    if isinstance(size, torch.SymInt):
-        expr = size.node.expr
-        return int(expr) if expr.is_number else None
-    return int(size)
-
-
-def _example(size) -> int:
-    """A size's example value (a symbolic size's hint: for cost estimates only, never a guard)."""
-    if isinstance(size, torch.SymInt):
-        hint = size.node.hint
-        return int(hint) if hint is not None else 1 << 12
-    return int(size)
+def _estimate(size) -> int:
+    """A size for the cost estimate: its example value (an unbacked one counts as 4096)."""
+    try:
+        return example_size(size)
+    except TypeError:
+        return 1 << 12
 
 
 #: ops whose fake value comes from their Python decomposition: ATen's C++ constant_pad_nd reads
@@ -187,10 +180,10 @@ def _transposed_from(x):
 
 def _transposed(v: torch.Tensor) -> bool:
     """The last two dims of v are a row-major matrix seen transposed (strides (1, rows))."""
-    rows, cols = _static(v.shape[-2]), _static(v.shape[-1])
+    rows, cols = static_size(v.shape[-2]), static_size(v.shape[-1])
     if rows is None or cols is None:        # symbolic: judged static only (no guard)
         return False
-    return rows > 1 and cols > 1 and _static(v.stride(-2)) == 1 and _static(v.stride(-1)) == rows
+    return rows > 1 and cols > 1 and static_size(v.stride(-2)) == 1 and static_size(v.stride(-1)) == rows
 
 
 def pad_products(gm: torch.fx.GraphModule) -> int:

@@ -20,7 +20,7 @@ def _model():
 
 
 def _guarding_pad_gemm(monkeypatch):
-    monkeypatch.setattr(pad_gemm, "_static", lambda size: int(size))    # int() guards a SymInt
+    monkeypatch.setattr(pad_gemm, "static_size", lambda size: int(size))    # int() guards a SymInt
 
 
 def test_specialized_code_is_not_cached_and_other_sizes_recompile(tmp_path, monkeypatch):
