@@ -12,7 +12,8 @@ their traced strides back.
 from __future__ import annotations
 
 import torch
-from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+from tracetorch.compiler.aot.sizes import GuardFreeFakeProp
 
 aten = torch.ops.aten
 
@@ -45,9 +46,10 @@ def fake_mode_of(gm: torch.fx.GraphModule):
 
 
 def repropagate(gm: torch.fx.GraphModule, fake_mode) -> None:
-    """Recompute every node's fake value from the placeholders' (which the caller set)."""
+    """Recompute every node's fake value from the placeholders' (which the caller set), guarding
+    no symbolic size (sizes.fake_call)."""
     with fake_mode:
-        FakeTensorProp(gm, mode=fake_mode).propagate_dont_convert_inputs(
+        GuardFreeFakeProp(gm, mode=fake_mode).propagate_dont_convert_inputs(
             *[_val(n) for n in gm.graph.nodes if n.op == "placeholder"])
 
 

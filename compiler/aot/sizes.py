@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import sympy
 import torch
+from torch._decomp import decomposition_table
+from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+aten = torch.ops.aten
 
 
 def static_size(n) -> int | None:
@@ -33,3 +37,23 @@ def example_size(n) -> int:
 def size_expr(n) -> sympy.Expr:
     """The size as a sympy expression (comparable structurally, without a guard)."""
     return n.node.expr if isinstance(n, torch.SymInt) else sympy.Integer(int(n))
+
+
+#: ops whose fake value comes from their Python decomposition: their C++ kernels read plain
+#: sizes (ATen's constant_pad_nd: every size int()-ed, a dynamic batch guarded to its example
+#: value; MobileNetV2's and EfficientNet's padding, GPT-2's padded products)
+FAKE_BY_DECOMPOSITION = (aten.constant_pad_nd.default,)
+
+
+def fake_call(target, *args, **kwargs):
+    """target(*args, **kwargs) on fake values (under their fake mode), guarding no size."""
+    if target in FAKE_BY_DECOMPOSITION:
+        target = decomposition_table[target]
+    return target(*args, **kwargs)
+
+
+class GuardFreeFakeProp(FakeTensorProp):
+    """FakeTensorProp whose ops run through fake_call."""
+
+    def call_function(self, target, args, kwargs):
+        return fake_call(target, *args, **kwargs)

@@ -24,11 +24,10 @@ config.backend.pad_gemm: "auto" (CUDA graphs with 16-bit products, or float32 on
 from __future__ import annotations
 
 import torch
-from torch._decomp import decomposition_table
 
 from tracetorch import logs
 from tracetorch.compiler import config
-from tracetorch.compiler.aot.sizes import example_size, static_size
+from tracetorch.compiler.aot.sizes import example_size, fake_call, static_size
 
 log = logs.get_logger(__name__)
 aten = torch.ops.aten
@@ -97,19 +96,12 @@ def _estimate(size) -> int:
         return 1 << 12
 
 
-#: ops whose fake value comes from their Python decomposition: ATen's C++ constant_pad_nd reads
-#: plain sizes, which guards a dynamic batch to its example value (the graph then served that
-#: batch only)
-_FAKE_BY_DECOMPOSITION = (aten.constant_pad_nd.default,)
-
-
 def _call(graph, fake_mode, target, args, kwargs=None):
     """A new node with its fake value (what lowering reads)."""
     node = graph.call_function(target, tuple(args), kwargs or {})
     vals = [_val(a) if isinstance(a, torch.fx.Node) else a for a in args]
-    fake = decomposition_table[target] if target in _FAKE_BY_DECOMPOSITION else target
     with fake_mode:
-        node.meta["val"] = fake(*vals, **(kwargs or {}))
+        node.meta["val"] = fake_call(target, *vals, **(kwargs or {}))
     return node
 
 

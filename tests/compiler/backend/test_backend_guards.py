@@ -72,3 +72,39 @@ def test_the_aot_input_check_holds_guards_the_backend_added(monkeypatch):
             x = torch.randn(n, 512)
             torch.testing.assert_close(fn(x), model(x), atol=1e-3, rtol=1e-4)
     assert [e.name for e in events] == ["backend_guarded", "compiled_graph_skipped"]
+
+
+class _PaddedConvNet(torch.nn.Module):
+    """Convolutions after F.pad (MobileNetV2's and EfficientNet's "same" padding in
+    transformers), pooled."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 16, 3, stride=2)
+        self.conv2 = torch.nn.Conv2d(16, 16, 3, groups=16)
+
+    def forward(self, x):
+        pad = torch.nn.functional.pad
+        y = self.conv1(pad(x, (0, 1, 0, 1))).relu()
+        return self.conv2(pad(y, (1, 1, 1, 1))).mean((2, 3))
+
+
+def test_the_gpu_rewrites_keep_a_dynamic_batch_symbolic():
+    """Channels-last convolutions run on the GPU only (conv_layout re-propagates every fake
+    value); here they run on the CPU. Re-propagating constant_pad_nd through ATen's C++ kernel
+    guarded the batch: MobileNetV2 and EfficientNet recompiled per size, each compile logged
+    backend_guarded."""
+    torch.manual_seed(0)
+    model = _PaddedConvNet().eval()
+    options = {"backend.pad_gemm": "always", "backend.conv_layout": "channels_last", "backend.cache_enabled": False}
+    with config.patch(options), \
+            capture(names={"backend_guarded", "frame_compiled", "conv_layout_channels_last", "compiled_graph_skipped"},
+                    level=logging.DEBUG) as events, torch.no_grad():
+        compiler.reset()
+        fn = compiler.compile(model)
+        for n in (2, 3, 5, 7, 3):
+            x = torch.randn(n, 3, 16, 16)
+            torch.testing.assert_close(fn(x), model(x), atol=1e-4, rtol=1e-4)
+    names = [e.name for e in events]
+    assert names.count("frame_compiled") == 2 and names.count("conv_layout_channels_last") == 2
+    assert "backend_guarded" not in names and "compiled_graph_skipped" not in names
