@@ -287,6 +287,18 @@ def _addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     return scaled + summed
 
 
+def _baddbmm_with_full_input(input, batch1, batch2, *, beta=1, alpha=1):
+    """baddbmm kept whole, its input expanded to the product's shape first (a view). ATen's meta
+    kernel expands a broadcast input itself, and with a dynamic batch that expand raised
+    "SymIntArrayRef expected to contain only concrete integers" under the fake mode (Bloom's
+    attention scores over its ALiBi bias, [b*h, 1, k]: the whole graph ran eagerly). The
+    comparison is of expressions: comparing symbolic sizes would guard them."""
+    shape = (batch1.shape[0], batch1.shape[1], batch2.shape[2])
+    if input.dim() == 3 and list(map(size_expr, input.shape)) == list(map(size_expr, shape)):
+        return NotImplemented                     # already full: ATen's own op, traced as is
+    return aten.baddbmm.default(input.expand(shape), batch1, batch2, beta=beta, alpha=alpha)
+
+
 def _log_sigmoid_forward(self):
     """torch's decomposition, its output made contiguous: ATen's CPU kernel allocates a
     contiguous result whatever the input's layout, where the decomposed pointwise ops (and their
@@ -345,6 +357,11 @@ OWN = {aten.addbmm.default: _addbmm, aten.log_sigmoid_forward.default: _log_sigm
        aten.addcmul_.default: _addcmul_, aten.silu.default: _silu}
 
 
+#: ops kept whole whose arguments are rewritten before the op is traced (each returns
+#: NotImplemented where nothing needs rewriting)
+KEPT_WHOLE_REWRITES = {aten.baddbmm.default: _baddbmm_with_full_input}
+
+
 @functools.lru_cache(maxsize=1)
 def _table() -> dict:
     table = dict(core_aten_decompositions())
@@ -357,6 +374,7 @@ def _table() -> dict:
     for op in list(table):
         if op in keep:
             del table[op]
+    table.update(KEPT_WHOLE_REWRITES)
     return table
 
 

@@ -100,3 +100,34 @@ def test_hf_seq2seq_generate_passes_encoder_outputs_without_breaks(name):
         report = compiler.explain(fresh)(encoder_outputs=enc, decoder_input_ids=expected[:, :2])
     assert torch.equal(got, expected)
     assert report.graph_break_count == 0, report
+
+
+def _rows(inputs, n):
+    """The zoo inputs with n rows (the example rows repeated, then cut)."""
+    def one(x):
+        return x.repeat(-(-n // x.shape[0]), *([1] * (x.dim() - 1)))[:n].contiguous()
+    return {k: one(v) for k, v in inputs.items()}
+
+
+def test_a_changing_batch_keeps_bloom_in_one_dynamic_graph():
+    """scripts/dynamic_batch_zoo.py found Bloom losing its dynamic graph: the aot trace failed
+    in ATen's baddbmm meta kernel, which expands the ALiBi bias itself (the graph ran eagerly).
+    The GPU's rewrites are on, as in that script (MobileNetV2's case of them:
+    tests/compiler/backend/test_backend_guards.py)."""
+    from tracetorch.compiler import config
+    entry = ZOO["bloom"]
+    model, inputs = entry.model(), entry.inputs()
+    lost = {"aot_runs_eagerly", "graph_runs_eagerly", "backend_guarded", "compiled_graph_skipped"}
+    options = {"backend.pad_gemm": "always", "backend.conv_layout": "channels_last", "backend.cache_enabled": False}
+    with config.patch(options), logs.testing.capture(level=logging.DEBUG) as events, torch.no_grad():
+        compiler.reset()
+        fn = compiler.compile(model)
+        for n in (2, 3, 5, 3):
+            x = _rows(inputs, n)
+            want = model(**x)
+            got = fn(**x)
+            key = "logits" if hasattr(want, "logits") else "last_hidden_state"
+            torch.testing.assert_close(getattr(got, key), getattr(want, key), atol=1e-4, rtol=1e-4)
+    names = [e.name for e in events]
+    assert not lost & set(names), [e for e in events if e.name in lost]
+    assert names.count("frame_compiled") == 2
