@@ -14,6 +14,7 @@ Modules, in the order data flows through them:
     partition          min-cut split into forward and backward
     autograd_function  compiled forward and backward wired into autograd
     output_layouts     fake values re-propagated when input layouts change (channels_last)
+    sizes              symbolic sizes read without guarding them; ops faked guard-free
 """
 
 from tracetorch.compiler.aot.decompose import decomposition_table
