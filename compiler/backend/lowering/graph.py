@@ -515,8 +515,7 @@ class GraphLowering:
         """`.item()` of a one-element graph input: torch.compile(dynamic=True) passes a module's
         Python float (a LayerNorm's eps) as a 0-d tensor whose value the graph reads. The wrapper
         reads it before the kernels run (a host read; on a CUDA input, a synchronisation) into a
-        scalar symbol the kernels take; ATen's call did the same. Its ShapeEnv symbol was made
-        without a value (unbacked): nothing in the graph may size a tensor by it."""
+        scalar symbol the kernels take; ATen's call did the same."""
         val = node.meta.get("val")
         if isinstance(val, (torch.SymFloat, float)):
             sym = self.new_float_symbol()
