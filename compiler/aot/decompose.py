@@ -124,16 +124,13 @@ def aten_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, *
     choices that change speed only). mask_contiguous: ask as if the mask were a contiguous
     tensor of its sizes."""
     tensors = [t for t in (query, key, value, attn_mask) if t is not None]
-    if not all(type(n) is int for t in tensors for n in (*t.shape, *t.stride())):
-        if not at_example_sizes:
-            return None             # symbolic sizes: asking would specialise them
-        try:
-            shapes = [(tuple(map(example_size, t.shape)), tuple(map(example_size, t.stride())))
-                      for t in tensors]
-        except TypeError:           # a size without an example value (an unbacked one)
-            return None
-    else:
-        shapes = [(tuple(t.shape), tuple(t.stride())) for t in tensors]
+    symbolic = not all(type(n) is int for t in tensors for n in (*t.shape, *t.stride()))
+    if symbolic and not at_example_sizes:
+        return None                 # symbolic sizes: asking would specialise them
+    try:
+        shapes = [(tuple(map(example_size, t.shape)), tuple(map(example_size, t.stride()))) for t in tensors]
+    except TypeError:               # a size without an example value (an unbacked one)
+        return None
     from torch._prims_common import compute_required_storage_length as extent, make_contiguous_strides_for
     if mask_contiguous and attn_mask is not None:
         shapes[-1] = (shapes[-1][0], tuple(make_contiguous_strides_for(shapes[-1][0])))
@@ -172,10 +169,10 @@ def _mask_for_a_fused_kernel(query, key, value, attn_mask, dropout_p, is_causal,
     # any size, only its speed depends on the choice (BERT with a dynamic batch kept the expanded
     # mask, and ATen's math path took 12.8 of 13.8 ms per call on the H100)
     math = int(torch.nn.attention.SDPBackend.MATH)
-    ask = dict(at_example_sizes=True)
-    if aten_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, **ask) != math:
+    if aten_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, at_example_sizes=True) != math:
         return attn_mask
-    fused = aten_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, mask_contiguous=True, **ask)
+    fused = aten_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, mask_contiguous=True,
+                            at_example_sizes=True)
     if fused is None or fused == math:
         return attn_mask
     log.debug("sdpa_mask_made_contiguous", mask=list(attn_mask.shape), stride=list(attn_mask.stride()),

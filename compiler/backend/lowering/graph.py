@@ -494,11 +494,7 @@ class GraphLowering:
                                 f"{type(val).__name__} (only float results of float scalars are compiled)")
         if any(isinstance(a, ir.IRNode) for a in args):
             raise GraphFallback(f"scalar op {node.name} on a tensor")
-        sym = self.new_float_symbol()
-        self.scalar_defs.append((sym, _FLOAT_SCALAR_OPS[node.target], list(args)))
-        log.debug("float_scalar_op", node=node.name, op=getattr(node.target, "__name__", str(node.target)),
-                  symbol=sym.name)
-        return sym
+        return self._wrapper_float(node, _FLOAT_SCALAR_OPS[node.target], args, "float_scalar_op")
 
     def _signed_int(self, node, args):
         """Python's // or % of ints that may be negative (`-2 // n`; `_maybe_negative` let no
@@ -518,14 +514,19 @@ class GraphLowering:
         scalar symbol the kernels take; ATen's call did the same."""
         val = node.meta.get("val")
         if isinstance(val, (torch.SymFloat, float)):
-            sym = self.new_float_symbol()
-            self.scalar_defs.append((sym, "{0}.item()", list(args)))
-            log.debug("input_item_read", node=node.name, input=args[0].name, symbol=sym.name)
-            return sym
+            return self._wrapper_float(node, "{0}.item()", args, "input_item_read")
         if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
             return self._wrapper_int(node, "{0}.item()", args, "input_item_read")
         raise GraphFallback(f"{node.name}: .item() of an input gives {type(val).__name__} "
                             "(float and int values are compiled)")
+
+    def _wrapper_float(self, node, fmt: str, args, event: str) -> sympy.Symbol:
+        """A float the wrapper computes in Python (`fmt` over the operands) before the kernels
+        run, into a new float symbol (kernels take it as a double argument)."""
+        sym = self.new_float_symbol()
+        self.scalar_defs.append((sym, fmt, list(args)))
+        log.debug(event, node=node.name, op=getattr(node.target, "__name__", str(node.target)), symbol=sym.name)
+        return sym
 
     def _wrapper_int(self, node, fmt: str, args, event: str) -> sympy.Symbol:
         """An int the wrapper computes in Python (`fmt` over the operands) before the kernels run,

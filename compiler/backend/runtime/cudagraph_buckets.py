@@ -31,6 +31,7 @@ import torch
 from torch._prims_common import make_contiguous_strides_for
 
 from tracetorch.compiler import config
+from tracetorch.compiler.aot.sizes import size_expr
 
 aten = torch.ops.aten
 
@@ -394,10 +395,8 @@ def _contiguous_meta(val: torch.Tensor) -> bool:
 
 
 def _expr(x):
-    """A size as a sympy expression: an int's Integer, a SymInt's expression (read without guarding)."""
-    if isinstance(x, torch.SymInt):
-        return x.node.expr
-    return sympy.Integer(x) if isinstance(x, int) else x
+    """A size as a sympy expression (sizes.size_expr: read without guarding); anything else as it is."""
+    return size_expr(x) if isinstance(x, (int, torch.SymInt)) else x
 
 
 def _guards(shape_env, sym, candidates):
